@@ -1,0 +1,204 @@
+// Package carmy turns plain, typed Go functions into tools that AI agents
+// can call safely.
+//
+// A tool is a function, an effect and options:
+//
+//	// CreateOrder is the input of create_order.
+//	type CreateOrder struct {
+//		SKU      string `json:"sku" validate:"required"`
+//		Quantity uint32 `json:"quantity" validate:"min=1,max=100"`
+//	}
+//
+//	var createOrderTool = carmy.Tool(createOrder, carmy.Write,
+//		carmy.Description("Place an order"))
+//
+//	func createOrder(ctx carmy.Context, orders carmy.State[*Orders], in CreateOrder) (Order, error) {
+//		return orders.Value.Place(ctx, in)
+//	}
+//
+// A [Builder] collects tools and their dependencies and builds a [Registry]
+// once, reporting every problem at once; the registry then runs calls:
+//
+//	reg, err := carmy.New().Tool(createOrderTool).State(orders).Build()
+//	order, err := carmy.Invoke[Order](ctx, reg, "create_order", CreateOrder{SKU: "A-1", Quantity: 2})
+//
+// # Schemas
+//
+// carmy derives a JSON Schema for every input and output from the Go types:
+// json tags name the members, a field is required unless it is a pointer or
+// has omitempty or omitzero, pointers are nullable, sized integers carry
+// their range, and validate rules that JSON Schema can say (required, min,
+// max, len, gt, gte, lt, lte, oneof, email, url, uuid, and dive for
+// elements) become keywords. The runtime decodes strictly and enforces the
+// same model, so an input is accepted exactly when it conforms to the
+// published schema and to the validator rules that JSON Schema cannot say.
+//
+// # Effects
+//
+// Every tool declares an [Effect]: [None], [Read], [Write], [ExternalWrite]
+// or [Destructive]. It is published to agents (as MCP annotations) and
+// available to the host's policy.
+//
+// # Errors
+//
+// Callers see [*Error] values with a [Code]. invalid_input carries a
+// [FieldError] per problem, with paths such as items[2].sku, so a model can
+// fix its call. A tool chooses its code by returning an [*Error]; any other
+// error becomes internal, and its text is logged, never sent.
+//
+// # Concurrency
+//
+// A [Registry] is immutable and safe for concurrent use. A tool without
+// [ParallelSafe] never has two executions at once; calls wait their turn,
+// and the wait respects the caller's cancellation.
+//
+// # Cancellation
+//
+// Every execution runs under a deadline: the tool's [Timeout], else the
+// builder's default. The caller gets timeout or cancelled as soon as the
+// deadline passes or it gives up, even if the tool ignores its context;
+// the tool's context is cancelled and its serialization turn is released
+// only when its code returns.
+package carmy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"time"
+)
+
+// DefaultTimeout is the deadline of an execution when neither the tool nor
+// the builder sets one.
+const DefaultTimeout = 60 * time.Second
+
+// Builder collects tools, dependencies and settings, then builds a
+// [Registry]. Its methods return the builder for chaining. A Builder is not
+// safe for concurrent use.
+type Builder struct {
+	defs    []*ToolDef
+	states  []any
+	timeout time.Duration
+	logger  *slog.Logger
+	errs    []error
+}
+
+// New returns an empty builder: no configuration file, no automatically
+// registered tools.
+func New() *Builder {
+	return &Builder{timeout: DefaultTimeout}
+}
+
+// App returns a builder holding every tool declared with [Tool] and not
+// Register(false).
+func App() *Builder {
+	b := New()
+	autoRegistry.Lock()
+	defs := slices.Clone(autoRegistry.defs)
+	autoRegistry.Unlock()
+	return b.Tool(defs...)
+}
+
+// Tool adds tools. The same *ToolDef added twice counts once; two different
+// tools with one name are a Build error.
+func (b *Builder) Tool(defs ...*ToolDef) *Builder {
+	for _, d := range defs {
+		if d == nil {
+			b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: errors.New("Builder.Tool was given a nil *ToolDef")})
+			continue
+		}
+		if !slices.Contains(b.defs, d) {
+			b.defs = append(b.defs, d)
+		}
+	}
+	return b
+}
+
+// State provides dependencies. A parameter State[T] receives the provided
+// value of type T; for an interface T, the one provided value that
+// implements it.
+func (b *Builder) State(values ...any) *Builder {
+	for _, v := range values {
+		if v == nil {
+			b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: errors.New("Builder.State was given nil; provide a typed value")})
+			continue
+		}
+		b.states = append(b.states, v)
+	}
+	return b
+}
+
+// Timeout sets the default deadline of an execution, for tools that do not
+// set their own. The default is [DefaultTimeout].
+func (b *Builder) Timeout(d time.Duration) *Builder {
+	if d <= 0 {
+		b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: fmt.Errorf("Builder.Timeout(%v) must be positive", d)})
+		return b
+	}
+	b.timeout = d
+	return b
+}
+
+// Logger sets where the registry logs internal errors, panics and
+// executions that outlive their deadline. The default is [slog.Default].
+func (b *Builder) Logger(l *slog.Logger) *Builder {
+	b.logger = l
+	return b
+}
+
+// Build validates everything and returns the registry, or every problem
+// found, joined with [errors.Join]; each is a [*BuildError] naming the tool
+// and the file:line where it was declared.
+func (b *Builder) Build() (*Registry, error) {
+	errs := slices.Clone(b.errs)
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger}
+	if r.logger == nil {
+		r.logger = slog.Default()
+	}
+	sites := map[string]string{}
+	for _, d := range b.defs {
+		t, problems := b.prepare(d)
+		for _, p := range problems {
+			errs = append(errs, &BuildError{Tool: t.meta.Name, Site: d.site, Err: p})
+		}
+		if t.meta.Name == "" || len(problems) > 0 {
+			continue
+		}
+		if other, dup := sites[t.meta.Name]; dup {
+			errs = append(errs, &BuildError{Tool: t.meta.Name, Site: d.site, Err: fmt.Errorf("has the same name as the tool declared at %s; give one of them another Name", other)})
+			continue
+		}
+		sites[t.meta.Name] = d.site
+		r.tools[t.meta.Name] = t
+		r.names = append(r.names, t.meta.Name)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	slices.Sort(r.names)
+	return r, nil
+}
+
+// states resolves the value of State[T].
+func (b *Builder) stateValue(t reflect.Type) (reflect.Value, error) {
+	var found []any
+	for _, v := range b.states {
+		vt := reflect.TypeOf(v)
+		if vt == t || (t.Kind() == reflect.Interface && vt.Implements(t)) {
+			found = append(found, v)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return reflect.Value{}, fmt.Errorf("needs carmy.State[%s], but the builder has no value of that type: provide one with Builder.State", t)
+	case 1:
+		return reflect.ValueOf(found[0]), nil
+	}
+	types := make([]string, len(found))
+	for i, v := range found {
+		types[i] = reflect.TypeOf(v).String()
+	}
+	return reflect.Value{}, fmt.Errorf("needs carmy.State[%s], and %d provided values fit it (%v); provide exactly one", t, len(found), types)
+}

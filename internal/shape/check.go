@@ -1,0 +1,346 @@
+package shape
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/big"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-playground/validator/v10"
+)
+
+var (
+	validateOnce sync.Once
+	validate     *validator.Validate
+)
+
+// Validator returns the validator that enforces the rules JSON Schema cannot
+// say. Custom rules registered on it before Build are available to tags.
+func Validator() *validator.Validate {
+	validateOnce.Do(func() {
+		validate = validator.New()
+		validate.RegisterTagNameFunc(func(f reflect.StructField) string {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				return f.Name
+			}
+			return name
+		})
+	})
+	return validate
+}
+
+// probeRuntime fails when the validator does not know a rule of tag: it
+// would otherwise panic on the first call.
+func probeRuntime(t reflect.Type, tag string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("validate rule %q: %v", tag, r)
+		}
+	}()
+	_ = Validator().Var(reflect.Zero(t).Interface(), tag)
+	return nil
+}
+
+// Check reports every rule that v, a value of the type n models, breaks.
+// Paths in skip already have a problem and are not reported again.
+func Check(n *Node, v reflect.Value, skip []Problem) []Problem {
+	if !n.checked {
+		return nil
+	}
+	c := checker{skip: skip}
+	c.value(n, nil, v)
+	return c.problems
+}
+
+type checker struct {
+	problems []Problem
+	path     path
+	skip     []Problem
+}
+
+func (c *checker) add(msg string) {
+	p := c.path.String()
+	for _, s := range c.skip {
+		if s.Path == p {
+			return
+		}
+	}
+	c.problems = append(c.problems, Problem{Path: p, Message: msg})
+}
+
+// value checks v against the rules of its use (r, may be nil) and of its
+// type, then everything below it.
+func (c *checker) value(n *Node, r *Rules, v reflect.Value) {
+	for n.Kind == KindPtr {
+		if v.IsNil() {
+			if r != nil && r.NonNull {
+				c.add("must not be null")
+			}
+			return
+		}
+		n, v = n.Elem, v.Elem()
+	}
+	if r != nil {
+		for _, m := range ruleProblems(r, n, v) {
+			c.add(m)
+		}
+	}
+	for _, m := range ruleProblems(&n.Rules, n, v) {
+		c.add(m)
+	}
+	var items *Rules
+	if r != nil {
+		items = r.Items
+	}
+	switch n.Kind {
+	case KindStruct:
+		c.fields(n, v)
+	case KindSlice, KindArray:
+		if !n.Elem.checked && items == nil {
+			return
+		}
+		for i := range v.Len() {
+			c.path = append(c.path, seg{index: i})
+			c.value(n.Elem, items, v.Index(i))
+			c.path = c.path[:len(c.path)-1]
+		}
+	case KindMap:
+		if !n.Elem.checked && items == nil {
+			return
+		}
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return cmp.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			c.path = append(c.path, seg{name: k.String(), isKey: true})
+			c.value(n.Elem, items, v.MapIndex(k))
+			c.path = c.path[:len(c.path)-1]
+		}
+	}
+}
+
+func (c *checker) fields(n *Node, v reflect.Value) {
+	cross := false
+	for _, f := range n.Fields {
+		if !f.Node.checked && f.Rules.empty() && f.Runtime == "" {
+			continue
+		}
+		fv := v.FieldByIndex(f.Index)
+		c.path = append(c.path, seg{name: f.Name})
+		c.value(f.Node, &f.Rules, fv)
+		if f.Runtime != "" && !f.Cross {
+			c.validatorErrors(Validator().Var(fv.Interface(), f.Runtime))
+		}
+		c.path = c.path[:len(c.path)-1]
+		cross = cross || f.Cross
+	}
+	if cross {
+		c.crossFields(n, v)
+	}
+}
+
+// crossFields runs the rules that compare fields of one struct, and only
+// those: every other rule has been checked already.
+func (c *checker) crossFields(n *Node, v reflect.Value) {
+	allowed := map[string]bool{}
+	for _, f := range n.Fields {
+		if f.Cross {
+			allowed[n.Type.Name()+"."+f.GoName] = true
+		}
+	}
+	ptr := reflect.New(n.Type)
+	ptr.Elem().Set(v)
+	err := Validator().StructFiltered(ptr.Interface(), func(ns []byte) bool { return !allowed[string(ns)] })
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) {
+		return
+	}
+	for _, fe := range verrs {
+		ns := fe.Namespace()
+		if _, rest, ok := strings.Cut(ns, "."); ok {
+			ns = rest
+		}
+		c.path = append(c.path, seg{name: ns})
+		c.add(validatorMessage(fe))
+		c.path = c.path[:len(c.path)-1]
+	}
+}
+
+func (c *checker) validatorErrors(err error) {
+	var verrs validator.ValidationErrors
+	if !errors.As(err, &verrs) {
+		return
+	}
+	base := c.path.String()
+	for _, fe := range verrs {
+		p := base + fe.Namespace()
+		dup := false
+		for _, q := range c.problems {
+			dup = dup || q.Path == p
+		}
+		for _, s := range c.skip {
+			dup = dup || s.Path == p
+		}
+		if !dup {
+			c.problems = append(c.problems, Problem{Path: p, Message: validatorMessage(fe)})
+		}
+	}
+}
+
+// validatorMessage words a validator failure as a fix.
+func validatorMessage(fe validator.FieldError) string {
+	p := fe.Param()
+	switch fe.Tag() {
+	case "required":
+		return "is required"
+	case "email":
+		return "must be a valid email address"
+	case "url", "http_url":
+		return "must be a valid URL"
+	case "uri":
+		return "must be a valid URI"
+	case "uuid", "uuid4", "uuid_rfc4122", "uuid4_rfc4122":
+		return "must be a valid UUID"
+	case "alpha":
+		return "must contain only ASCII letters"
+	case "alphanum":
+		return "must contain only ASCII letters and digits"
+	case "numeric", "number":
+		return "must contain only digits"
+	case "lowercase":
+		return "must be lowercase"
+	case "uppercase":
+		return "must be uppercase"
+	case "contains":
+		return fmt.Sprintf("must contain %q", p)
+	case "excludes":
+		return fmt.Sprintf("must not contain %q", p)
+	case "startswith":
+		return fmt.Sprintf("must start with %q", p)
+	case "endswith":
+		return fmt.Sprintf("must end with %q", p)
+	case "unique":
+		return "must not contain duplicates"
+	case "ip", "ipv4", "ipv6", "hostname", "datetime", "e164", "iso3166_1_alpha2":
+		return "must be a valid " + fe.Tag()
+	case "eqfield":
+		return fmt.Sprintf("must equal field %s", p)
+	case "nefield":
+		return fmt.Sprintf("must differ from field %s", p)
+	case "gtfield", "gtefield", "ltfield", "ltefield":
+		return fmt.Sprintf("must be %s field %s", map[string]string{"gtfield": "greater than", "gtefield": "at least", "ltfield": "less than", "ltefield": "at most"}[fe.Tag()], p)
+	}
+	if p != "" {
+		return fmt.Sprintf("must satisfy the rule %s=%s", fe.Tag(), p)
+	}
+	return fmt.Sprintf("must satisfy the rule %s", fe.Tag())
+}
+
+// ruleProblems checks one value, already past any pointer, against r. It
+// does not look into elements or fields.
+func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
+	if r.empty() {
+		return nil
+	}
+	if n.Kind == KindPtr {
+		if v.IsNil() {
+			if r.NonNull {
+				return []string{"must not be null"}
+			}
+			return nil
+		}
+		return ruleProblems(r, n.Elem, v.Elem())
+	}
+	var out []string
+	switch n.Kind {
+	case KindInt, KindUint, KindFloat:
+		c := func(b *Bound) int { return compareNumber(n, v, b) }
+		if r.Min != nil && c(r.Min) < 0 {
+			out = append(out, "must be at least "+r.Min.Lit)
+		}
+		if r.XMin != nil && c(r.XMin) <= 0 {
+			out = append(out, "must be greater than "+r.XMin.Lit)
+		}
+		if r.Max != nil && c(r.Max) > 0 {
+			out = append(out, "must be at most "+r.Max.Lit)
+		}
+		if r.XMax != nil && c(r.XMax) >= 0 {
+			out = append(out, "must be less than "+r.XMax.Lit)
+		}
+		if r.Enum != nil && !slices.ContainsFunc(r.Enum, func(l Literal) bool { return l.N != nil && c(l.N) == 0 }) {
+			out = append(out, "must be one of "+enumList(r.Enum))
+		}
+	case KindString, KindSlice, KindArray, KindMap, KindBytes:
+		if r.MinLen != nil || r.MaxLen != nil {
+			count := v.Len()
+			if n.Kind == KindString {
+				count = runeCount(v.String())
+			}
+			noun := countNoun(n)
+			if r.MinLen != nil && count < *r.MinLen {
+				if *r.MinLen == 1 {
+					out = append(out, "must not be empty")
+				} else {
+					out = append(out, fmt.Sprintf("must have at least %d %s, not %d", *r.MinLen, noun, count))
+				}
+			}
+			if r.MaxLen != nil && count > *r.MaxLen {
+				out = append(out, fmt.Sprintf("must have at most %d %s, not %d", *r.MaxLen, noun, count))
+			}
+		}
+		if n.Kind == KindString {
+			s := v.String()
+			if r.Enum != nil && !slices.ContainsFunc(r.Enum, func(l Literal) bool { return l.N == nil && l.S == s }) {
+				out = append(out, "must be one of "+enumList(r.Enum))
+			}
+			if r.Pattern != nil && !r.Pattern.MatchString(s) {
+				out = append(out, "must match the pattern "+r.Pattern.String())
+			}
+		}
+	case KindBool:
+		if r.Enum != nil && !slices.ContainsFunc(r.Enum, func(l Literal) bool { return l.N == nil && l.B == v.Bool() }) {
+			out = append(out, "must be one of "+enumList(r.Enum))
+		}
+	}
+	return out
+}
+
+func enumList(enum []Literal) string {
+	parts := make([]string, len(enum))
+	for i, l := range enum {
+		parts[i] = l.JSON
+	}
+	return strings.Join(parts, ", ")
+}
+
+// compareNumber compares a number value exactly with a bound.
+func compareNumber(n *Node, v reflect.Value, b *Bound) int {
+	switch n.Kind {
+	case KindInt:
+		x := v.Int()
+		if b.IOK {
+			return cmp.Compare(x, b.I)
+		}
+	case KindUint:
+		x := v.Uint()
+		if b.UOK {
+			return cmp.Compare(x, b.U)
+		}
+		if b.IOK { // a negative bound
+			return 1
+		}
+	case KindFloat:
+		return cmp.Compare(v.Float(), b.F)
+	}
+	return ratOf(n, v).Cmp(b.Rat)
+}
+func ratOf(n *Node, v reflect.Value) *big.Rat {
+	if n.Kind == KindUint {
+		return new(big.Rat).SetInt(new(big.Int).SetUint64(v.Uint()))
+	}
+	return new(big.Rat).SetInt64(v.Int())
+}

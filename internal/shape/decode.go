@@ -1,0 +1,638 @@
+package shape
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Decode decodes data, a JSON object, into dst, an addressable value of the
+// struct type n models. It is strict: names match exactly, unknown members,
+// duplicate names, invalid UTF-8, trailing data, wrong types, missing
+// required members and null where the schema forbids it are all problems.
+// It reports every problem it can find; a malformed document stops at its
+// first syntax error. Empty input and null count as {}. Fatal reports that
+// the document was malformed or not an object, so that dst holds nothing
+// worth checking further.
+func Decode(n *Node, data []byte, dst reflect.Value) (problems []Problem, fatal bool) {
+	if isBlank(data) || string(bytes.TrimSpace(data)) == "null" {
+		data = emptyObject
+	}
+	d := decoders.Get().(*decoder)
+	d.buf = *bytes.NewBuffer(data)
+	d.dec.Reset(&d.buf)
+	d.problems, d.path = d.problems[:0], d.path[:0]
+	fatal = !d.root(n, dst)
+	problems = d.problems
+	d.problems = nil
+	d.buf = bytes.Buffer{}
+	decoders.Put(d)
+	return problems, fatal
+}
+
+var emptyObject = []byte("{}")
+
+func isBlank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+var decoders = sync.Pool{New: func() any { return &decoder{dec: jsontext.NewDecoder(bytes.NewReader(nil))} }}
+
+type decoder struct {
+	buf      bytes.Buffer
+	dec      *jsontext.Decoder
+	problems []Problem
+	path     path
+	syntax   bool // a syntax error ended decoding
+	scratch  []byte
+}
+
+func (d *decoder) add(msg string) {
+	d.problems = append(d.problems, Problem{Path: d.path.String(), Message: msg})
+}
+
+func (d *decoder) addf(format string, args ...any) { d.add(fmt.Sprintf(format, args...)) }
+
+// fail records a syntax error, replacing every other problem: once the
+// document is malformed nothing else said about it can be trusted.
+func (d *decoder) fail(err error) {
+	if d.syntax {
+		return
+	}
+	d.syntax = true
+	msg := "malformed JSON: " + err.Error()
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) {
+		msg = fmt.Sprintf("malformed JSON at byte %d: %v", se.ByteOffset, se.Err)
+	} else if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		msg = "malformed JSON: the document ends early"
+	}
+	d.problems = append(d.problems[:0], Problem{Path: d.pointerPath(), Message: msg})
+}
+
+func (d *decoder) pointerPath() string {
+	var p path
+	for tok := range d.dec.StackPointer().Tokens() {
+		if i, err := strconv.Atoi(tok); err == nil && d.isArrayToken(len(p)) {
+			p = append(p, seg{index: i})
+			continue
+		}
+		p = append(p, seg{name: tok})
+	}
+	return p.String()
+}
+
+func (d *decoder) isArrayToken(i int) bool {
+	k, _ := d.dec.StackIndex(i + 1)
+	return k == '['
+}
+
+// root decodes the top-level object and reports whether it was one.
+func (d *decoder) root(n *Node, v reflect.Value) bool {
+	d.syntax = false
+	switch k := d.dec.PeekKind(); k {
+	case '{':
+		d.object(n, v)
+	case 0:
+		_, err := d.dec.ReadToken()
+		d.fail(err)
+		return false
+	default:
+		d.skip()
+		if !d.syntax {
+			d.addf("the input must be a JSON object, not %s", kindNoun(k))
+		}
+		return false
+	}
+	if d.syntax {
+		return false
+	}
+	if _, err := d.dec.ReadToken(); err != io.EOF {
+		if err == nil {
+			err = errors.New("unexpected data after the top-level object")
+		}
+		d.fail(err)
+		return false
+	}
+	return true
+}
+
+// skip consumes the next value.
+func (d *decoder) skip() {
+	if err := d.dec.SkipValue(); err != nil {
+		d.fail(err)
+	}
+}
+
+func (d *decoder) readValue() (jsontext.Value, bool) {
+	v, err := d.dec.ReadValue()
+	if err != nil {
+		d.fail(err)
+		return nil, false
+	}
+	return v, true
+}
+
+func kindNoun(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 'f', 't':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "nothing"
+}
+
+// want names what a node's values look like, for messages.
+func want(n *Node) string {
+	switch n.Kind {
+	case KindBool:
+		return "a boolean"
+	case KindInt, KindUint:
+		return "an integer"
+	case KindFloat:
+		return "a number"
+	case KindString, KindText:
+		return "a string"
+	case KindTime:
+		return "an RFC 3339 date-time string"
+	case KindBytes:
+		return "a base64 string"
+	case KindStruct, KindMap:
+		return "an object"
+	case KindSlice, KindArray:
+		return "an array"
+	case KindPtr:
+		return want(n.Elem)
+	}
+	return "a JSON value"
+}
+
+// mismatch consumes a value of the wrong kind and says what was expected.
+func (d *decoder) mismatch(n *Node, k jsontext.Kind) {
+	d.skip()
+	if !d.syntax {
+		d.addf("must be %s, not %s", want(n), kindNoun(k))
+	}
+}
+
+// value decodes the next value into v, which has the type n models.
+func (d *decoder) value(n *Node, v reflect.Value) {
+	k := d.dec.PeekKind()
+	if k == 0 {
+		d.skip()
+		return
+	}
+	if k == 'n' {
+		switch n.Kind {
+		case KindPtr, KindAny:
+			d.skip()
+			v.SetZero()
+		case KindRaw:
+			d.raw(v)
+		default:
+			d.mismatch(n, k)
+		}
+		return
+	}
+	switch n.Kind {
+	case KindPtr:
+		if v.IsNil() {
+			v.Set(reflect.New(n.Type.Elem()))
+		}
+		d.value(n.Elem, v.Elem())
+	case KindStruct:
+		if k != '{' {
+			d.mismatch(n, k)
+			return
+		}
+		d.object(n, v)
+	case KindSlice, KindArray:
+		if k != '[' {
+			d.mismatch(n, k)
+			return
+		}
+		d.array(n, v)
+	case KindMap:
+		if k != '{' {
+			d.mismatch(n, k)
+			return
+		}
+		d.mapValue(n, v)
+	case KindBool:
+		if k != 't' && k != 'f' {
+			d.mismatch(n, k)
+			return
+		}
+		d.readValue()
+		v.SetBool(k == 't')
+	case KindInt, KindUint, KindFloat:
+		if k != '0' {
+			d.mismatch(n, k)
+			return
+		}
+		raw, ok := d.readValue()
+		if ok {
+			d.number(n, raw, v)
+		}
+	case KindString, KindText, KindTime, KindBytes:
+		if k != '"' {
+			d.mismatch(n, k)
+			return
+		}
+		raw, ok := d.readValue()
+		if ok {
+			d.text(n, raw, v)
+		}
+	case KindAny:
+		raw, ok := d.readValue()
+		if !ok {
+			return
+		}
+		var x any
+		if err := jsonv2.Unmarshal(raw, &x); err != nil {
+			d.addf("cannot decode: %v", err)
+			return
+		}
+		v.Set(reflect.ValueOf(&x).Elem())
+	case KindRaw:
+		d.raw(v)
+	}
+}
+
+func (d *decoder) raw(v reflect.Value) {
+	raw, ok := d.readValue()
+	if ok {
+		v.SetBytes(bytes.Clone(raw))
+	}
+}
+
+func (d *decoder) object(n *Node, v reflect.Value) {
+	if _, err := d.dec.ReadToken(); err != nil {
+		d.fail(err)
+		return
+	}
+	var seenSmall [64]bool
+	seen := seenSmall[:]
+	if len(n.Fields) > len(seenSmall) {
+		seen = make([]bool, len(n.Fields))
+	}
+	for d.dec.PeekKind() != '}' {
+		name, ok := d.name()
+		if !ok {
+			return
+		}
+		f, known := n.byName[string(name)]
+		if !known {
+			d.path = append(d.path, seg{name: string(name)})
+			d.unknown(n, string(name))
+			d.path = d.path[:len(d.path)-1]
+			d.skip()
+			if d.syntax {
+				return
+			}
+			continue
+		}
+		seen[f.Pos] = true
+		d.path = append(d.path, seg{name: f.Name})
+		if !f.Nullable && f.Node.Kind == KindPtr && d.dec.PeekKind() == 'n' {
+			d.skip()
+			d.addf("must not be null: it is required")
+		} else {
+			d.value(f.Node, v.FieldByIndex(f.Index))
+		}
+		d.path = d.path[:len(d.path)-1]
+		if d.syntax {
+			return
+		}
+	}
+	if _, err := d.dec.ReadToken(); err != nil {
+		d.fail(err)
+		return
+	}
+	for i, f := range n.Fields {
+		if f.Required && !seen[i] {
+			d.path = append(d.path, seg{name: f.Name})
+			d.addf("is required: add %s", want(f.Node))
+			d.path = d.path[:len(d.path)-1]
+		}
+	}
+}
+
+// name reads an object member name. The bytes are valid until the next
+// read.
+func (d *decoder) name() ([]byte, bool) {
+	raw, ok := d.readValue()
+	if !ok {
+		return nil, false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1], true
+	}
+	var err error
+	d.scratch, err = jsontext.AppendUnquote(d.scratch[:0], raw)
+	if err != nil {
+		d.fail(err)
+		return nil, false
+	}
+	return d.scratch, true
+}
+
+func (d *decoder) unknown(n *Node, name string) {
+	names := n.Names()
+	if c := closest(name, names); c != "" {
+		d.addf("unknown field %q; did you mean %q? (names are case-sensitive)", name, c)
+		return
+	}
+	if len(names) == 0 {
+		d.addf("unknown field %q; this tool takes no input fields", name)
+		return
+	}
+	if len(names) <= 12 {
+		d.addf("unknown field %q; known fields: %s", name, quoteList(names))
+		return
+	}
+	d.addf("unknown field %q", name)
+}
+
+func quoteList(names []string) string {
+	var b []byte
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendQuote(b, n)
+	}
+	return string(b)
+}
+
+func (d *decoder) array(n *Node, v reflect.Value) {
+	if _, err := d.dec.ReadToken(); err != nil {
+		d.fail(err)
+		return
+	}
+	if n.Kind == KindSlice {
+		v.Set(reflect.MakeSlice(n.Type, 0, 0)) // [] is an empty slice, never nil
+	}
+	i := 0
+	for d.dec.PeekKind() != ']' {
+		d.path = append(d.path, seg{index: i})
+		switch {
+		case n.Kind == KindSlice:
+			v.Grow(1)
+			v.SetLen(i + 1)
+			d.value(n.Elem, v.Index(i))
+		case i < n.Len:
+			d.value(n.Elem, v.Index(i))
+		default:
+			d.skip()
+		}
+		d.path = d.path[:len(d.path)-1]
+		if d.syntax {
+			return
+		}
+		i++
+	}
+	if _, err := d.dec.ReadToken(); err != nil {
+		d.fail(err)
+		return
+	}
+	if n.Kind == KindArray && i != n.Len {
+		d.addf("must have exactly %d items, not %d", n.Len, i)
+	}
+}
+
+func (d *decoder) mapValue(n *Node, v reflect.Value) {
+	if _, err := d.dec.ReadToken(); err != nil {
+		d.fail(err)
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(n.Type))
+	}
+	keyType := n.Type.Key()
+	for d.dec.PeekKind() != '}' {
+		name, ok := d.name()
+		if !ok {
+			return
+		}
+		key := string(name)
+		d.path = append(d.path, seg{name: key, isKey: true})
+		elem := reflect.New(n.Type.Elem()).Elem()
+		d.value(n.Elem, elem)
+		d.path = d.path[:len(d.path)-1]
+		if d.syntax {
+			return
+		}
+		v.SetMapIndex(reflect.ValueOf(key).Convert(keyType), elem)
+	}
+	if _, err := d.dec.ReadToken(); err != nil {
+		d.fail(err)
+	}
+}
+
+// text decodes a JSON string into the string-like kinds.
+func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
+	var s string
+	if bytes.IndexByte(raw, '\\') < 0 {
+		s = string(raw[1 : len(raw)-1])
+	} else {
+		b, err := jsontext.AppendUnquote(nil, raw)
+		if err != nil {
+			d.fail(err)
+			return
+		}
+		s = string(b)
+	}
+	switch n.Kind {
+	case KindString:
+		v.SetString(s)
+	case KindTime:
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			d.addf("must be an RFC 3339 date-time such as \"2006-01-02T15:04:05Z\", not %q", truncate(s))
+			return
+		}
+		v.Set(reflect.ValueOf(t))
+	case KindBytes:
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			d.addf("must be base64 (standard alphabet, padded): %v", err)
+			return
+		}
+		v.SetBytes(b)
+	case KindText:
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+			if n.Format != "" {
+				d.addf("must be a valid %s, not %q", n.Format, truncate(s))
+			} else {
+				d.addf("is not a valid %s: %v", n.Type, err)
+			}
+		}
+	}
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// number decodes a JSON number. Integer kinds take any notation of an
+// integer (2, 2.0, 2e0), as JSON Schema does, and refuse anything out of the
+// type's range.
+func (d *decoder) number(n *Node, raw jsontext.Value, v reflect.Value) {
+	switch n.Kind {
+	case KindFloat:
+		s := unsafe.String(unsafe.SliceData(raw), len(raw))
+		f, err := strconv.ParseFloat(s, n.Bits)
+		if err != nil {
+			lo, hi := typeRange(n)
+			d.addf("must be between %s and %s (float%d)", lo.Lit, hi.Lit, n.Bits)
+			return
+		}
+		v.SetFloat(f)
+	case KindInt:
+		neg, mag, st := parseInteger(raw)
+		limit := uint64(1)<<(n.Bits-1) - 1
+		if neg {
+			limit++
+		}
+		switch {
+		case st == notInteger:
+			d.addf("must be an integer, not %s", truncate(string(raw)))
+		case st == overflow || mag > limit:
+			lo, hi := typeRange(n)
+			d.addf("must be between %s and %s (int%d)", lo.Lit, hi.Lit, n.Bits)
+		case neg:
+			v.SetInt(int64(-mag))
+		default:
+			v.SetInt(int64(mag))
+		}
+	case KindUint:
+		neg, mag, st := parseInteger(raw)
+		switch {
+		case st == notInteger:
+			d.addf("must be an integer, not %s", truncate(string(raw)))
+		case st == overflow || (neg && mag != 0) || mag > math.MaxUint64>>(64-n.Bits):
+			_, hi := typeRange(n)
+			d.addf("must be between 0 and %s (uint%d)", hi.Lit, n.Bits)
+		default:
+			v.SetUint(mag)
+		}
+	}
+}
+
+const (
+	integral = iota
+	notInteger
+	overflow
+)
+
+// parseInteger reads a valid JSON number exactly: its sign, its magnitude
+// when it is an integer that fits 64 bits, and whether it is one.
+func parseInteger(b []byte) (neg bool, mag uint64, status int) {
+	if len(b) > 0 && b[0] == '-' {
+		neg, b = true, b[1:]
+	}
+	// Fast path: plain digits.
+	i := 0
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	if i == len(b) && i <= 19 {
+		for _, c := range b {
+			mag = mag*10 + uint64(c-'0')
+		}
+		return neg, mag, integral
+	}
+	intPart := b[:i]
+	rest := b[i:]
+	var frac []byte
+	if len(rest) > 0 && rest[0] == '.' {
+		j := 1
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		frac, rest = rest[1:j], rest[j:]
+	}
+	exp := 0
+	if len(rest) > 0 && (rest[0] == 'e' || rest[0] == 'E') {
+		rest = rest[1:]
+		expNeg := false
+		if len(rest) > 0 && (rest[0] == '+' || rest[0] == '-') {
+			expNeg, rest = rest[0] == '-', rest[1:]
+		}
+		for _, c := range rest {
+			if exp < 1_000_000 {
+				exp = exp*10 + int(c-'0')
+			}
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	digits := append(append(make([]byte, 0, len(intPart)+len(frac)), intPart...), frac...)
+	exp -= len(frac)
+	for len(digits) > 0 && digits[0] == '0' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 {
+		return neg, 0, integral
+	}
+	for exp < 0 && len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits, exp = digits[:len(digits)-1], exp+1
+	}
+	if exp < 0 {
+		return neg, 0, notInteger
+	}
+	if len(digits)+exp > 20 {
+		return neg, 0, overflow
+	}
+	for _, c := range digits {
+		hi, lo := bits.Mul64(mag, 10)
+		if hi != 0 {
+			return neg, 0, overflow
+		}
+		var carry uint64
+		mag, carry = bits.Add64(lo, uint64(c-'0'), 0)
+		if carry != 0 {
+			return neg, 0, overflow
+		}
+	}
+	for range exp {
+		hi, lo := bits.Mul64(mag, 10)
+		if hi != 0 {
+			return neg, 0, overflow
+		}
+		mag = lo
+	}
+	return neg, mag, integral
+}

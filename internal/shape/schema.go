@@ -1,0 +1,301 @@
+package shape
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// Schema returns the JSON Schema (draft 2020-12) of the type n models. The
+// root is inline; only recursive types go to $defs. A pointer root is
+// nullable.
+func Schema(n *Node) json.RawMessage {
+	e := &emitter{names: map[string]*Node{}, defs: map[*Node]string{}}
+	root := e.use(n, nil, n.Kind == KindPtr, annotations{}, true)
+	if len(e.queue) > 0 {
+		defs := &object{}
+		for i := 0; i < len(e.queue); i++ { // emitting a def may queue more
+			d := e.queue[i]
+			defs.set(e.defs[d], e.body(d, nil, false, annotations{}))
+		}
+		root.set("$defs", defs)
+	}
+	b, err := jsonv2.Marshal(root)
+	if err != nil {
+		panic(fmt.Sprintf("carmy: schema of %s does not encode: %v", n.Type, err)) // a bug in this package
+	}
+	return b
+}
+
+// annotations are what a use of a type says about it beyond rules.
+type annotations struct {
+	desc, title string
+	def         any
+	examples    []any
+}
+
+type emitter struct {
+	names map[string]*Node
+	defs  map[*Node]string
+	queue []*Node
+}
+
+// use emits the schema of one use of a node: a field, an element, the root.
+func (e *emitter) use(n *Node, r *Rules, nullable bool, a annotations, root bool) *object {
+	for n.Kind == KindPtr {
+		n = n.Elem
+	}
+	if n.Recursive && !root {
+		ref := &object{}
+		ref.set("$ref", "#/$defs/"+e.defName(n))
+		if !nullable {
+			e.annotate(ref, n, a)
+			return ref
+		}
+		null := &object{}
+		null.set("type", "null")
+		o := &object{}
+		o.set("anyOf", []any{ref, null})
+		e.annotate(o, n, a)
+		return o
+	}
+	if n.Recursive {
+		e.defName(n)
+	}
+	return e.body(n, r, nullable, a)
+}
+
+func (e *emitter) annotate(o *object, n *Node, a annotations) {
+	if t := cmpOr(a.title, n.Title); t != "" {
+		o.set("title", t)
+	}
+	if d := cmpOr(a.desc, n.Desc); d != "" {
+		o.set("description", d)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// body emits a node inline.
+func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object {
+	o := &object{}
+	if r == nil {
+		r = &Rules{}
+	}
+	if t := jsonType(n); t != "" {
+		if nullable {
+			o.set("type", []any{t, "null"})
+		} else {
+			o.set("type", t)
+		}
+	}
+	e.annotate(o, n, a)
+	if f := cmpOr(r.Format, n.Format); f != "" {
+		o.set("format", f)
+	}
+	if enum := enumOf(r.Enum, n.Rules.Enum); enum != nil {
+		vals := make([]any, 0, len(enum)+1)
+		for _, l := range enum {
+			vals = append(vals, jsontextRaw(l.JSON))
+		}
+		if nullable {
+			vals = append(vals, nil)
+		}
+		o.set("enum", vals)
+	}
+	if numberKind(n) {
+		lo, hi := typeRange(n)
+		minB, xmin, maxB, xmax := lo, (*Bound)(nil), hi, (*Bound)(nil)
+		for _, rr := range []*Rules{&n.Rules, r} {
+			if rr.Min != nil {
+				tighten(&minB, rr.Min, true)
+			}
+			if rr.Max != nil {
+				tighten(&maxB, rr.Max, false)
+			}
+			if rr.XMin != nil {
+				tighten(&xmin, rr.XMin, true)
+			}
+			if rr.XMax != nil {
+				tighten(&xmax, rr.XMax, false)
+			}
+		}
+		if xmin == nil || xmin.Rat.Cmp(minB.Rat) < 0 {
+			o.set("minimum", jsontextRaw(minB.Lit))
+		}
+		if xmin != nil {
+			o.set("exclusiveMinimum", jsontextRaw(xmin.Lit))
+		}
+		if xmax == nil || xmax.Rat.Cmp(maxB.Rat) > 0 {
+			o.set("maximum", jsontextRaw(maxB.Lit))
+		}
+		if xmax != nil {
+			o.set("exclusiveMaximum", jsontextRaw(xmax.Lit))
+		}
+	}
+	minLen, maxLen := lengths(n, r)
+	switch n.Kind {
+	case KindString:
+		setCount(o, "minLength", minLen)
+		setCount(o, "maxLength", maxLen)
+		if p := patternOf(r, n); p != nil {
+			o.set("pattern", p.String())
+		}
+	case KindBytes:
+		o.set("contentEncoding", "base64")
+	case KindSlice, KindArray:
+		o.set("items", e.use(n.Elem, r.Items, elemNullable(n, r), annotations{}, false))
+		setCount(o, "minItems", minLen)
+		setCount(o, "maxItems", maxLen)
+	case KindMap:
+		setCount(o, "minProperties", minLen)
+		setCount(o, "maxProperties", maxLen)
+		o.set("additionalProperties", e.use(n.Elem, r.Items, elemNullable(n, r), annotations{}, false))
+	case KindStruct:
+		props := &object{}
+		var required []any
+		for _, f := range n.Fields {
+			fa := annotations{desc: f.Desc, title: f.Title, def: f.Default, examples: f.Examples}
+			props.set(f.Name, e.use(f.Node, &f.Rules, f.Nullable, fa, false))
+			if f.Required {
+				required = append(required, f.Name)
+			}
+		}
+		o.set("properties", props)
+		if required != nil {
+			o.set("required", required)
+		}
+		o.set("additionalProperties", false)
+	}
+	if a.def != nil {
+		o.set("default", a.def)
+	}
+	if a.examples != nil {
+		o.set("examples", a.examples)
+	}
+	return o
+}
+
+func elemNullable(n *Node, r *Rules) bool {
+	return n.Elem.Kind == KindPtr && (r.Items == nil || !r.Items.NonNull)
+}
+
+func lengths(n *Node, r *Rules) (minLen, maxLen *int) {
+	for _, rr := range []*Rules{&n.Rules, r} {
+		if rr.MinLen != nil {
+			tightenLen(&minLen, *rr.MinLen, true)
+		}
+		if rr.MaxLen != nil {
+			tightenLen(&maxLen, *rr.MaxLen, false)
+		}
+	}
+	if n.Kind == KindArray {
+		tightenLen(&minLen, n.Len, true)
+		tightenLen(&maxLen, n.Len, false)
+	}
+	return minLen, maxLen
+}
+
+func setCount(o *object, key string, v *int) {
+	if v != nil {
+		o.set(key, *v)
+	}
+}
+
+func patternOf(r *Rules, n *Node) *regexp.Regexp {
+	if r.Pattern != nil {
+		return r.Pattern
+	}
+	return n.Rules.Pattern
+}
+
+// enumOf intersects the enums of a use and of a type; nil means any value.
+func enumOf(a, b []Literal) []Literal {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return intersect(a, b)
+}
+
+type jsontextRaw string
+
+func (r jsontextRaw) MarshalJSON() ([]byte, error) { return []byte(r), nil }
+
+var qualified = regexp.MustCompile(`[A-Za-z0-9_.\-]*/`)
+var invalidName = regexp.MustCompile(`[^A-Za-z0-9_.\-]+`)
+
+// defName names a recursive type in $defs: its Go name, made a valid
+// reference (generic arguments kept readable), and qualified by package
+// when two types share a name.
+func (e *emitter) defName(n *Node) string {
+	if name, ok := e.defs[n]; ok {
+		return name
+	}
+	base := qualified.ReplaceAllString(n.Type.Name(), "")
+	base = strings.Trim(invalidName.ReplaceAllString(base, "_"), "_")
+	if base == "" {
+		base = "T"
+	}
+	name := base
+	if other, taken := e.names[name]; taken && other != n {
+		pkg := n.Type.PkgPath()
+		name = pkg[strings.LastIndexByte(pkg, '/')+1:] + "." + base
+		for i := 2; e.names[name] != nil; i++ {
+			name = base + "_" + strconv.Itoa(i)
+		}
+	}
+	e.names[name] = n
+	e.defs[n] = name
+	e.queue = append(e.queue, n)
+	return name
+}
+
+// object is a JSON object that keeps its keys in insertion order, so that
+// schemas read the same every time.
+type object struct {
+	keys []string
+	vals []any
+}
+
+func (o *object) set(k string, v any) {
+	for i, key := range o.keys {
+		if key == k {
+			o.vals[i] = v
+			return
+		}
+	}
+	o.keys = append(o.keys, k)
+	o.vals = append(o.vals, v)
+}
+
+func (o *object) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, k := range o.keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		kb, err := jsonv2.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, kb...), ':')
+		vb, err := jsonv2.Marshal(o.vals[i])
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, vb...)
+	}
+	return append(b, '}'), nil
+}

@@ -1,0 +1,175 @@
+package carmy
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Confirmation says whether a tool's calls need a grant from the host.
+type Confirmation uint8
+
+const (
+	// ConfirmationNone: calls run without a grant.
+	ConfirmationNone Confirmation = iota
+	// ConfirmationRequired: calls need the permission "confirm:<name>", or
+	// "confirm:<name>:<digest>" for one input.
+	ConfirmationRequired
+)
+
+// String returns "none" or "required".
+func (c Confirmation) String() string {
+	if c == ConfirmationRequired {
+		return "required"
+	}
+	return "none"
+}
+
+// MarshalText implements [encoding.TextMarshaler].
+func (c Confirmation) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// ToolMetadata is what a registry publishes about a tool.
+type ToolMetadata struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	Effect       Effect          `json:"effect"`
+	Idempotent   bool            `json:"idempotent"`
+	ParallelSafe bool            `json:"parallel_safe"`
+	Confirmation Confirmation    `json:"confirmation"`
+	Timeout      time.Duration   `json:"timeout"`
+}
+
+func (m ToolMetadata) clone() ToolMetadata {
+	m.InputSchema = slices.Clone(m.InputSchema)
+	m.OutputSchema = slices.Clone(m.OutputSchema)
+	return m
+}
+
+// Registry is a built, validated, immutable set of tools. It is safe for
+// concurrent use; every call runs under its tool's rules.
+type Registry struct {
+	tools  map[string]*tool
+	names  []string // sorted
+	logger *slog.Logger
+
+	closeOnce sync.Once
+}
+
+// Tools returns the metadata of every tool, sorted by name. The slices in
+// it are copies.
+func (r *Registry) Tools() []ToolMetadata {
+	out := make([]ToolMetadata, len(r.names))
+	for i, name := range r.names {
+		out[i] = r.tools[name].meta.clone()
+	}
+	return out
+}
+
+// Lookup returns the metadata of the tool with that name.
+func (r *Registry) Lookup(name string) (ToolMetadata, bool) {
+	t, ok := r.tools[name]
+	if !ok {
+		return ToolMetadata{}, false
+	}
+	return t.meta.clone(), true
+}
+
+// Close stops the registry's background work. Calls made after Close still
+// run; Close is idempotent.
+func (r *Registry) Close() error {
+	r.closeOnce.Do(func() {})
+	return nil
+}
+
+// Call is one request to run a tool.
+type Call struct {
+	Tool string
+	// Input is the JSON input; nil, empty, whitespace or null mean {}.
+	Input json.RawMessage
+	// RequestID is the caller's idempotency identity for this call.
+	RequestID string
+	Session   string
+	Principal string
+	// Permissions are the grants the host gives this call. Only the host
+	// sets them: never copy them from what a caller sent.
+	Permissions []string
+	Metadata    map[string]string
+}
+
+// Result is the outcome of a successful call.
+type Result struct {
+	ExecutionID string
+	Output      json.RawMessage
+	// Replayed marks the recorded result of an earlier execution with the
+	// same request id, returned instead of running the tool again.
+	Replayed bool
+}
+
+// CallOption sets a field of the [Call] that [Invoke] makes.
+type CallOption func(*Call)
+
+// WithPrincipal sets who is calling.
+func WithPrincipal(p string) CallOption { return func(c *Call) { c.Principal = p } }
+
+// WithSession sets the session the call belongs to.
+func WithSession(s string) CallOption { return func(c *Call) { c.Session = s } }
+
+// WithPermissions adds grants to the call.
+func WithPermissions(p ...string) CallOption {
+	return func(c *Call) { c.Permissions = append(c.Permissions, p...) }
+}
+
+// WithRequestID sets the idempotency identity of the call.
+func WithRequestID(id string) CallOption { return func(c *Call) { c.RequestID = id } }
+
+// WithMetadata adds one metadata entry to the call.
+func WithMetadata(key, value string) CallOption {
+	return func(c *Call) {
+		if c.Metadata == nil {
+			c.Metadata = map[string]string{}
+		}
+		c.Metadata[key] = value
+	}
+}
+
+// Invoke calls a tool from Go: it encodes input as JSON (nil means {}; a
+// json.RawMessage or []byte is sent as is), runs [Registry.Execute] and
+// decodes the output into Out. Errors are [*Error] values.
+func Invoke[Out any](ctx context.Context, r *Registry, tool string, input any, opts ...CallOption) (Out, error) {
+	var zero Out
+	c := Call{Tool: tool}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch in := input.(type) {
+	case nil:
+	case json.RawMessage:
+		c.Input = in
+	case []byte:
+		c.Input = in
+	default:
+		b, err := marshal(input)
+		if err != nil {
+			return zero, &Error{Code: CodeInvalidInput, Message: "the input cannot be encoded as JSON: " + err.Error(), Err: err}
+		}
+		c.Input = b
+	}
+	res, err := r.Execute(ctx, c)
+	if err != nil {
+		return zero, err
+	}
+	if raw, ok := any(&zero).(*json.RawMessage); ok {
+		*raw = res.Output
+		return zero, nil
+	}
+	var out Out
+	if err := unmarshal(res.Output, &out); err != nil {
+		return zero, &Error{Code: CodeInternal, Message: "the output does not decode into the requested type: " + err.Error(), Err: err}
+	}
+	return out, nil
+}

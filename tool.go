@@ -1,0 +1,304 @@
+package carmy
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+)
+
+// ToolDef is a tool declared with [Tool] or [Impl], ready to be added to a
+// [Builder]. It holds the function and the options; schemas and names are
+// resolved and checked by [Builder.Build], which reports every problem a
+// declaration has. A ToolDef is immutable and may be shared by builders.
+type ToolDef struct {
+	site   string // file:line of the declaration
+	fn     reflect.Value
+	effect Effect
+	opts   options
+	errs   []error // problems found at declaration
+
+	// The signature of a reflected function.
+	ctxParam   int // index of the context parameter, -1 when none
+	carmyCtx   bool
+	stateTypes map[int]reflect.Type // parameter index → T of State[T]
+	inParam    int                  // index of the input parameter, -1 when none
+	inType     reflect.Type         // the input struct type (never a pointer)
+	inPtr      bool                 // the parameter is *In
+	outType    reflect.Type         // nil when the function returns error alone
+
+	// A hand-written tool.
+	impl *implTool
+}
+
+// Option configures a tool declared with [Tool].
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// options records what each option set, and every conflict.
+type options struct {
+	name, description        string
+	idempotent, parallelSafe bool
+	confirm                  bool
+	timeout                  time.Duration
+	register                 bool
+	set                      map[string]any
+	conflicts                []error
+}
+
+// record notes that option key was given value v, and reports a conflict
+// when it was given another value before.
+func (o *options) record(key string, v any) bool {
+	if o.set == nil {
+		o.set = map[string]any{}
+	}
+	if prev, ok := o.set[key]; ok && prev != v {
+		o.conflicts = append(o.conflicts, fmt.Errorf("option %s is given twice with different values (%v and %v); keep one", key, prev, v))
+		return false
+	}
+	o.set[key] = v
+	return true
+}
+
+// Name sets the tool's name: 1 to 128 ASCII letters, digits, '_', '-' and
+// '.'. Without it the name is derived from the function's: createOrder
+// becomes create_order, getHTTPStatus get_http_status.
+func Name(s string) Option {
+	return optionFunc(func(o *options) {
+		if o.record("Name", s) {
+			o.name = s
+		}
+	})
+}
+
+// Description tells the model what the tool does and when to use it.
+// Without it the function's doc comment is used, when `carmy gen` has
+// extracted it.
+func Description(s string) Option {
+	return optionFunc(func(o *options) {
+		if o.record("Description", s) {
+			o.description = s
+		}
+	})
+}
+
+// Idempotent declares that calling the tool twice with the same input has
+// the effect of calling it once.
+func Idempotent() Option {
+	return optionFunc(func(o *options) { o.record("Idempotent", true); o.idempotent = true })
+}
+
+// ParallelSafe declares that executions of the tool may overlap. Without
+// it, carmy runs at most one execution of the tool at a time.
+func ParallelSafe() Option {
+	return optionFunc(func(o *options) { o.record("ParallelSafe", true); o.parallelSafe = true })
+}
+
+// RequireConfirmation makes every call of the tool need the permission
+// "confirm:<name>", or "confirm:<name>:<digest>" bound to one input, granted
+// by the host.
+func RequireConfirmation() Option {
+	return optionFunc(func(o *options) { o.record("RequireConfirmation", true); o.confirm = true })
+}
+
+// Timeout sets the deadline of one execution of the tool, overriding the
+// builder's default. It must be positive.
+func Timeout(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.conflicts = append(o.conflicts, fmt.Errorf("Timeout(%v) must be positive", d))
+			return
+		}
+		if o.record("Timeout", d) {
+			o.timeout = d
+		}
+	})
+}
+
+// Register(false) keeps the tool out of the automatic registry that
+// [App] starts from. Tools declared inside functions, such as tests,
+// should say it.
+func Register(register bool) Option {
+	return optionFunc(func(o *options) {
+		if o.record("Register", register) {
+			o.register = register
+		}
+	})
+}
+
+// autoRegistry holds every tool declared without Register(false).
+var autoRegistry struct {
+	sync.Mutex
+	defs []*ToolDef
+}
+
+var (
+	contextType      = reflect.TypeFor[context.Context]()
+	carmyContextType = reflect.TypeFor[Context]()
+	errorType        = reflect.TypeFor[error]()
+	stateIface       = reflect.TypeFor[interface{ stateType() stateMarker }]()
+)
+
+// Tool declares a tool from a Go function. The function takes, in any
+// order, at most one context (context.Context or [Context]), any number of
+// [State] dependencies and at most one input struct (or pointer to one),
+// and returns (Out, error) or error alone. The effect is required.
+//
+// Tool never panics: problems with the function or the options are
+// recorded, with the file and line of the call, and reported by
+// [Builder.Build]. Unless given Register(false), the tool joins the
+// automatic registry used by [App].
+func Tool(fn any, effect Effect, opts ...Option) *ToolDef {
+	d := &ToolDef{site: callerSite(2), effect: effect, ctxParam: -1, inParam: -1}
+	d.opts.register = true
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&d.opts)
+		}
+	}
+	d.errs = append(d.errs, d.opts.conflicts...)
+	d.reflectSignature(fn)
+	if d.opts.register {
+		autoRegistry.Lock()
+		autoRegistry.defs = append(autoRegistry.defs, d)
+		autoRegistry.Unlock()
+	}
+	return d
+}
+
+func callerSite(skip int) string {
+	_, file, line, ok := runtime.Caller(skip)
+	if !ok {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s:%d", file, line)
+}
+
+func (d *ToolDef) fail(format string, args ...any) {
+	d.errs = append(d.errs, fmt.Errorf(format, args...))
+}
+
+// reflectSignature checks the function once and records where each
+// parameter goes.
+func (d *ToolDef) reflectSignature(fn any) {
+	if fn == nil {
+		d.fail("has a nil function; pass a func such as func(ctx context.Context, in Input) (Output, error)")
+		return
+	}
+	v := reflect.ValueOf(fn)
+	t := v.Type()
+	if t.Kind() != reflect.Func {
+		d.fail("is given a %s, not a function; pass a func such as func(ctx context.Context, in Input) (Output, error)", t)
+		return
+	}
+	if v.IsNil() {
+		d.fail("has a nil function of type %s", t)
+		return
+	}
+	d.fn = v
+	if t.IsVariadic() {
+		d.fail("takes variadic parameters (%s); tools take fixed parameters: put a slice field in the input struct instead", t)
+	}
+	for i := range t.NumIn() {
+		p := t.In(i)
+		switch {
+		case p == carmyContextType || p == contextType:
+			if d.ctxParam >= 0 {
+				d.fail("takes two contexts (parameters %d and %d); keep one: carmy.Context or context.Context", d.ctxParam+1, i+1)
+				continue
+			}
+			d.ctxParam, d.carmyCtx = i, p == carmyContextType
+		case p == reflect.PointerTo(carmyContextType):
+			d.fail("takes *carmy.Context; take carmy.Context by value")
+		case p.Kind() == reflect.Struct && p.Implements(stateIface):
+			if d.stateTypes == nil {
+				d.stateTypes = map[int]reflect.Type{}
+			}
+			d.stateTypes[i] = p.Field(0).Type
+		case p.Kind() == reflect.Struct || (p.Kind() == reflect.Pointer && p.Elem().Kind() == reflect.Struct):
+			if d.inParam >= 0 {
+				d.fail("takes at most one input; combine the fields into one struct (parameters %d and %d are both inputs)", d.inParam+1, i+1)
+				continue
+			}
+			d.inParam, d.inPtr, d.inType = i, p.Kind() == reflect.Pointer, p
+			if d.inPtr {
+				d.inType = p.Elem()
+			}
+		default:
+			d.fail("parameter %d has type %s; a tool takes a context, carmy.State[T] dependencies and one input struct: wrap the value in a struct field", i+1, p)
+		}
+	}
+	switch t.NumOut() {
+	case 1:
+		if t.Out(0) != errorType {
+			d.fail("returns %s alone; return (%s, error) or error", t.Out(0), t.Out(0))
+		}
+	case 2:
+		if t.Out(1) != errorType {
+			d.fail("returns (%s, %s); the second result must be error", t.Out(0), t.Out(1))
+		}
+		d.outType = t.Out(0)
+	default:
+		d.fail("returns %d results; return (Out, error) or error", t.NumOut())
+	}
+}
+
+// derivedName returns the snake_case name of the function, or "" for a
+// closure, which has none worth using.
+func (d *ToolDef) derivedName() string {
+	if !d.fn.IsValid() {
+		return ""
+	}
+	f := runtime.FuncForPC(d.fn.Pointer())
+	if f == nil {
+		return ""
+	}
+	full := f.Name() // pkg/path.name, pkg/path.(*T).Method-fm, pkg.outer.func1
+	full = strings.TrimSuffix(full, "-fm")
+	base := full[strings.LastIndexByte(full, '/')+1:]
+	parts := strings.Split(base, ".")
+	last := parts[len(parts)-1]
+	if closureName.MatchString(last) || last == "" {
+		return ""
+	}
+	return snakeCase(last)
+}
+
+var closureName = regexp.MustCompile(`^(func|gowrap)\d+$`)
+
+// snakeCase lowers a Go name, keeping runs of capitals together as one word:
+// getHTTPStatus → get_http_status, listV2Items → list_v2_items.
+func snakeCase(s string) string {
+	r := []rune(s)
+	var b strings.Builder
+	for i, c := range r {
+		if unicode.IsUpper(c) && i > 0 {
+			prev := r[i-1]
+			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,128}$`)
+
+func checkName(name string) error {
+	if !validName.MatchString(name) {
+		return fmt.Errorf("has the invalid name %q; a name is 1 to 128 ASCII letters, digits, '_', '-' or '.'", name)
+	}
+	return nil
+}

@@ -36,7 +36,7 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 		if o.confirm {
 			meta.Confirmation = ConfirmationRequired
 		}
-		if meta.Name == "" {
+		if meta.Name == "" && !o.named {
 			meta.Name = d.derivedName()
 			if meta.Name == "" && d.fn.IsValid() {
 				problems = append(problems, fmt.Errorf("is a closure or anonymous function, which has no usable name; give it one with carmy.Name"))
@@ -47,7 +47,7 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 		}
 		t.invoke = t.callFunc
 	}
-	if meta.Name != "" {
+	if meta.Name != "" || d.opts.named || d.impl != nil {
 		if err := checkName(meta.Name); err != nil {
 			problems = append(problems, err)
 		}
@@ -57,9 +57,6 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 	}
 	if meta.Timeout == 0 {
 		meta.Timeout = b.timeout
-	}
-	if !meta.ParallelSafe {
-		t.turn = make(chan struct{}, 1)
 	}
 	if len(d.errs) > 0 {
 		return t, problems // the signature is unusable; its types may be too

@@ -78,17 +78,23 @@ const DefaultTimeout = 60 * time.Second
 // [Registry]. Its methods return the builder for chaining. A Builder is not
 // safe for concurrent use.
 type Builder struct {
-	defs    []*ToolDef
-	states  []any
-	timeout time.Duration
-	logger  *slog.Logger
-	errs    []error
+	defs       []*ToolDef
+	states     []any
+	timeout    time.Duration
+	logger     *slog.Logger
+	middleware []Middleware
+	authorize  func(Context, ToolMetadata) error
+	store      IdempotencyStore
+	locker     Locker
+	ttl        time.Duration
+	limit      int
+	errs       []error
 }
 
 // New returns an empty builder: no configuration file, no automatically
 // registered tools.
 func New() *Builder {
-	return &Builder{timeout: DefaultTimeout}
+	return &Builder{timeout: DefaultTimeout, ttl: DefaultIdempotencyTTL, limit: DefaultIdempotencyLimit}
 }
 
 // App returns a builder holding every tool declared with [Tool] and not
@@ -148,12 +154,80 @@ func (b *Builder) Logger(l *slog.Logger) *Builder {
 	return b
 }
 
+// Use adds middleware around every call of a found tool. The first
+// middleware given is the outermost.
+func (b *Builder) Use(mw ...Middleware) *Builder {
+	for _, m := range mw {
+		if m == nil {
+			b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: errors.New("Builder.Use was given a nil Middleware")})
+			continue
+		}
+		b.middleware = append(b.middleware, m)
+	}
+	return b
+}
+
+// Authorize sets the host's policy hook. It runs for every call after the
+// input is validated and before confirmation; an error refuses the call
+// with [CodePermissionDenied] (or the error's own code, for an [*Error]).
+// It may, for example, give a session only read tools:
+//
+//	b.Authorize(func(c carmy.Context, t carmy.ToolMetadata) error {
+//		if !t.Effect.ReadOnly() && !c.Permissions.Has("write") {
+//			return errors.New("this session may only read")
+//		}
+//		return nil
+//	})
+func (b *Builder) Authorize(policy func(Context, ToolMetadata) error) *Builder {
+	b.authorize = policy
+	return b
+}
+
+// Store sets where idempotency records are kept. The default is an
+// in-memory store for this process; use a shared one when several hosts
+// serve the same tools.
+func (b *Builder) Store(s IdempotencyStore) *Builder {
+	b.store = s
+	return b
+}
+
+// Locker sets the lock service that serializes tools that are not
+// parallel-safe. The default serves this process; use a shared one when
+// several hosts serve the same tools.
+func (b *Builder) Locker(l Locker) *Builder {
+	b.locker = l
+	return b
+}
+
+// IdempotencyTTL sets how long an outcome is kept for replay. The default
+// is [DefaultIdempotencyTTL].
+func (b *Builder) IdempotencyTTL(d time.Duration) *Builder {
+	if d <= 0 {
+		b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: fmt.Errorf("Builder.IdempotencyTTL(%v) must be positive", d)})
+		return b
+	}
+	b.ttl = d
+	return b
+}
+
+// IdempotencyLimit bounds the records of the default in-memory store; the
+// oldest are evicted first. In-flight reservations are never evicted. The
+// default is [DefaultIdempotencyLimit].
+func (b *Builder) IdempotencyLimit(n int) *Builder {
+	if n <= 0 {
+		b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: fmt.Errorf("Builder.IdempotencyLimit(%d) must be positive", n)})
+		return b
+	}
+	b.limit = n
+	return b
+}
+
 // Build validates everything and returns the registry, or every problem
 // found, joined with [errors.Join]; each is a [*BuildError] naming the tool
 // and the file:line where it was declared.
 func (b *Builder) Build() (*Registry, error) {
 	errs := slices.Clone(b.errs)
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger}
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: b.store, locker: b.locker, ttl: b.ttl}
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}
@@ -178,6 +252,16 @@ func (b *Builder) Build() (*Registry, error) {
 		return nil, err
 	}
 	slices.Sort(r.names)
+	if r.store == nil {
+		m := newMemoryStore(b.limit)
+		r.store, r.closers = m, append(r.closers, m.Close)
+	}
+	if r.locker == nil {
+		r.locker = NewMemoryLocker()
+	}
+	for _, t := range r.tools {
+		t.handler = r.handlerFor(t, b.middleware)
+	}
 	return r, nil
 }
 

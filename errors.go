@@ -66,35 +66,123 @@ type FieldError struct {
 //
 // Use [errors.As] to reach it, or [CodeOf] for the code alone.
 type Error struct {
-	Code    Code
-	Message string
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
 	// Fields lists every problem found in the input, for CodeInvalidInput.
-	Fields []FieldError
+	Fields []FieldError `json:"fields,omitempty"`
 	// Details carries machine-readable facts, such as the digest to confirm
 	// for CodeConfirmationRequired. Values must be JSON-encodable.
-	Details map[string]any
+	Details map[string]any `json:"details,omitempty"`
 	// Retryable tells the caller that the same call may succeed later.
 	// [Errorf] sets it from the code: timeout, cancelled, unavailable and
 	// internal are retryable.
-	Retryable bool
+	Retryable bool `json:"retryable"`
 	// Err is the cause. It is logged and never sent to callers.
-	Err error
+	Err error `json:"-"`
 }
 
 // Errorf returns an [Error] with the code, a message formatted as by
-// [fmt.Sprintf], and Retryable set by the code's default. When an argument
-// is an error wrapped with %w, it becomes Err, the logged cause, and is kept
-// out of the message sent to callers.
+// [fmt.Sprintf], and Retryable set by the code's default.
+//
+// An error argument wrapped with %w is the cause: it becomes Err, which is
+// logged and reachable with [errors.Is] and [errors.As], and it is left out
+// of the message sent to callers, with the punctuation around it. Format an
+// error with %v to show it to callers.
+//
+//	carmy.Errorf(carmy.CodeUnavailable, "cannot load order %d: %w", id, err)
+//	// Message: "cannot load order 7"; Err: err
 func Errorf(code Code, format string, args ...any) *Error {
 	e := &Error{Code: code, Retryable: code.retryableByDefault()}
-	if strings.Contains(format, "%w") {
-		wrapped := fmt.Errorf(format, args...)
-		e.Err = errors.Unwrap(wrapped)
-		e.Message = fmt.Sprintf(strings.ReplaceAll(format, "%w", "%v"), args...)
+	// Forwarding the format to fmt.Errorf alone makes go vet treat Errorf
+	// like fmt.Errorf, so that it accepts %w.
+	full := fmt.Errorf(format, args...)
+	var causes []error
+	switch u := full.(type) {
+	case interface{ Unwrap() error }:
+		causes = []error{u.Unwrap()}
+	case interface{ Unwrap() []error }:
+		causes = u.Unwrap()
+	}
+	if len(causes) == 0 {
+		e.Message = full.Error()
 		return e
 	}
-	e.Message = fmt.Sprintf(format, args...)
+	if len(causes) == 1 {
+		e.Err = causes[0]
+	} else {
+		e.Err = errors.Join(causes...)
+	}
+	shown := make([]any, len(args))
+	for i, a := range args {
+		shown[i] = a
+		for _, c := range causes {
+			if sameValue(a, c) {
+				shown[i] = hiddenCause{}
+				break
+			}
+		}
+	}
+	e.Message = tidyMessage(fmt.Sprintf(wrapVerbsAsV(format), shown...))
 	return e
+}
+
+// wrapVerbsAsV turns every %w verb of a format into %v, leaving %% alone.
+func wrapVerbsAsV(format string) string {
+	b := []byte(format)
+	for i := 0; i < len(b); i++ {
+		if b[i] != '%' {
+			continue
+		}
+		j := i + 1
+		for j < len(b) && strings.IndexByte("+-# 0123456789.*[]", b[j]) >= 0 {
+			j++
+		}
+		if j < len(b) && b[j] == 'w' {
+			b[j] = 'v'
+		}
+		i = j
+	}
+	return string(b)
+}
+
+// hiddenCause stands in for a %w argument in a message: it prints a mark
+// that tidyMessage removes with the punctuation around it.
+type hiddenCause struct{}
+
+const causeMark = "\x00"
+
+func (hiddenCause) Format(f fmt.State, _ rune) { f.Write([]byte(causeMark)) }
+
+// sameValue reports whether a is c, without panicking on values that are
+// not comparable.
+func sameValue(a any, c error) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == any(c)
+}
+
+// tidyMessage removes the marks of hidden causes and what they leave
+// behind: "load order 7: %w" reads "load order 7", "%v (%w)" reads "%v".
+func tidyMessage(s string) string {
+	s = strings.NewReplacer("("+causeMark+")", causeMark, "["+causeMark+"]", causeMark).Replace(s)
+	parts := strings.Split(s, causeMark)
+	out := strings.TrimRight(parts[0], " :;,-")
+	for _, p := range parts[1:] {
+		p = strings.TrimLeft(p, " ")
+		switch {
+		case out == "":
+			out = strings.TrimLeft(p, " :;,-")
+		case p == "":
+		case strings.ContainsRune(";,.)", rune(p[0])):
+			out += p
+		default:
+			out += " " + strings.TrimLeft(p, " :-")
+		}
+	}
+	return strings.TrimSpace(out)
 }
 
 // Error returns the code, the message and every field problem.

@@ -3,9 +3,11 @@ package carmy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,11 +55,18 @@ func (m ToolMetadata) clone() ToolMetadata {
 // Registry is a built, validated, immutable set of tools. It is safe for
 // concurrent use; every call runs under its tool's rules.
 type Registry struct {
-	tools  map[string]*tool
-	names  []string // sorted
-	logger *slog.Logger
+	tools     map[string]*tool
+	names     []string // sorted
+	logger    *slog.Logger
+	authorize func(Context, ToolMetadata) error
+	store     IdempotencyStore
+	locker    Locker
+	ttl       time.Duration
+	overruns  atomic.Int64
 
+	closers   []func() error
 	closeOnce sync.Once
+	closeErr  error
 }
 
 // Tools returns the metadata of every tool, sorted by name. The slices in
@@ -79,12 +88,25 @@ func (r *Registry) Lookup(name string) (ToolMetadata, bool) {
 	return t.meta.clone(), true
 }
 
-// Close stops the registry's background work. Calls made after Close still
-// run; Close is idempotent.
+// Close stops the registry's background work, such as the sweeper of the
+// default idempotency store. Calls made after Close still run; Close is
+// idempotent. Stores and lockers given to the builder are the caller's to
+// close.
 func (r *Registry) Close() error {
-	r.closeOnce.Do(func() {})
-	return nil
+	r.closeOnce.Do(func() {
+		var errs []error
+		for _, c := range r.closers {
+			errs = append(errs, c())
+		}
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
 }
+
+// Overruns returns how many executions went on after their caller had been
+// answered: tools that ignored their deadline or the caller's
+// cancellation. Each is also logged when it finally returns.
+func (r *Registry) Overruns() int64 { return r.overruns.Load() }
 
 // Call is one request to run a tool.
 type Call struct {

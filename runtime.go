@@ -9,43 +9,262 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/google/uuid"
 
+	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
 
 // tool is a prepared, runnable tool.
 type tool struct {
-	meta   ToolMetadata
-	def    *ToolDef
-	inType reflect.Type // the input struct, struct{} for tools without one
-	in     *shape.Node
-	out    *shape.Node // nil for tools that return error alone
-	args   []reflect.Value
-	invoke func(c *Context, in reflect.Value) (any, error)
-	// turn serializes executions of a tool that is not parallel-safe: a
-	// token is held from start until the tool's code returns.
-	turn chan struct{}
+	meta    ToolMetadata
+	def     *ToolDef
+	inType  reflect.Type // the input struct, struct{} for tools without one
+	in      *shape.Node
+	out     *shape.Node // nil for tools that return error alone
+	args    []reflect.Value
+	invoke  func(c *Context, in reflect.Value) (any, error)
+	handler Handler // the middleware chain around Registry.run
+	confirm string  // "confirm:<name>"
 }
 
-// Execute runs one call: it finds the tool, decodes and validates the
-// input, and runs the tool under its rules: deadline, serialization, panic
-// recovery. Every failure is an [*Error].
+// leaseMargin is added to a tool's timeout to make the leases of its
+// idempotency reservations and locks: long enough to outlast a healthy
+// execution, short enough to free a key whose host died.
+const leaseMargin = 30 * time.Second
+
+// Execute runs one call, in the order DESIGN.md gives: find the tool (an
+// unknown name is [CodeUnknownTool], with the closest name suggested), then,
+// inside any middleware: decode and validate the input, ask the host's
+// policy, check confirmation, deduplicate by request id, wait for the
+// tool's turn when it is not parallel-safe, execute under the deadline,
+// encode the output and record the outcome. Every failure is an [*Error].
 //
 // Execute returns when the tool returns, or as soon as ctx is done or the
-// tool's deadline passes, whichever comes first.
+// tool's deadline passes, whichever comes first; a tool that ignores its
+// context keeps its turn and its idempotency reservation until its code
+// returns.
 func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(c.Tool)
 	}
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c})
+}
+
+// handlerFor builds a tool's middleware chain once.
+func (r *Registry) handlerFor(t *tool, mw []Middleware) Handler {
+	t.confirm = "confirm:" + t.meta.Name
+	h := Handler(func(ctx context.Context, req *Request) (Result, error) { return r.run(ctx, t, req) })
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
+}
+
+// run is the runtime's own handler.
+func (r *Registry) run(ctx context.Context, t *tool, req *Request) (Result, error) {
+	c := &req.Call
 	in, err := t.decode(c.Input)
 	if err != nil {
 		return Result{}, err
 	}
-	return r.execute(ctx, t, &c, in)
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Result{}, r.internal(t, "", err, "cannot make an execution id")
+	}
+	cc := &Context{
+		Context:     ctx,
+		ExecutionID: id.String(),
+		RequestID:   c.RequestID,
+		Session:     c.Session,
+		Principal:   c.Principal,
+		Permissions: NewPermissions(c.Permissions...),
+		Metadata:    c.Metadata,
+	}
+	if r.authorize != nil {
+		if err := r.authorize(*cc, t.meta); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return Result{}, e
+			}
+			return Result{}, &Error{Code: CodePermissionDenied, Message: err.Error(), Err: err}
+		}
+	}
+	var digest string
+	if t.meta.Confirmation == ConfirmationRequired && !cc.Permissions.Has(t.confirm) {
+		if digest, err = canon.Digest(c.Input); err != nil {
+			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
+		}
+		if grant := t.confirm + ":" + digest; !cc.Permissions.Has(grant) {
+			return Result{}, &Error{
+				Code:    CodeConfirmationRequired,
+				Message: fmt.Sprintf("%s needs confirmation: ask the user to approve this call, then grant %q (this input only) or %q", t.meta.Name, grant, t.confirm),
+				Details: map[string]any{"tool": t.meta.Name, "digest": digest, "permission": grant},
+			}
+		}
+	}
+	if c.RequestID == "" {
+		return r.execute(ctx, t, req, cc, in, nil)
+	}
+	return r.deduplicate(ctx, t, req, cc, in, digest)
+}
+
+// reservation is an idempotency key this call holds.
+type reservation struct {
+	key    IdempotencyKey
+	token  string
+	digest string
+}
+
+// deduplicate runs a call with a request id at most once per key: it
+// executes, replays the recorded outcome, refuses another input, or waits
+// for the execution in flight.
+func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, cc *Context, in reflect.Value, digest string) (Result, error) {
+	c := &req.Call
+	if digest == "" {
+		var err error
+		if digest, err = canon.Digest(c.Input); err != nil {
+			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
+		}
+	}
+	key := IdempotencyKey{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
+	for {
+		res, err := r.store.Begin(ctx, key, digest, t.meta.Timeout+leaseMargin)
+		switch {
+		case err != nil:
+			return Result{}, r.storeError(t, ctx, err)
+		case res.Owned:
+			return r.execute(ctx, t, req, cc, in, &reservation{key: key, token: res.Token, digest: digest})
+		case res.Digest != digest:
+			return Result{}, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name)
+		case res.Record != nil:
+			req.ExecutionID, req.Replayed = res.Record.ExecutionID, true
+			if e := res.Record.Error; e != nil {
+				replay := *e
+				return Result{}, &replay
+			}
+			return Result{ExecutionID: res.Record.ExecutionID, Output: res.Record.Output, Replayed: true}, nil
+		}
+		if err := r.store.Wait(ctx, key); err != nil {
+			return Result{}, r.storeError(t, ctx, err)
+		}
+	}
+}
+
+// storeError explains a failure of the idempotency store or the locker.
+func (r *Registry) storeError(t *tool, ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return stopError(t, ctx)
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	r.logger.Error("carmy: idempotency store or locker failed", "tool", t.meta.Name, "error", err)
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s cannot run now: a service it depends on is unavailable; try again", t.meta.Name), Retryable: true, Err: err}
+}
+
+type outcome struct {
+	res Result
+	err error
+}
+
+// execute runs a decoded input under the tool's turn and deadline, and
+// records the outcome for the reservation, if any.
+func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Context, in reflect.Value, resv *reservation) (Result, error) {
+	var lock Lock
+	if err := ctx.Err(); err != nil {
+		r.finish(t, resv, outcome{err: stopError(t, ctx)})
+		return Result{}, stopError(t, ctx)
+	}
+	if !t.meta.ParallelSafe {
+		var err error
+		if lock, err = r.locker.Acquire(ctx, t.meta.Name, t.meta.Timeout+leaseMargin); err != nil {
+			err = r.storeError(t, ctx, err)
+			r.finish(t, resv, outcome{err: err})
+			return Result{}, err
+		}
+	}
+	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
+	defer cancel()
+	cc.Context = context.WithValue(execCtx, contextKey{}, cc)
+	req.ExecutionID = cc.ExecutionID
+	done := make(chan outcome, 1)
+	var abandoned atomic.Bool
+	go func() {
+		o := r.invoke(t, cc, in, execCtx, ctx)
+		if abandoned.Load() {
+			r.overruns.Add(1)
+			r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
+		}
+		r.finish(t, resv, o)
+		if lock != nil {
+			if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
+				r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
+			}
+		}
+		done <- o
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-execCtx.Done():
+		select {
+		case o := <-done: // it finished just in time
+			return o.res, o.err
+		default:
+			abandoned.Store(true)
+			return Result{}, stopError(t, ctx)
+		}
+	}
+}
+
+// invoke calls the tool, recovering a panic, and encodes its output.
+func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx context.Context) (o outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.logger.Error("carmy: tool panicked", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "panic", p, "stack", string(debug.Stack()))
+			o = outcome{err: &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s (execution %s)", t.meta.Name, cc.ExecutionID), Retryable: true, Err: fmt.Errorf("panic: %v", p), Details: map[string]any{"execution_id": cc.ExecutionID}}}
+		}
+	}()
+	out, err := t.invoke(cc, in)
+	if err != nil {
+		return outcome{err: r.toolError(t, cc.ExecutionID, execCtx, ctx, err)}
+	}
+	b, err := t.encode(out)
+	if err != nil {
+		return outcome{err: r.internal(t, cc.ExecutionID, err, "the output does not match its schema")}
+	}
+	return outcome{res: Result{ExecutionID: cc.ExecutionID, Output: b}}
+}
+
+// finish records an outcome for replay, or releases the reservation when
+// calling again could change it.
+func (r *Registry) finish(t *tool, resv *reservation, o outcome) {
+	if resv == nil {
+		return
+	}
+	ctx := context.Background()
+	var err error
+	var e *Error
+	switch {
+	case o.err == nil:
+		err = r.store.Complete(ctx, resv.key, resv.token, Record{Digest: resv.digest, ExecutionID: o.res.ExecutionID, Output: o.res.Output}, r.ttl)
+	case errors.As(o.err, &e) && !e.Retryable:
+		public := *e
+		public.Err = nil
+		err = r.store.Complete(ctx, resv.key, resv.token, Record{Digest: resv.digest, Error: &public}, r.ttl)
+	default:
+		err = r.store.Release(ctx, resv.key, resv.token)
+	}
+	if err != nil {
+		r.logger.Error("carmy: cannot record the outcome for its request id", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+	}
 }
 
 func (r *Registry) unknownTool(name string) *Error {
@@ -86,86 +305,6 @@ func describe(f FieldError) string {
 		return f.Message
 	}
 	return f.Path + " " + f.Message
-}
-
-type outcome struct {
-	out      any
-	err      error
-	panicked bool
-}
-
-// execute runs a decoded input under the tool's deadline and turn.
-func (r *Registry) execute(ctx context.Context, t *tool, c *Call, in reflect.Value) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		return Result{}, stopError(t, ctx)
-	}
-	if t.turn != nil {
-		select {
-		case t.turn <- struct{}{}:
-		case <-ctx.Done():
-			return Result{}, stopError(t, ctx)
-		}
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		t.release()
-		return Result{}, r.internal(t, "", err, "cannot make an execution id")
-	}
-	execID := id.String()
-	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
-	cc := &Context{
-		ExecutionID: execID,
-		RequestID:   c.RequestID,
-		Session:     c.Session,
-		Principal:   c.Principal,
-		Permissions: NewPermissions(c.Permissions...),
-		Metadata:    c.Metadata,
-	}
-	cc.Context = context.WithValue(execCtx, contextKey{}, cc)
-	done := make(chan outcome, 1)
-	go func() {
-		defer t.release()
-		defer func() {
-			if p := recover(); p != nil {
-				r.logger.Error("carmy: tool panicked", "tool", t.meta.Name, "execution_id", execID, "panic", p, "stack", string(debug.Stack()))
-				done <- outcome{err: fmt.Errorf("panic: %v", p), panicked: true}
-			}
-		}()
-		out, err := t.invoke(cc, in)
-		if execCtx.Err() != nil && ctx.Err() == nil && errors.Is(context.Cause(execCtx), context.DeadlineExceeded) {
-			r.logger.Warn("carmy: tool returned after its deadline", "tool", t.meta.Name, "execution_id", execID, "timeout", t.meta.Timeout)
-		}
-		done <- outcome{out: out, err: err}
-	}()
-	var o outcome
-	select {
-	case o = <-done:
-	case <-execCtx.Done():
-		select {
-		case o = <-done: // it finished just in time
-		default:
-			cancel()
-			return Result{}, stopError(t, ctx)
-		}
-	}
-	cancel()
-	if o.panicked {
-		return Result{}, &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s (execution %s)", t.meta.Name, execID), Retryable: true, Err: o.err, Details: map[string]any{"execution_id": execID}}
-	}
-	if o.err != nil {
-		return Result{}, r.toolError(t, execID, execCtx, ctx, o.err)
-	}
-	out, err := t.encode(o.out)
-	if err != nil {
-		return Result{}, r.internal(t, execID, err, "the output does not match its schema")
-	}
-	return Result{ExecutionID: execID, Output: out}, nil
-}
-
-func (t *tool) release() {
-	if t.turn != nil {
-		<-t.turn
-	}
 }
 
 // stopError explains why a call stopped before the tool finished: the

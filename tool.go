@@ -48,6 +48,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 // options records what each option set, and every conflict.
 type options struct {
 	name, description        string
+	named                    bool // Name was given, even as ""
 	idempotent, parallelSafe bool
 	confirm                  bool
 	timeout                  time.Duration
@@ -76,7 +77,7 @@ func (o *options) record(key string, v any) bool {
 func Name(s string) Option {
 	return optionFunc(func(o *options) {
 		if o.record("Name", s) {
-			o.name = s
+			o.name, o.named = s, true
 		}
 	})
 }
@@ -265,6 +266,7 @@ func (d *ToolDef) derivedName() string {
 	}
 	full := f.Name() // pkg/path.name, pkg/path.(*T).Method-fm, pkg.outer.func1
 	full = strings.TrimSuffix(full, "-fm")
+	full = strings.ReplaceAll(full, "[...]", "") // pkg.Generic[...], pkg.(*Box[...]).Method
 	base := full[strings.LastIndexByte(full, '/')+1:]
 	parts := strings.Split(base, ".")
 	last := parts[len(parts)-1]
@@ -274,7 +276,10 @@ func (d *ToolDef) derivedName() string {
 	return snakeCase(last)
 }
 
-var closureName = regexp.MustCompile(`^(func|gowrap)\d+$`)
+// closureName matches the last element of a closure's name: outer.func1,
+// outer.func1.2 for closures nested in closures, outer-range1 for the body
+// of a range-over-func loop.
+var closureName = regexp.MustCompile(`^(func|gowrap)?\d+$|-range\d+$`)
 
 // snakeCase lowers a Go name, keeping runs of capitals together as one word:
 // getHTTPStatus → get_http_status, listV2Items → list_v2_items.

@@ -52,10 +52,17 @@ func Check(n *Node, v reflect.Value, skip []Problem) []Problem {
 	if !n.checked {
 		return nil
 	}
-	c := checker{skip: skip}
+	pp := paths.Get().(*path)
+	c := checker{skip: skip, path: (*pp)[:0]}
 	c.value(n, nil, v)
+	clear(c.path[:cap(c.path)]) // keep no map keys alive in the pool
+	*pp = c.path[:0]
+	paths.Put(pp)
 	return c.problems
 }
+
+// paths recycles the checker's path, which every call needs.
+var paths = sync.Pool{New: func() any { p := make(path, 0, 16); return &p }}
 
 type checker struct {
 	problems []Problem
@@ -129,7 +136,7 @@ func (c *checker) fields(n *Node, v reflect.Value) {
 		if !f.Node.checked && f.Rules.empty() && f.Runtime == "" {
 			continue
 		}
-		fv := v.FieldByIndex(f.Index)
+		fv := fieldOf(v, f)
 		c.path = append(c.path, seg{name: f.Name})
 		c.value(f.Node, &f.Rules, fv)
 		if f.Runtime != "" && !f.Cross {
@@ -171,6 +178,9 @@ func (c *checker) crossFields(n *Node, v reflect.Value) {
 }
 
 func (c *checker) validatorErrors(err error) {
+	if err == nil {
+		return // before verrs, which escapes to the heap
+	}
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) {
 		return
@@ -238,6 +248,18 @@ func validatorMessage(fe validator.FieldError) string {
 		return fmt.Sprintf("must satisfy the rule %s=%s", fe.Tag(), p)
 	}
 	return fmt.Sprintf("must satisfy the rule %s", fe.Tag())
+}
+
+// zeroBreaks reports whether the zero value of a field breaks a rule: its
+// own, its type's, or one anywhere inside it.
+func zeroBreaks(f *Field) bool {
+	zero := reflect.Zero(f.Node.Type)
+	c := checker{}
+	c.value(f.Node, &f.Rules, zero)
+	if len(c.problems) == 0 && f.Runtime != "" && !f.Cross {
+		c.validatorErrors(Validator().Var(zero.Interface(), f.Runtime))
+	}
+	return len(c.problems) > 0
 }
 
 // ruleProblems checks one value, already past any pointer, against r. It

@@ -325,7 +325,7 @@ func (d *decoder) object(n *Node, v reflect.Value) {
 			d.skip()
 			d.addf("must not be null: it is required")
 		} else {
-			d.value(f.Node, v.FieldByIndex(f.Index))
+			d.value(f.Node, fieldOf(v, f))
 		}
 		d.path = d.path[:len(d.path)-1]
 		if d.syntax {
@@ -343,6 +343,16 @@ func (d *decoder) object(n *Node, v reflect.Value) {
 			d.path = d.path[:len(d.path)-1]
 		}
 	}
+}
+
+// fieldOf returns the field f of v, a struct value, without the call of
+// FieldByIndex for the common field that is not promoted from an embedded
+// struct.
+func fieldOf(v reflect.Value, f *Field) reflect.Value {
+	if len(f.Index) == 1 {
+		return v.Field(f.Index[0])
+	}
+	return v.FieldByIndex(f.Index)
 }
 
 // name reads an object member name. The bytes are valid until the next
@@ -398,14 +408,16 @@ func (d *decoder) array(n *Node, v reflect.Value) {
 		return
 	}
 	if n.Kind == KindSlice {
-		v.Set(reflect.MakeSlice(n.Type, 0, 0)) // [] is an empty slice, never nil
+		v.SetZero() // the items go to a new backing array
 	}
 	i := 0
 	for d.dec.PeekKind() != ']' {
 		d.path = append(d.path, seg{index: i})
 		switch {
 		case n.Kind == KindSlice:
-			v.Grow(1)
+			if i == v.Cap() {
+				v.Grow(growBy(n, i))
+			}
 			v.SetLen(i + 1)
 			d.value(n.Elem, v.Index(i))
 		case i < n.Len:
@@ -423,9 +435,26 @@ func (d *decoder) array(n *Node, v reflect.Value) {
 		d.fail(err)
 		return
 	}
+	if n.Kind == KindSlice && i == 0 {
+		v.Set(reflect.MakeSlice(n.Type, 0, 0)) // [] is an empty slice, never nil
+	}
 	if n.Kind == KindArray && i != n.Len {
 		d.addf("must have exactly %d items, not %d", n.Len, i)
 	}
+}
+
+// growBy is how many items to make room for when a slice node's value
+// holding have items is full: a few at first, so that short arrays take
+// one allocation, not one per doubling; then one, which append's rule
+// doubles.
+func growBy(n *Node, have int) int {
+	if have > 0 {
+		return 1
+	}
+	if size := n.Elem.Type.Size(); size > 0 {
+		return max(1, min(4, 256/int(min(size, 256))))
+	}
+	return 4
 }
 
 func (d *decoder) mapValue(n *Node, v reflect.Value) {
@@ -458,22 +487,28 @@ func (d *decoder) mapValue(n *Node, v reflect.Value) {
 }
 
 // text decodes a JSON string into the string-like kinds.
+//
+// The unquoted bytes are read in place (or from the scratch buffer when the
+// string has escapes) and copied only into what is kept: one allocation
+// per value at most.
 func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
-	var s string
-	if bytes.IndexByte(raw, '\\') < 0 {
-		s = string(raw[1 : len(raw)-1])
-	} else {
-		b, err := jsontext.AppendUnquote(nil, raw)
+	b := raw[1 : len(raw)-1]
+	if bytes.IndexByte(b, '\\') >= 0 {
+		var err error
+		d.scratch, err = jsontext.AppendUnquote(d.scratch[:0], raw)
 		if err != nil {
 			d.fail(err)
 			return
 		}
-		s = string(b)
+		b = d.scratch
 	}
 	switch n.Kind {
 	case KindString:
-		v.SetString(s)
+		v.SetString(string(b))
 	case KindTime:
+		// time.Parse keeps nothing of its input but in the error, which
+		// is dropped here; the message copies what it quotes.
+		s := unsafe.String(unsafe.SliceData(b), len(b))
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
 			d.addf("must be an RFC 3339 date-time such as \"2006-01-02T15:04:05Z\", not %q", truncate(s))
@@ -481,16 +516,19 @@ func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
 		}
 		v.Set(reflect.ValueOf(t))
 	case KindBytes:
-		b, err := base64.StdEncoding.DecodeString(s)
+		out := make([]byte, base64.StdEncoding.DecodedLen(len(b)))
+		m, err := base64.StdEncoding.Decode(out, b)
 		if err != nil {
 			d.addf("must be base64 (standard alphabet, padded): %v", err)
 			return
 		}
-		v.SetBytes(b)
+		v.SetBytes(out[:m])
 	case KindText:
-		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+		// A copy: an UnmarshalText that keeps its argument, against the
+		// interface's contract, must not see the decoder's buffers.
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText(bytes.Clone(b)); err != nil {
 			if n.Format != "" {
-				d.addf("must be a valid %s, not %q", n.Format, truncate(s))
+				d.addf("must be a valid %s, not %q", n.Format, truncate(string(b)))
 			} else {
 				d.addf("is not a valid %s: %v", n.Type, err)
 			}

@@ -63,6 +63,10 @@ var extenderType = reflect.TypeFor[schemaExtender]()
 // that only annotate) may be set: anything else would publish a promise the
 // runtime does not keep.
 func applyExtend(t reflect.Type, n *Node) error {
+	if t.Kind() == reflect.Pointer {
+		// *T has T's methods; T's own node takes its extension.
+		return nil
+	}
 	var ext schemaExtender
 	switch {
 	case t.Implements(extenderType):

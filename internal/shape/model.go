@@ -147,6 +147,9 @@ func Of(t reflect.Type) (*Node, error) {
 		return nil, err
 	}
 	markChecked(n, map[*Node]bool{})
+	for _, sn := range b.structs {
+		requireZeroBreaking(sn)
+	}
 	if cache.nodes == nil {
 		cache.nodes = map[reflect.Type]*Node{}
 	}
@@ -170,6 +173,7 @@ func Reset() {
 type builder struct {
 	building map[reflect.Type]*Node
 	active   map[reflect.Type]bool // named types whose build has not returned
+	structs  []*Node               // every struct node built
 	errs     []error
 }
 
@@ -272,6 +276,7 @@ func (b *builder) build(t reflect.Type, where string, n *Node) *Node {
 	case reflect.Struct:
 		n.Kind = KindStruct
 		b.structFields(t, where, n)
+		b.structs = append(b.structs, n)
 	}
 	b.extend(t, where, n)
 	return n
@@ -351,7 +356,7 @@ func (b *builder) collect(t reflect.Type, where string, index []int, depth int, 
 		fwhere := where + "." + sf.Name
 		tag, hasTag := sf.Tag.Lookup("json")
 		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" && opts == "" {
+		if tag == "-" { // json:"-," names a member "-"
 			continue
 		}
 		if sf.Tag.Get("jsonschema") == "-" {
@@ -429,15 +434,19 @@ func (b *builder) fieldTags(sf reflect.StructField, where string, f *Field, owne
 	if f.Desc == "" {
 		f.Desc = comment(owner, sf.Name)
 	}
-	if f.Required || f.Nullable {
-		return
-	}
-	// An optional field whose zero value breaks its rules cannot really be
-	// left out: the runtime would reject the zero value it decodes to. The
-	// schema says so by requiring it.
-	zero := reflect.Zero(sf.Type)
-	if len(ruleProblems(&f.Rules, f.Node, zero))+len(ruleProblems(&f.Node.Rules, f.Node, zero)) > 0 {
-		f.Required = true
+}
+
+// requireZeroBreaking makes every optional field of a struct node whose
+// zero value breaks a rule required. Such a field cannot really be left
+// out: the runtime would reject the zero value it decodes to, whether the
+// broken rule is the field's own or one inside it (an omitzero struct with
+// a required member). The schema says so by requiring it. It needs the
+// checked marks, so it runs once the whole type is built.
+func requireZeroBreaking(n *Node) {
+	for _, f := range n.Fields {
+		if !f.Required && !f.Nullable && zeroBreaks(f) {
+			f.Required = true
+		}
 	}
 }
 

@@ -97,7 +97,7 @@ func (l Literal) value() any {
 	var v any
 	_ = json.Unmarshal([]byte(l.JSON), &v)
 	if l.N != nil {
-		return json.Number(l.N.Lit)
+		return jsontextRaw(l.N.Lit) // a number, exactly as written
 	}
 	return v
 }
@@ -181,6 +181,7 @@ func parseValidate(tag string, f *Field) error {
 		levels[len(levels)-1] = append(levels[len(levels)-1], rule)
 	}
 	node := f.Node.Deref()
+	ptr := f.Node.Kind == KindPtr // the value at this level is a pointer
 	rules := &f.Rules
 	var runtime []string // validator tag, level by level
 	needed := false
@@ -192,6 +193,7 @@ func parseValidate(tag string, f *Field) error {
 			rules = rules.items()
 			node = node.Elem
 			if node != nil {
+				ptr = node.Kind == KindPtr
 				node = node.Deref()
 			}
 		}
@@ -213,7 +215,7 @@ func parseValidate(tag string, f *Field) error {
 			mapped := false
 			if !conditional && node != nil && !strings.Contains(rule, "|") {
 				var err error
-				if mapped, err = mapRule(name, param, node, rules, f, depth); err != nil {
+				if mapped, err = mapRule(name, param, node, ptr, rules, f, depth); err != nil {
 					return fmt.Errorf("validate:%q: %v", tag, err)
 				}
 			}
@@ -263,11 +265,21 @@ func isOmit(rule string) bool {
 }
 
 // mapRule maps one validator rule; it reports false for a rule that stays
-// with the validator.
-func mapRule(name, param string, n *Node, r *Rules, f *Field, depth int) (bool, error) {
+// with the validator. n is the value's node past pointers; ptr says whether
+// the value is a pointer.
+func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth int) (bool, error) {
 	switch name {
 	case "required":
 		switch {
+		case (numberKind(n) || n.Kind == KindBool || n.Kind == KindStruct) && ptr:
+			// On a pointer, the validator's required means non-nil: 0,
+			// false and a zero struct are fine.
+			if depth == 0 {
+				f.Required, f.Nullable = true, false
+			} else {
+				r.NonNull = true
+			}
+			return true, nil
 		case numberKind(n) || n.Kind == KindBool:
 			return false, fmt.Errorf("required on a %s means non-zero to the validator, so 0 or false would be refused: say min=1, or use a pointer to make the field optional", n.Type)
 		case n.Kind == KindStruct:

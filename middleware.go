@@ -1,0 +1,64 @@
+package carmy
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Handler runs one call of a tool that has been found. The runtime's own
+// handler decodes, authorizes, confirms, deduplicates, serializes and
+// executes, in that order.
+type Handler func(ctx context.Context, req *Request) (Result, error)
+
+// Middleware wraps the handler of every call: it sees refusals, replays
+// and executions alike. Middleware added with [Builder.Use] runs in the
+// order given, the first outermost.
+type Middleware func(next Handler) Handler
+
+// Request is one call as middleware sees it.
+type Request struct {
+	// Tool is the tool's metadata. Its schemas must not be modified.
+	Tool ToolMetadata
+	// Call is the call as the host made it, raw input included.
+	Call Call
+	// ExecutionID is set by the runtime once the call has one: a new
+	// execution's id, or the original id of a replayed outcome. Read it
+	// after next returns.
+	ExecutionID string
+	// Replayed is set by the runtime when the outcome is a recorded one.
+	Replayed bool
+}
+
+// Logging returns middleware that logs one record per call: execution id,
+// request id, tool, effect, principal, code ("ok" on success), duration and
+// whether the outcome was replayed. It never logs input values. Internal
+// errors are logged at error level, other refusals at warn, the rest at
+// info.
+func Logging(l *slog.Logger) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, req *Request) (Result, error) {
+			start := time.Now()
+			res, err := next(ctx, req)
+			level, code := slog.LevelInfo, Code("ok")
+			if err != nil {
+				code = CodeOf(err)
+				level = slog.LevelWarn
+				if code == CodeInternal {
+					level = slog.LevelError
+				}
+			}
+			l.LogAttrs(ctx, level, "carmy call",
+				slog.String("execution_id", req.ExecutionID),
+				slog.String("request_id", req.Call.RequestID),
+				slog.String("tool", req.Tool.Name),
+				slog.String("effect", req.Tool.Effect.String()),
+				slog.String("principal", req.Call.Principal),
+				slog.String("code", string(code)),
+				slog.Duration("duration", time.Since(start)),
+				slog.Bool("replayed", req.Replayed),
+			)
+			return res, err
+		}
+	}
+}

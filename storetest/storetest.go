@@ -1,0 +1,362 @@
+// Package storetest checks that an [carmy.IdempotencyStore] or a
+// [carmy.Locker] keeps the promises the runtime relies on, in the manner of
+// testing/slogtest: call its functions from a test of your store.
+//
+//	func TestMyStore(t *testing.T) {
+//		storetest.TestIdempotencyStore(t, func(t *testing.T) carmy.IdempotencyStore {
+//			return mystore.New(...) // a fresh, empty store
+//		})
+//	}
+//
+// The suites use short leases and TTLs (tens of milliseconds) and bounded
+// waits; a store whose clock granularity is coarser than that fails them.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carmy-dev/carmy"
+)
+
+const (
+	long    = time.Minute            // a lease or TTL that does not run out during a test
+	short   = 50 * time.Millisecond  // one that does
+	patient = 5 * time.Second        // the longest a test waits for something that must happen
+	brief   = 100 * time.Millisecond // how long a test waits for something that must not happen
+)
+
+// TestIdempotencyStore runs the store suite. newStore must return a fresh
+// store each time, whose keys no other store shares.
+func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.IdempotencyStore) {
+	ctx := context.Background()
+	key := func(id string) carmy.IdempotencyKey {
+		return carmy.IdempotencyKey{Principal: "alice", Tool: "create_order", RequestID: id}
+	}
+
+	t.Run("first Begin owns the key", func(t *testing.T) {
+		s := newStore(t)
+		r, err := s.Begin(ctx, key("1"), "d1", long)
+		if err != nil || !r.Owned || r.Token == "" || r.Record != nil {
+			t.Fatalf("Begin = %+v, %v; want owned with a token", r, err)
+		}
+	})
+
+	t.Run("second Begin sees the execution in flight", func(t *testing.T) {
+		s := newStore(t)
+		mustOwn(t, s, key("1"), "d1", long)
+		r, err := s.Begin(ctx, key("1"), "d2", long)
+		if err != nil || r.Owned || r.Record != nil || r.Digest != "d1" {
+			t.Fatalf("Begin = %+v, %v; want in flight with digest d1", r, err)
+		}
+	})
+
+	t.Run("Complete records the outcome", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		rec := carmy.Record{Digest: "d1", ExecutionID: "e1", Output: []byte(`{"order_id":7}`)}
+		if err := s.Complete(ctx, key("1"), tok, rec, long); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Begin(ctx, key("1"), "d1", long)
+		if err != nil || r.Owned || r.Record == nil || r.Digest != "d1" {
+			t.Fatalf("Begin = %+v, %v; want the record", r, err)
+		}
+		if r.Record.ExecutionID != "e1" || string(r.Record.Output) != `{"order_id":7}` {
+			t.Fatalf("record = %+v; want execution e1 and the output", r.Record)
+		}
+	})
+
+	t.Run("errors round-trip", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		want := &carmy.Error{Code: carmy.CodeInvalidInput, Message: "bad", Fields: []carmy.FieldError{{Path: "items[0].sku", Message: "is required"}}, Details: map[string]any{"k": "v"}}
+		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1", ExecutionID: "e1", Error: want}, long); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := s.Begin(ctx, key("1"), "d1", long)
+		if r.Record == nil || r.Record.Error == nil {
+			t.Fatalf("Begin = %+v; want the recorded error", r)
+		}
+		got := r.Record.Error
+		if got.Code != want.Code || got.Message != want.Message || !reflect.DeepEqual(got.Fields, want.Fields) || fmt.Sprint(got.Details) != fmt.Sprint(want.Details) || got.Retryable {
+			t.Fatalf("recorded error = %+v; want %+v", got, want)
+		}
+	})
+
+	t.Run("Release frees the key", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		if err := s.Release(ctx, key("1"), tok); err != nil {
+			t.Fatal(err)
+		}
+		mustOwn(t, s, key("1"), "d2", long)
+	})
+
+	t.Run("a wrong token changes nothing", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		if err := s.Complete(ctx, key("1"), tok+"x", carmy.Record{Digest: "d1"}, long); err == nil {
+			t.Error("Complete with a wrong token succeeded")
+		}
+		if err := s.Release(ctx, key("1"), tok+"x"); err == nil {
+			t.Error("Release with a wrong token succeeded")
+		}
+		if r, _ := s.Begin(ctx, key("1"), "d1", long); r.Owned || r.Record != nil {
+			t.Fatalf("Begin = %+v; want still in flight", r)
+		}
+	})
+
+	t.Run("keys are independent", func(t *testing.T) {
+		s := newStore(t)
+		mustOwn(t, s, key("1"), "d1", long)
+		mustOwn(t, s, carmy.IdempotencyKey{Principal: "bob", Tool: "create_order", RequestID: "1"}, "d1", long)
+		mustOwn(t, s, carmy.IdempotencyKey{Principal: "", Tool: "create_order", RequestID: "1"}, "d1", long)
+		mustOwn(t, s, carmy.IdempotencyKey{Principal: "alice", Tool: "cancel_order", RequestID: "1"}, "d1", long)
+		mustOwn(t, s, key("2"), "d1", long)
+	})
+
+	t.Run("exactly one of many concurrent Begins owns the key", func(t *testing.T) {
+		s := newStore(t)
+		var owners atomic.Int32
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Go(func() {
+				r, err := s.Begin(ctx, key("1"), "d1", long)
+				if err != nil {
+					t.Error(err)
+				}
+				if r.Owned {
+					owners.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := owners.Load(); n != 1 {
+			t.Fatalf("%d owners; want 1", n)
+		}
+	})
+
+	t.Run("Wait returns when the execution completes", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		waited := make(chan error, 1)
+		go func() { waited <- s.Wait(ctx, key("1")) }()
+		select {
+		case err := <-waited:
+			t.Fatalf("Wait returned %v while the execution was in flight", err)
+		case <-time.After(brief):
+		}
+		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1", ExecutionID: "e1"}, long); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(patient):
+			t.Fatal("Wait did not return after Complete")
+		}
+	})
+
+	t.Run("Wait returns when the reservation is released", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		waited := make(chan error, 1)
+		go func() { waited <- s.Wait(ctx, key("1")) }()
+		if err := s.Release(ctx, key("1"), tok); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(patient):
+			t.Fatal("Wait did not return after Release")
+		}
+	})
+
+	t.Run("Wait respects cancellation", func(t *testing.T) {
+		s := newStore(t)
+		mustOwn(t, s, key("1"), "d1", long)
+		cctx, cancel := context.WithTimeout(ctx, short)
+		defer cancel()
+		if err := s.Wait(cctx, key("1")); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait = %v; want the context's error", err)
+		}
+	})
+
+	t.Run("Wait on a free or recorded key returns at once", func(t *testing.T) {
+		s := newStore(t)
+		cctx, cancel := context.WithTimeout(ctx, patient)
+		defer cancel()
+		if err := s.Wait(cctx, key("free")); err != nil {
+			t.Fatal(err)
+		}
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1"}, long); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(cctx, key("1")); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a lapsed lease frees the key", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", short)
+		deadline := time.Now().Add(patient)
+		for {
+			r, err := s.Begin(ctx, key("1"), "d2", long)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Owned {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the key was still held long after its lease")
+			}
+			time.Sleep(short / 2)
+		}
+		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1"}, long); err == nil {
+			t.Fatal("Complete by the holder whose lease lapsed succeeded")
+		}
+	})
+
+	t.Run("a record expires after its TTL", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1"}, short); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(patient)
+		for {
+			r, err := s.Begin(ctx, key("1"), "d1", long)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Owned {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the record outlived its TTL")
+			}
+			time.Sleep(short / 2)
+		}
+	})
+}
+
+func mustOwn(t *testing.T, s carmy.IdempotencyStore, key carmy.IdempotencyKey, digest string, lease time.Duration) string {
+	t.Helper()
+	r, err := s.Begin(context.Background(), key, digest, lease)
+	if err != nil || !r.Owned {
+		t.Fatalf("Begin(%+v) = %+v, %v; want owned", key, r, err)
+	}
+	return r.Token
+}
+
+// TestLocker runs the locker suite. newLocker must return a fresh locker
+// each time, whose lock names no other locker shares.
+func TestLocker(t *testing.T, newLocker func(t *testing.T) carmy.Locker) {
+	ctx := context.Background()
+
+	t.Run("a held lock blocks others until released", func(t *testing.T) {
+		l := newLocker(t)
+		first, err := l.Acquire(ctx, "tool", long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, short)
+		defer cancel()
+		if _, err := l.Acquire(cctx, "tool", long); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("second Acquire = %v; want the context's error", err)
+		}
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		second, err := l.Acquire(ctx, "tool", long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second.Fence() <= first.Fence() {
+			t.Fatalf("fence went from %d to %d; it must grow", first.Fence(), second.Fence())
+		}
+		_ = second.Release(ctx)
+	})
+
+	t.Run("releasing twice is harmless", func(t *testing.T) {
+		l := newLocker(t)
+		h, err := l.Acquire(ctx, "tool", long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = h.Release(ctx)
+		_ = h.Release(ctx)
+		h2, err := l.Acquire(ctx, "tool", long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, short)
+		defer cancel()
+		if _, err := l.Acquire(cctx, "tool", long); err == nil {
+			t.Fatal("a double release let two holders in")
+		}
+		_ = h2.Release(ctx)
+	})
+
+	t.Run("names are independent", func(t *testing.T) {
+		l := newLocker(t)
+		a, err := l.Acquire(ctx, "a", long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, patient)
+		defer cancel()
+		b, err := l.Acquire(cctx, "b", long)
+		if err != nil {
+			t.Fatalf("lock b waited for lock a: %v", err)
+		}
+		_ = a.Release(ctx)
+		_ = b.Release(ctx)
+	})
+
+	t.Run("mutual exclusion under contention", func(t *testing.T) {
+		l := newLocker(t)
+		var inside, most atomic.Int32
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for range 8 {
+					h, err := l.Acquire(ctx, "tool", long)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n := inside.Add(1)
+					for {
+						m := most.Load()
+						if n <= m || most.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					time.Sleep(100 * time.Microsecond)
+					inside.Add(-1)
+					_ = h.Release(ctx)
+				}
+			})
+		}
+		wg.Wait()
+		if m := most.Load(); m != 1 {
+			t.Fatalf("%d holders at once; want 1", m)
+		}
+	})
+}

@@ -227,7 +227,7 @@ func (b *Builder) IdempotencyLimit(n int) *Builder {
 // and the file:line where it was declared.
 func (b *Builder) Build() (*Registry, error) {
 	errs := slices.Clone(b.errs)
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: b.store, locker: b.locker, ttl: b.ttl}
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: b.store, locker: b.locker, ttl: b.ttl, workers: newWorkers()}
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}

@@ -63,6 +63,7 @@ type Registry struct {
 	locker    Locker
 	ttl       time.Duration
 	overruns  atomic.Int64
+	workers   *workers
 
 	closers   []func() error
 	closeOnce sync.Once
@@ -94,6 +95,7 @@ func (r *Registry) Lookup(name string) (ToolMetadata, bool) {
 // close.
 func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
+		r.workers.close()
 		var errs []error
 		for _, c := range r.closers {
 			errs = append(errs, c())

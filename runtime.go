@@ -13,7 +13,6 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/google/uuid"
 
 	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/shape"
@@ -73,13 +72,13 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	id, err := uuid.NewV7()
+	execID, err := newExecutionID()
 	if err != nil {
 		return Result{}, r.internal(t, "", err, "cannot make an execution id")
 	}
 	cc := &Context{
 		Context:     ctx,
-		ExecutionID: id.String(),
+		ExecutionID: execID,
 		RequestID:   c.RequestID,
 		Session:     c.Session,
 		Principal:   c.Principal,
@@ -196,7 +195,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Conte
 	req.ExecutionID = cc.ExecutionID
 	done := make(chan outcome, 1)
 	var abandoned atomic.Bool
-	go func() {
+	r.workers.run(func() {
 		o := r.invoke(t, cc, in, execCtx, ctx)
 		if abandoned.Load() {
 			r.overruns.Add(1)
@@ -209,7 +208,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Conte
 			}
 		}
 		done <- o
-	}()
+	})
 	select {
 	case o := <-done:
 		return o.res, o.err

@@ -14,6 +14,8 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -27,8 +29,10 @@ func Form(doc []byte) ([]byte, error) {
 	if len(doc) == 0 || string(doc) == "null" {
 		return []byte("{}"), nil
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(doc))
-	out, err := value(nil, dec)
+	dec := decoders.Get().(*jsontext.Decoder)
+	defer decoders.Put(dec)
+	dec.Reset(bytes.NewReader(doc))
+	out, err := value(make([]byte, 0, len(doc)), dec)
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +51,8 @@ func Digest(doc []byte) (string, error) {
 	sum := sha256.Sum256(f)
 	return hex.EncodeToString(sum[:]), nil
 }
+
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
 
 type member struct {
 	key   string
@@ -128,10 +134,18 @@ func value(dst []byte, dec *jsontext.Decoder) ([]byte, error) {
 const maxExactDigits = 21
 
 func appendNumber(dst []byte, lit string) ([]byte, error) {
+	if plainInteger(lit) {
+		if lit == "-0" {
+			return append(dst, '0'), nil
+		}
+		return append(dst, lit...), nil // JSON integers have no leading zeros
+	}
 	// A huge exponent would make big.Rat compute a huge power of ten.
 	if len(lit) <= 64 && smallExponent(lit) {
-		if r, ok := new(big.Rat).SetString(lit); ok && r.IsInt() && len(r.Num().String()) <= maxExactDigits+1 {
-			return r.Num().Append(dst, 10), nil
+		if r, ok := new(big.Rat).SetString(lit); ok && r.IsInt() {
+			if digits := r.Num().Text(10); len(strings.TrimPrefix(digits, "-")) <= maxExactDigits {
+				return append(dst, digits...), nil
+			}
 		}
 	}
 	f, err := strconv.ParseFloat(lit, 64)
@@ -141,6 +155,15 @@ func appendNumber(dst []byte, lit string) ([]byte, error) {
 		return append(dst, lit...), nil
 	}
 	return jsontext.AppendFloat(dst, f, 64), nil
+}
+
+func plainInteger(lit string) bool {
+	for i := 0; i < len(lit); i++ {
+		if c := lit[i]; (c < '0' || c > '9') && !(c == '-' && i == 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func smallExponent(lit string) bool {

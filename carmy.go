@@ -62,6 +62,7 @@
 package carmy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,12 +90,22 @@ type Builder struct {
 	ttl        time.Duration
 	limit      int
 	errs       []error
+
+	// Serving.
+	auth           Authenticator
+	allowAnonymous bool
+	bodyLimit      int64
+	addr           string
+	drain          time.Duration
+	elicit         bool
+	stdioIdentity  Identity
+	signals        bool // shut down on SIGINT and SIGTERM (App)
 }
 
 // New returns an empty builder: no configuration file, no automatically
 // registered tools.
 func New() *Builder {
-	return &Builder{timeout: DefaultTimeout, ttl: DefaultIdempotencyTTL, limit: DefaultIdempotencyLimit}
+	return &Builder{timeout: DefaultTimeout, ttl: DefaultIdempotencyTTL, limit: DefaultIdempotencyLimit, bodyLimit: DefaultBodyLimit}
 }
 
 // App returns a builder holding every tool declared with [Tool] and not
@@ -227,7 +238,9 @@ func (b *Builder) IdempotencyLimit(n int) *Builder {
 // and the file:line where it was declared.
 func (b *Builder) Build() (*Registry, error) {
 	errs := slices.Clone(b.errs)
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: b.store, locker: b.locker, ttl: b.ttl, workers: newWorkers()}
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: b.store, locker: b.locker, ttl: b.ttl, workers: newWorkers(),
+		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
+	r.streams, r.endStreams = context.WithCancel(context.Background())
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Confirmation says whether a tool's calls need a grant from the host.
@@ -65,6 +68,19 @@ type Registry struct {
 	overruns  atomic.Int64
 	workers   *workers
 
+	// Serving.
+	auth          Authenticator
+	bodyLimit     int64
+	elicit        bool
+	stdioIdentity Identity
+	identities    sync.Map // identityRef → Identity, while a request is served
+	handlerOnce   sync.Once
+	httpHandler   http.Handler
+	mcpOnce       sync.Once
+	mcp           *mcp.Server
+	streams       context.Context // done once the server shuts down
+	endStreams    context.CancelFunc
+
 	closers   []func() error
 	closeOnce sync.Once
 	closeErr  error
@@ -96,6 +112,7 @@ func (r *Registry) Lookup(name string) (ToolMetadata, bool) {
 func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		r.workers.close()
+		r.endStreams()
 		var errs []error
 		for _, c := range r.closers {
 			errs = append(errs, c())

@@ -29,12 +29,17 @@ type tool struct {
 	invoke  func(c *Context, in reflect.Value) (any, error)
 	handler Handler // the middleware chain around Registry.run
 	confirm string  // "confirm:<name>"
+	mcpWrap bool    // MCP carries the output as {"result": …}
 }
 
 // leaseMargin is added to a tool's timeout to make the leases of its
 // idempotency reservations and locks: long enough to outlast a healthy
 // execution, short enough to free a key whose host died.
 const leaseMargin = 30 * time.Second
+
+// deadlineGrace is how long the caller of a tool whose deadline passed
+// waits for it to notice before answering without it.
+const deadlineGrace = 10 * time.Millisecond
 
 // Execute runs one call, in the order DESIGN.md gives: find the tool (an
 // unknown name is [CodeUnknownTool], with the closest name suggested), then,
@@ -213,10 +218,14 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Conte
 	case o := <-done:
 		return o.res, o.err
 	case <-execCtx.Done():
+		// A tool that honours its context returns within moments; only one
+		// that does not is left behind.
+		grace := time.NewTimer(deadlineGrace)
+		defer grace.Stop()
 		select {
-		case o := <-done: // it finished just in time
+		case o := <-done:
 			return o.res, o.err
-		default:
+		case <-grace.C:
 			abandoned.Store(true)
 			return Result{}, stopError(t, ctx)
 		}

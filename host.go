@@ -1,0 +1,210 @@
+package carmy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Version is carmy's version, as MCP clients see it.
+const Version = "0.1.0"
+
+// Defaults of the server.
+const (
+	DefaultAddr         = "127.0.0.1:3000"
+	DefaultDrainTimeout = 30 * time.Second
+)
+
+// Authenticate sets how the HTTP API and the MCP endpoint learn who is
+// calling. Without one every caller is the anonymous principal "", and
+// [Builder.Listen] refuses addresses other than loopback.
+func (b *Builder) Authenticate(a Authenticator) *Builder {
+	b.auth = a
+	return b
+}
+
+// AllowUnauthenticated lets [Builder.Listen] serve a non-loopback address
+// without an [Authenticator]: anyone who can reach it can call every tool.
+func (b *Builder) AllowUnauthenticated() *Builder {
+	b.allowAnonymous = true
+	return b
+}
+
+// BodyLimit sets the largest request body the HTTP API reads; larger ones
+// are refused with status 413. The default is [DefaultBodyLimit].
+func (b *Builder) BodyLimit(n int64) *Builder {
+	if n <= 0 {
+		b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: fmt.Errorf("Builder.BodyLimit(%d) must be positive", n)})
+		return b
+	}
+	b.bodyLimit = n
+	return b
+}
+
+// Addr sets the address [Builder.Run] listens on. The default is
+// [DefaultAddr].
+func (b *Builder) Addr(addr string) *Builder {
+	b.addr = addr
+	return b
+}
+
+// DrainTimeout sets how long a server that is shutting down lets running
+// calls finish. The default is [DefaultDrainTimeout].
+func (b *Builder) DrainTimeout(d time.Duration) *Builder {
+	b.drain = d
+	return b
+}
+
+// ElicitConfirmation lets the MCP endpoint ask the user, through the
+// client's elicitation, to confirm a call that needs confirmation, and run
+// it with a grant bound to its input when they accept. It is off by
+// default: a client may accept on its own, which hands the decision to the
+// client instead of the host.
+func (b *Builder) ElicitConfirmation() *Builder {
+	b.elicit = true
+	return b
+}
+
+// StdioIdentity sets who calls through [Builder.RunStdio]: the local user
+// who started the server. The default is the anonymous principal "".
+func (b *Builder) StdioIdentity(id Identity) *Builder {
+	b.stdioIdentity = id
+	return b
+}
+
+// Listen builds the registry and serves its [Registry.Handler] on addr
+// until ctx is done, then shuts down gracefully: it stops accepting, lets
+// running calls finish for the drain timeout, and closes the registry. A
+// non-loopback address without an [Authenticator] is refused unless
+// [Builder.AllowUnauthenticated] was called.
+func (b *Builder) Listen(ctx context.Context, addr string) error {
+	if err := b.checkExposure(addr); err != nil {
+		return err
+	}
+	r, err := b.Build()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("carmy: %w", err)
+	}
+	r.logger.Info("carmy: serving", "addr", ln.Addr().String(), "tools", len(r.names))
+	return r.serve(ctx, ln, b.drainTimeout())
+}
+
+// Run is [Builder.Listen] on the configured address ([Builder.Addr],
+// carmy.toml or CARMY_LISTEN for [App], else [DefaultAddr]). A builder from
+// [App] also shuts down on SIGINT and SIGTERM.
+func (b *Builder) Run(ctx context.Context) error {
+	if b.signals {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	addr := b.addr
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	return b.Listen(ctx, addr)
+}
+
+// RunStdio builds the registry and serves MCP on standard input and
+// output, for local agent clients that start the server themselves, until
+// ctx is done or the client closes the connection. Logs must not go to
+// standard output.
+func (b *Builder) RunStdio(ctx context.Context) error {
+	r, err := b.Build()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.ServeStdio(ctx, os.Stdin, os.Stdout)
+}
+
+// ServeStdio serves MCP over a pair of streams, as [Builder.RunStdio] does
+// over standard input and output.
+func (r *Registry) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	err := r.mcpServer().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// Serve serves the registry's [Registry.Handler] on ln until ctx is done,
+// then shuts down gracefully within drain: no new connections, running
+// calls finish, MCP streams end. It returns nil after a shutdown that
+// ctx asked for.
+func (r *Registry) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	return r.serve(ctx, ln, drain)
+}
+
+func (r *Registry) serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	srv := &http.Server{
+		Handler:           r.Handler(),
+		ReadHeaderTimeout: 10 * time.Second, // against clients that trickle headers
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn),
+	}
+	// MCP streams, unlike calls, never finish on their own.
+	srv.RegisterOnShutdown(r.endStreams)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("carmy: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-served
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("carmy: calls still running after the drain timeout of %v were cut off: %w", drain, err)
+	}
+	return nil
+}
+
+func (b *Builder) drainTimeout() time.Duration {
+	if b.drain > 0 {
+		return b.drain
+	}
+	return DefaultDrainTimeout
+}
+
+// checkExposure refuses to serve a non-loopback address to anonymous
+// callers unless the host said so.
+func (b *Builder) checkExposure(addr string) error {
+	if b.auth != nil || b.allowAnonymous {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("carmy: bad listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("carmy: refusing to listen on %s without authentication: anyone who reaches it could call every tool; set an Authenticator (or tokens in carmy.toml), listen on 127.0.0.1, or call AllowUnauthenticated", addr)
+}

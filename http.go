@@ -1,0 +1,210 @@
+package carmy
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// DefaultBodyLimit is the largest request body the HTTP API reads.
+const DefaultBodyLimit = 1 << 20
+
+// Handler returns the registry's HTTP API:
+//
+//	GET  /tools          every tool's metadata and schemas, sorted by name
+//	POST /tools/{name}   call a tool: the body is the input, the
+//	                     Idempotency-Key header the request id
+//	     /mcp            the Model Context Protocol, streamable HTTP
+//	GET  /healthz        200 while the registry serves
+//
+// A call answers 200 with {"execution_id","output","replayed"} and an
+// X-Carmy-Execution-Id header, or a status that fits the error's code with
+// {"error":{"code","message","fields","details","retryable"}}. Every
+// request is authenticated by the builder's [Authenticator], if any. The
+// handler is safe for concurrent use; it is built once.
+func (r *Registry) Handler() http.Handler {
+	r.handlerOnce.Do(func() {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /tools", r.serveTools)
+		mux.HandleFunc("POST /tools/{name}", r.serveCall)
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		})
+		mux.HandleFunc("/tools", onlyMethod("GET"))
+		mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
+		mux.HandleFunc("/healthz", onlyMethod("GET"))
+		mux.Handle("/mcp", r.mcpHTTPHandler())
+		mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz", req.Method, req.URL.Path))
+		})
+		r.httpHandler = mux
+	})
+	return r.httpHandler
+}
+
+// onlyMethod answers 405 for the methods a path does not serve.
+func onlyMethod(allowed string) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowed)
+		writeErrorStatus(w, http.StatusMethodNotAllowed, Errorf(CodeInvalidInput, "%s %s is not served; use %s", req.Method, req.URL.Path, allowed))
+	}
+}
+
+// wireTool is a tool's metadata as GET /tools shows it.
+type wireTool struct {
+	Name         string       `json:"name"`
+	Description  string       `json:"description"`
+	InputSchema  jsontextRaw  `json:"input_schema"`
+	OutputSchema jsontextRaw  `json:"output_schema"`
+	Effect       Effect       `json:"effect"`
+	Idempotent   bool         `json:"idempotent"`
+	ParallelSafe bool         `json:"parallel_safe"`
+	Confirmation Confirmation `json:"confirmation"`
+	Timeout      string       `json:"timeout"`
+}
+
+type jsontextRaw []byte
+
+func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
+
+func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
+	if _, err := r.identify(req); err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]wireTool, 0, len(r.names))
+	for _, name := range r.names {
+		m := r.tools[name].meta
+		out = append(out, wireTool{m.Name, m.Description, jsontextRaw(m.InputSchema), jsontextRaw(m.OutputSchema), m.Effect, m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.String()})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// identify authenticates a request; without an authenticator everyone is
+// the anonymous principal "".
+func (r *Registry) identify(req *http.Request) (Identity, error) {
+	if r.auth == nil {
+		return Identity{}, nil
+	}
+	id, err := r.auth.Authenticate(req)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return Identity{}, e
+		}
+		return Identity{}, &Error{Code: CodeUnauthenticated, Message: "authentication failed", Err: err}
+	}
+	return id, nil
+}
+
+type wireResult struct {
+	ExecutionID string      `json:"execution_id"`
+	Output      jsontextRaw `json:"output"`
+	Replayed    bool        `json:"replayed"`
+}
+
+func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
+	id, err := r.identify(req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if ct := req.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			writeErrorStatus(w, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input as application/json, not %q", ct))
+			return
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.bodyLimit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeErrorStatus(w, http.StatusRequestEntityTooLarge, Errorf(CodeInvalidInput, "the input is larger than the limit of %d bytes", r.bodyLimit))
+			return
+		}
+		writeError(w, Errorf(CodeCancelled, "the request body could not be read"))
+		return
+	}
+	if len(body) > 0 && req.Header.Get("Content-Type") == "" {
+		writeErrorStatus(w, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input with Content-Type: application/json"))
+		return
+	}
+	res, err := r.Execute(req.Context(), Call{
+		Tool:        req.PathValue("name"),
+		Input:       body,
+		RequestID:   req.Header.Get("Idempotency-Key"),
+		Session:     id.Session,
+		Principal:   id.Principal,
+		Permissions: id.Permissions,
+		Metadata:    id.Metadata,
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("X-Carmy-Execution-Id", res.ExecutionID)
+	writeJSON(w, http.StatusOK, wireResult{res.ExecutionID, jsontextRaw(res.Output), res.Replayed})
+}
+
+// StatusOf returns the HTTP status that fits an error's code.
+func StatusOf(err error) int {
+	switch CodeOf(err) {
+	case "":
+		return http.StatusOK
+	case CodeInvalidInput:
+		return http.StatusBadRequest
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case CodePermissionDenied, CodeConfirmationRequired:
+		return http.StatusForbidden
+	case CodeUnknownTool, CodeNotFound:
+		return http.StatusNotFound
+	case CodeConflict:
+		return http.StatusConflict
+	case CodeCancelled:
+		return 499 // client closed request, as nginx has it
+	case CodeTimeout:
+		return http.StatusGatewayTimeout
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// publicError is an error as callers see it: the *Error's wire fields, or a
+// generic internal error for anything else.
+func publicError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: "internal error", Retryable: true}
+}
+
+func writeError(w http.ResponseWriter, err error) { writeErrorStatus(w, StatusOf(err), err) }
+
+func writeErrorStatus(w http.ResponseWriter, status int, err error) {
+	e := publicError(err)
+	if e.Code == CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="carmy"`)
+	}
+	if e.Retryable && (status == http.StatusServiceUnavailable) {
+		w.Header().Set("Retry-After", strconv.Itoa(1))
+	}
+	writeJSON(w, status, map[string]*Error{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := jsonv2.Marshal(v, encodeOptions)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error","retryable":true}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

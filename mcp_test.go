@@ -239,4 +239,3 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatalf("ServeStdio: %v", err)
 	}
 }
-

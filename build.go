@@ -52,7 +52,7 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 			problems = append(problems, err)
 		}
 	}
-	if !meta.Effect.valid() {
+	if !meta.Effect.valid() && (d.impl != nil || d.fn.IsValid()) { // without a tool, its effect does not matter
 		problems = append(problems, fmt.Errorf("has no effect (%s); pass one of carmy.None, Read, Write, ExternalWrite or Destructive", meta.Effect))
 	}
 	if meta.Timeout == 0 {

@@ -65,6 +65,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -87,6 +88,7 @@ type Builder struct {
 	authorize  func(Context, ToolMetadata) error
 	store      IdempotencyStore
 	locker     Locker
+	storeURL   string
 	ttl        time.Duration
 	limit      int
 	errs       []error
@@ -109,9 +111,15 @@ func New() *Builder {
 }
 
 // App returns a builder holding every tool declared with [Tool] and not
-// Register(false).
+// Register(false), configured by carmy.toml and CARMY_* environment
+// variables (see [AppConfig] and [Config]); its [Builder.Run] also stops on
+// SIGINT and SIGTERM. A bad configuration is reported by Build, Listen and
+// Run, with the file and line or the variable's name. Settings made on the
+// builder afterwards override the configuration.
 func App() *Builder {
 	b := New()
+	b.signals = true
+	b.configure()
 	autoRegistry.Lock()
 	defs := slices.Clone(autoRegistry.defs)
 	autoRegistry.Unlock()
@@ -238,7 +246,27 @@ func (b *Builder) IdempotencyLimit(n int) *Builder {
 // and the file:line where it was declared.
 func (b *Builder) Build() (*Registry, error) {
 	errs := slices.Clone(b.errs)
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: b.store, locker: b.locker, ttl: b.ttl, workers: newWorkers(),
+	store, locker := b.store, b.locker
+	var storeClosers []func() error
+	if b.storeURL != "" {
+		s, l, err := b.openStore()
+		if err != nil {
+			errs = append(errs, &BuildError{Err: fmt.Errorf("store: %w", err)})
+		} else {
+			if store == nil {
+				store = s
+			}
+			if locker == nil {
+				locker = l
+			}
+			for _, v := range []any{s, l} {
+				if c, ok := v.(io.Closer); ok {
+					storeClosers = append(storeClosers, c.Close)
+				}
+			}
+		}
+	}
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: store, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	if r.logger == nil {
@@ -262,6 +290,9 @@ func (b *Builder) Build() (*Registry, error) {
 		r.names = append(r.names, t.meta.Name)
 	}
 	if err := errors.Join(errs...); err != nil {
+		for _, c := range storeClosers {
+			_ = c()
+		}
 		return nil, err
 	}
 	slices.Sort(r.names)

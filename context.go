@@ -28,6 +28,12 @@ type Context struct {
 	// Metadata carries the host's extra facts about the call. Tools must
 	// treat it as read-only.
 	Metadata map[string]string
+	// Fence is the fencing token of the serialization lock this execution
+	// holds, for a tool that is not parallel-safe; 0 otherwise. It grows
+	// with every acquisition, so a resource that remembers the highest
+	// fence it saw can refuse a writer whose lock has since passed to
+	// another host.
+	Fence uint64
 }
 
 type contextKey struct{}

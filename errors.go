@@ -194,7 +194,11 @@ func (e *Error) Error() string {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
 	}
-	for i, f := range e.Fields {
+	fields := e.Fields
+	if len(fields) == 1 && strings.Contains(e.Message, fields[0].Message) {
+		fields = nil // the message already says it
+	}
+	for i, f := range fields {
 		if i == 0 {
 			b.WriteString(" (")
 		} else {
@@ -205,7 +209,7 @@ func (e *Error) Error() string {
 			b.WriteString(": ")
 		}
 		b.WriteString(f.Message)
-		if i == len(e.Fields)-1 {
+		if i == len(fields)-1 {
 			b.WriteString(")")
 		}
 	}
@@ -233,7 +237,7 @@ func CodeOf(err error) Code {
 // unwrapping the join.
 type BuildError struct {
 	Tool string // the tool's name, when known
-	Site string // file:line of the carmy.Tool call that declared the tool
+	Site string // file:line of the carmy.Tool call that declared the tool; for App's configuration, carmy.toml:LINE or a CARMY_* variable
 	Err  error
 }
 
@@ -241,6 +245,11 @@ type BuildError struct {
 func (e *BuildError) Error() string {
 	var b strings.Builder
 	b.WriteString("carmy: ")
+	if e.Tool == "" && e.Site != "" && !strings.Contains(e.Site, ".go:") {
+		// A configuration problem: carmy.toml:3 or CARMY_TIMEOUT.
+		fmt.Fprintf(&b, "%s: %s", e.Site, e.Err)
+		return b.String()
+	}
 	if e.Tool != "" {
 		fmt.Fprintf(&b, "tool %q ", e.Tool)
 	} else {

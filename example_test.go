@@ -169,7 +169,7 @@ func ExampleBuilder_Build_errors() {
 	// two_inputs (example_test.go): takes at most one input; combine the fields into one struct (parameters 1 and 2 are both inputs)
 	// (unnamed) (example_test.go): is a closure or anonymous function, which has no usable name; give it one with carmy.Name
 	// (unnamed) (example_test.go): has no effect (effect(0)); pass one of carmy.None, Read, Write, ExternalWrite or Destructive
-	// (unnamed) (example_test.go): input carmy_test.Untyped.Count: validate:"required": required on a int means non-zero to the validator, so 0 or false would be refused: say min=1, or use a pointer to make the field optional
+	// (unnamed) (example_test.go): input carmy_test.Untyped.Count: validate:"required": required on the int field means non-zero to the validator, so 0 would be refused: say min=1, or use a pointer (*int) if the key must be present and not null
 	// needs_list (example_test.go): needs carmy.State[*carmy_test.TodoList], but the builder has no value of that type: provide one with Builder.State
 	// add todo (example_test.go): Timeout(-1ns) must be positive
 	// add todo (example_test.go): has the invalid name "add todo"; a name is 1 to 128 ASCII letters, digits, '_', '-' or '.'

@@ -88,14 +88,14 @@ func (b *Builder) StdioIdentity(id Identity) *Builder {
 // non-loopback address without an [Authenticator] is refused unless
 // [Builder.AllowUnauthenticated] was called.
 func (b *Builder) Listen(ctx context.Context, addr string) error {
-	if err := b.checkExposure(addr); err != nil {
-		return err
-	}
 	r, err := b.Build()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	if err := b.checkExposure(addr); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("carmy: %w", err)
@@ -155,11 +155,20 @@ func (r *Registry) Serve(ctx context.Context, ln net.Listener, drain time.Durati
 	return r.serve(ctx, ln, drain)
 }
 
+// The server's timeouts against slow and idle clients: a client has
+// readHeaderTimeout to send a request's headers, and a kept-alive
+// connection is closed after idleTimeout without a request. Variables so
+// that tests can shorten them.
+var (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
 func (r *Registry) serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
 	srv := &http.Server{
 		Handler:           r.Handler(),
-		ReadHeaderTimeout: 10 * time.Second, // against clients that trickle headers
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: readHeaderTimeout, // against clients that trickle headers
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn),
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/carmy-dev/carmy"
 )
 
-type Note struct {
+type HostNote struct {
 	Text string `json:"text" validate:"required,max=20"`
 }
 
@@ -29,9 +29,9 @@ type hostTools struct {
 
 func (h *hostTools) defs() []*carmy.ToolDef {
 	return []*carmy.ToolDef{
-		carmy.Tool(func(in Note) (Saved, error) { return Saved{ID: h.saves.Add(1)}, nil }, carmy.Write,
+		carmy.Tool(func(in HostNote) (Saved, error) { return Saved{ID: h.saves.Add(1)}, nil }, carmy.Write,
 			carmy.Name("save_note"), carmy.Description("Save a note"), carmy.ParallelSafe(), carmy.Register(false)),
-		carmy.Tool(func(in Note) error { return nil }, carmy.Destructive,
+		carmy.Tool(func(in HostNote) error { return nil }, carmy.Destructive,
 			carmy.Name("burn_note"), carmy.RequireConfirmation(), carmy.Register(false)),
 		carmy.Tool(func(ctx carmy.Context) (*string, error) {
 			if ctx.Principal == "" {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 
@@ -30,7 +31,7 @@ const identityRef = "X-Carmy-Identity-Ref"
 // carmy's schemas and explicit annotations, called through Execute.
 func (r *Registry) mcpServer() *mcp.Server {
 	r.mcpOnce.Do(func() {
-		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, &mcp.ServerOptions{Logger: r.logger})
+		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, &mcp.ServerOptions{Logger: r.sdkLogger()})
 		for _, name := range r.names {
 			t := r.tools[name]
 			s.AddTool(mcpTool(t), r.mcpCall(t))
@@ -100,7 +101,7 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
 			v, ok := r.identities.Load(extra.Header.Get(identityRef))
 			if !ok {
-				return mcpError(Errorf(CodeUnauthenticated, "the request was not authenticated")), nil
+				return mcpError(Errorf(CodeUnauthenticated, "the request was not authenticated"), t.out != nil), nil
 			}
 			id = v.(Identity)
 		}
@@ -123,7 +124,7 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			res, err = r.confirmByElicitation(ctx, req.Session, c, err)
 		}
 		if err != nil {
-			return mcpError(err), nil
+			return mcpError(err, t.out != nil), nil
 		}
 		var structured any = json.RawMessage(res.Output)
 		if t.mcpWrap {
@@ -140,17 +141,26 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 	}
 }
 
-// mcpError is a tool failure as MCP reports it: a result with isError set,
-// whose structured content is the error object, so that a model can read
-// the code and the field paths.
-func mcpError(err error) *mcp.CallToolResult {
+// mcpError is a tool failure as MCP reports it: a result with isError set
+// whose text is the error object as JSON (code, message, field paths), so
+// that a model can act on it, and whose _meta carries the same object. A
+// tool without an output schema also gets it as structured content. A tool
+// with one does not: the official TypeScript SDK's client checks
+// structured content against the output schema even on errors
+// (typescript-sdk#1943), and would turn carmy's error into a protocol error
+// that hides the code and the field paths from the model.
+func mcpError(err error, hasOutputSchema bool) *mcp.CallToolResult {
 	e := publicError(err)
 	text, _ := json.Marshal(e)
-	return &mcp.CallToolResult{
-		IsError:           true,
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
-		StructuredContent: e,
+	res := &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: string(text)}},
+		Meta:    mcp.Meta{"carmy/error": e},
 	}
+	if !hasOutputSchema {
+		res.StructuredContent = e
+	}
+	return res
 }
 
 // confirmByElicitation asks the user, through the client, to confirm a
@@ -181,7 +191,7 @@ func (r *Registry) confirmByElicitation(ctx context.Context, s *mcp.ServerSessio
 // request before the SDK sees it.
 func (r *Registry) mcpHTTPHandler() http.Handler {
 	server := r.mcpServer()
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: r.logger})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: r.sdkLogger()})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		req.Header.Del(identityRef)
 		id, err := r.identify(req)
@@ -204,4 +214,27 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		}
 		h.ServeHTTP(w, req)
 	})
+}
+
+// sdkLogger is the registry's logger for the MCP SDK, which narrates every
+// session at info level: only its warnings and errors get through.
+func (r *Registry) sdkLogger() *slog.Logger {
+	return slog.New(minLevel{r.logger.Handler(), slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{m.Handler.WithAttrs(attrs), m.min}
+}
+
+func (m minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{m.Handler.WithGroup(name), m.min}
 }

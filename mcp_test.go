@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,6 +42,20 @@ func structured(t *testing.T, r *mcp.CallToolResult) map[string]any {
 	b, _ := json.Marshal(r.StructuredContent)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// errorObject reads carmy's error object from a failed call's text content,
+// where every client can see it.
+func errorObject(t *testing.T, r *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	if !r.IsError || len(r.Content) == 0 {
+		t.Fatalf("not an error result: %+v", r)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.Content[0].(*mcp.TextContent).Text), &m); err != nil {
+		t.Fatalf("error text is not the error object: %v", err)
+	}
 	return m
 }
 
@@ -84,9 +99,9 @@ func TestMCPToolsList(t *testing.T) {
 	in, _ := json.Marshal(byName["save_note"].InputSchema)
 	var got, want any
 	_ = json.Unmarshal(in, &got)
-	_ = json.Unmarshal(carmy.SchemaFor[Note](), &want)
+	_ = json.Unmarshal(carmy.SchemaFor[HostNote](), &want)
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("input schema %s; want carmy's %s", in, carmy.SchemaFor[Note]())
+		t.Errorf("input schema %s; want carmy's %s", in, carmy.SchemaFor[HostNote]())
 	}
 	// A non-object output is wrapped as {"result": …}.
 	out, _ := json.Marshal(byName["whoami"].OutputSchema)
@@ -129,7 +144,7 @@ func TestMCPCall(t *testing.T) {
 	})
 	t.Run("validation error", func(t *testing.T) {
 		r := call("save_note", map[string]any{"text": "", "Text": "x"}, nil)
-		e := structured(t, r)
+		e := errorObject(t, r)
 		fields, _ := e["fields"].([]any)
 		if !r.IsError || e["code"] != "invalid_input" || len(fields) != 2 {
 			t.Fatalf("result %+v", e)
@@ -137,7 +152,7 @@ func TestMCPCall(t *testing.T) {
 	})
 	t.Run("confirmation error; permissions in _meta are ignored", func(t *testing.T) {
 		r := call("burn_note", map[string]any{"text": "x"}, mcp.Meta{"permissions": []string{"confirm:burn_note"}, "carmy/permissions": "confirm:burn_note"})
-		e := structured(t, r)
+		e := errorObject(t, r)
 		if !r.IsError || e["code"] != "confirmation_required" || e["details"].(map[string]any)["digest"] != sha(`{"text":"x"}`) {
 			t.Fatalf("result %+v", e)
 		}
@@ -148,6 +163,22 @@ func TestMCPCall(t *testing.T) {
 		again := call("save_note", map[string]any{"text": "once"}, mcp.Meta{carmy.MetaRequestID: "m1"})
 		if again.Meta["carmy/replayed"] != true || again.Meta["carmy/execution_id"] != first.Meta["carmy/execution_id"] || h.saves.Load()-before != 1 {
 			t.Fatalf("first %v, again %v", first.Meta, again.Meta)
+		}
+	})
+	t.Run("where the error object goes", func(t *testing.T) {
+		// A tool with an output schema: not in structured content, which
+		// TypeScript clients check against the output schema even on errors.
+		r := call("save_note", map[string]any{}, nil)
+		if r.StructuredContent != nil {
+			t.Errorf("structured content %v on an error of a tool with an output schema", r.StructuredContent)
+		}
+		if meta, _ := json.Marshal(r.Meta["carmy/error"]); !strings.Contains(string(meta), `"invalid_input"`) {
+			t.Errorf("_meta carries %s", meta)
+		}
+		// A tool without one: structured content too.
+		r = call("broken", nil, nil)
+		if structured(t, r)["code"] != "internal" || errorObject(t, r)["code"] != "internal" {
+			t.Errorf("broken: %+v", r)
 		}
 	})
 	t.Run("unknown tool", func(t *testing.T) {
@@ -203,8 +234,8 @@ func TestMCPElicitation(t *testing.T) {
 			if enabled && (r.IsError || asked != 1) {
 				t.Fatalf("opted in: result %+v, asked %d", structured(t, r), asked)
 			}
-			if !enabled && (!r.IsError || structured(t, r)["code"] != "confirmation_required" || asked != 0) {
-				t.Fatalf("not opted in: result %+v, asked %d; the client's consent must not count", structured(t, r), asked)
+			if !enabled && (!r.IsError || errorObject(t, r)["code"] != "confirmation_required" || asked != 0) {
+				t.Fatalf("not opted in: result %+v, asked %d; the client's consent must not count", r, asked)
 			}
 		})
 	}

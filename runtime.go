@@ -193,6 +193,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Conte
 			r.finish(t, resv, outcome{err: err})
 			return Result{}, err
 		}
+		cc.Fence = lock.Fence()
 	}
 	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
 	defer cancel()
@@ -201,18 +202,29 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Conte
 	done := make(chan outcome, 1)
 	var abandoned atomic.Bool
 	r.workers.run(func() {
-		o := r.invoke(t, cc, in, execCtx, ctx)
-		if abandoned.Load() {
-			r.overruns.Add(1)
-			r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
-		}
-		r.finish(t, resv, o)
-		if lock != nil {
-			if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
-				r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
+		var o outcome
+		returned := false
+		// Deferred, so that a tool that ends its goroutine with
+		// runtime.Goexit still answers, records and releases.
+		defer func() {
+			if !returned {
+				r.logger.Error("carmy: tool exited its goroutine (runtime.Goexit) without returning", "tool", t.meta.Name, "execution_id", cc.ExecutionID)
+				o = outcome{err: &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s (execution %s)", t.meta.Name, cc.ExecutionID), Retryable: true, Details: map[string]any{"execution_id": cc.ExecutionID}}}
 			}
-		}
-		done <- o
+			if abandoned.Load() {
+				r.overruns.Add(1)
+				r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
+			}
+			r.finish(t, resv, o)
+			if lock != nil {
+				if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
+					r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
+				}
+			}
+			done <- o
+		}()
+		o = r.invoke(t, cc, in, execCtx, ctx)
+		returned = true
 	})
 	select {
 	case o := <-done:
@@ -402,7 +414,7 @@ func funcName(fn reflect.Value) string {
 	if f == nil {
 		return ""
 	}
-	return strings.TrimSuffix(f.Name(), "-fm")
+	return strings.ReplaceAll(strings.TrimSuffix(f.Name(), "-fm"), "[...]", "")
 }
 
 func marshal(v any) ([]byte, error) { return jsonv2.Marshal(v, encodeOptions) }

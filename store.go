@@ -3,6 +3,9 @@ package carmy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/memstore"
@@ -66,4 +69,51 @@ func (m memoryLocker) Acquire(ctx context.Context, name string, _ time.Duration)
 		return nil, err
 	}
 	return h, nil
+}
+
+// StoreOpener opens the shared idempotency store and locker that a URL
+// names, such as "redis://host:6379/0". When the returned values implement
+// io.Closer, the registry closes them when it closes (each once; one value
+// returned as both is closed twice, so its Close must be idempotent).
+type StoreOpener func(url string) (IdempotencyStore, Locker, error)
+
+var openers struct {
+	sync.Mutex
+	m map[string]StoreOpener
+}
+
+// RegisterStore makes a store available to [Builder.StoreURL] and to the
+// store_url setting of carmy.toml under a URL scheme. Store packages call
+// it from init, as database/sql drivers do:
+//
+//	import _ "github.com/carmy-dev/carmy/redisstore" // registers "redis" and "rediss"
+func RegisterStore(scheme string, open StoreOpener) {
+	openers.Lock()
+	defer openers.Unlock()
+	if openers.m == nil {
+		openers.m = map[string]StoreOpener{}
+	}
+	openers.m[scheme] = open
+}
+
+// StoreURL sets the shared idempotency store and locker by URL, opened at
+// Build by the package registered for its scheme with [RegisterStore].
+func (b *Builder) StoreURL(url string) *Builder {
+	b.storeURL = url
+	return b
+}
+
+// openStore opens b.storeURL, if set.
+func (b *Builder) openStore() (IdempotencyStore, Locker, error) {
+	scheme, _, ok := strings.Cut(b.storeURL, "://")
+	if !ok {
+		return nil, nil, fmt.Errorf("store URL %q has no scheme, such as redis://", b.storeURL)
+	}
+	openers.Lock()
+	open := openers.m[scheme]
+	openers.Unlock()
+	if open == nil {
+		return nil, nil, fmt.Errorf("no store is registered for %q URLs: import its package, such as _ \"github.com/carmy-dev/carmy/redisstore\"", scheme)
+	}
+	return open(b.storeURL)
 }

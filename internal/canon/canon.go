@@ -25,8 +25,7 @@ import (
 // Form returns the canonical form of a JSON document. Empty input and null
 // are the empty object, as carmy treats an absent input.
 func Form(doc []byte) ([]byte, error) {
-	doc = bytes.TrimSpace(doc)
-	if len(doc) == 0 || string(doc) == "null" {
+	if t := trimJSONSpace(doc); len(t) == 0 || string(t) == "null" {
 		return []byte("{}"), nil
 	}
 	dec := decoders.Get().(*jsontext.Decoder)
@@ -40,6 +39,12 @@ func Form(doc []byte) ([]byte, error) {
 		return nil, errors.New("canon: trailing data after the document")
 	}
 	return out, nil
+}
+
+// trimJSONSpace trims the four characters JSON counts as white space, and
+// no others.
+func trimJSONSpace(b []byte) []byte {
+	return bytes.Trim(b, " \t\r\n")
 }
 
 // Digest returns the hex SHA-256 of the canonical form.

@@ -72,12 +72,23 @@ type checker struct {
 
 func (c *checker) add(msg string) {
 	p := c.path.String()
-	for _, s := range c.skip {
-		if s.Path == p {
-			return
-		}
+	if covered(p, c.skip) {
+		return
 	}
 	c.problems = append(c.problems, Problem{Path: p, Message: msg})
+}
+
+// covered reports whether a problem at path p is already said by one in
+// skip: at p itself, or at a value that contains p. A member that is
+// missing or of the wrong type decodes to a zero value whose own rules
+// would only repeat the problem, misleadingly.
+func covered(p string, skip []Problem) bool {
+	for _, s := range skip {
+		if p == s.Path || s.Path != "" && strings.HasPrefix(p, s.Path) && (p[len(s.Path)] == '.' || p[len(s.Path)] == '[') {
+			return true
+		}
+	}
+	return false
 }
 
 // value checks v against the rules of its use (r, may be nil) and of its
@@ -192,9 +203,7 @@ func (c *checker) validatorErrors(err error) {
 		for _, q := range c.problems {
 			dup = dup || q.Path == p
 		}
-		for _, s := range c.skip {
-			dup = dup || s.Path == p
-		}
+		dup = dup || covered(p, c.skip)
 		if !dup {
 			c.problems = append(c.problems, Problem{Path: p, Message: validatorMessage(fe)})
 		}
@@ -356,7 +365,12 @@ func compareNumber(n *Node, v reflect.Value, b *Bound) int {
 			return 1
 		}
 	case KindFloat:
-		return cmp.Compare(v.Float(), b.F)
+		// Exact where rounding could matter: see floats.go.
+		x := v.Float()
+		if bf := near(b, n.Bits); x != bf {
+			return cmp.Compare(x, bf)
+		}
+		return shortest(x, n.Bits).Cmp(b.Rat)
 	}
 	return ratOf(n, v).Cmp(b.Rat)
 }

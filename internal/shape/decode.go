@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,6 @@ import (
 	"time"
 	"unsafe"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -28,7 +28,7 @@ import (
 // the document was malformed or not an object, so that dst holds nothing
 // worth checking further.
 func Decode(n *Node, data []byte, dst reflect.Value) (problems []Problem, fatal bool) {
-	if isBlank(data) || string(bytes.TrimSpace(data)) == "null" {
+	if isBlank(data) || string(bytes.Trim(data, " \t\r\n")) == "null" {
 		data = emptyObject
 	}
 	d := decoders.Get().(*decoder)
@@ -63,6 +63,7 @@ type decoder struct {
 	path     path
 	syntax   bool // a syntax error ended decoding
 	scratch  []byte
+	strs     stringCache
 }
 
 func (d *decoder) add(msg string) {
@@ -79,18 +80,22 @@ func (d *decoder) fail(err error) {
 	}
 	d.syntax = true
 	msg := "malformed JSON: " + err.Error()
+	at := d.dec.StackPointer()
 	var se *jsontext.SyntacticError
 	if errors.As(err, &se) {
 		msg = fmt.Sprintf("malformed JSON at byte %d: %v", se.ByteOffset, se.Err)
+		if errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			at = se.JSONPointer // the repeated name, not the member before it
+		}
 	} else if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		msg = "malformed JSON: the document ends early"
 	}
-	d.problems = append(d.problems[:0], Problem{Path: d.pointerPath(), Message: msg})
+	d.problems = append(d.problems[:0], Problem{Path: d.pointerPath(at), Message: msg})
 }
 
-func (d *decoder) pointerPath() string {
+func (d *decoder) pointerPath(at jsontext.Pointer) string {
 	var p path
-	for tok := range d.dec.StackPointer().Tokens() {
+	for tok := range at.Tokens() {
 		if i, err := strconv.Atoi(tok); err == nil && d.isArrayToken(len(p)) {
 			p = append(p, seg{index: i})
 			continue
@@ -202,8 +207,9 @@ func (d *decoder) mismatch(n *Node, k jsontext.Kind) {
 	}
 }
 
-// value decodes the next value into v, which has the type n models.
-func (d *decoder) value(n *Node, v reflect.Value) {
+// value decodes the next value into v, which has the type n models; r holds
+// the rules of its use, nil when there are none.
+func (d *decoder) value(n *Node, r *Rules, v reflect.Value) {
 	k := d.dec.PeekKind()
 	if k == 0 {
 		d.skip()
@@ -226,7 +232,7 @@ func (d *decoder) value(n *Node, v reflect.Value) {
 		if v.IsNil() {
 			v.Set(reflect.New(n.Type.Elem()))
 		}
-		d.value(n.Elem, v.Elem())
+		d.value(n.Elem, r, v.Elem())
 	case KindStruct:
 		if k != '{' {
 			d.mismatch(n, k)
@@ -238,13 +244,13 @@ func (d *decoder) value(n *Node, v reflect.Value) {
 			d.mismatch(n, k)
 			return
 		}
-		d.array(n, v)
+		d.array(n, r, v)
 	case KindMap:
 		if k != '{' {
 			d.mismatch(n, k)
 			return
 		}
-		d.mapValue(n, v)
+		d.mapValue(n, r, v)
 	case KindBool:
 		if k != 't' && k != 'f' {
 			d.mismatch(n, k)
@@ -259,7 +265,7 @@ func (d *decoder) value(n *Node, v reflect.Value) {
 		}
 		raw, ok := d.readValue()
 		if ok {
-			d.number(n, raw, v)
+			d.number(n, r, raw, v)
 		}
 	case KindString, KindText, KindTime, KindBytes:
 		if k != '"' {
@@ -271,19 +277,85 @@ func (d *decoder) value(n *Node, v reflect.Value) {
 			d.text(n, raw, v)
 		}
 	case KindAny:
-		raw, ok := d.readValue()
-		if !ok {
-			return
+		if x, ok := d.freeValue(); ok {
+			v.Set(reflect.ValueOf(&x).Elem())
 		}
-		var x any
-		if err := jsonv2.Unmarshal(raw, &x); err != nil {
-			d.addf("cannot decode: %v", err)
-			return
-		}
-		v.Set(reflect.ValueOf(&x).Elem())
 	case KindRaw:
 		d.raw(v)
 	}
+}
+
+// freeValue decodes any JSON value as encoding/json decodes it into an
+// any: objects as map[string]any, arrays as []any, numbers as float64. A
+// number beyond float64's range becomes ±Inf, its nearest float, rather
+// than a problem: the schema of a free-form value, {}, allows every number.
+func (d *decoder) freeValue() (any, bool) {
+	switch d.dec.PeekKind() {
+	case '{':
+		if _, err := d.dec.ReadToken(); err != nil {
+			d.fail(err)
+			return nil, false
+		}
+		m := map[string]any{}
+		for d.dec.PeekKind() != '}' {
+			name, ok := d.name()
+			if !ok {
+				return nil, false
+			}
+			key := string(name)
+			x, ok := d.freeValue()
+			if !ok {
+				return nil, false
+			}
+			m[key] = x
+		}
+		if _, err := d.dec.ReadToken(); err != nil {
+			d.fail(err)
+			return nil, false
+		}
+		return m, true
+	case '[':
+		if _, err := d.dec.ReadToken(); err != nil {
+			d.fail(err)
+			return nil, false
+		}
+		a := []any{}
+		for d.dec.PeekKind() != ']' {
+			x, ok := d.freeValue()
+			if !ok {
+				return nil, false
+			}
+			a = append(a, x)
+		}
+		if _, err := d.dec.ReadToken(); err != nil {
+			d.fail(err)
+			return nil, false
+		}
+		return a, true
+	}
+	tok, err := d.dec.ReadToken()
+	if err != nil {
+		d.fail(err)
+		return nil, false
+	}
+	switch tok.Kind() {
+	case 't', 'f':
+		return tok.Bool(), true
+	case '"':
+		return tok.String(), true
+	case '0':
+		f, _ := strconv.ParseFloat(tok.String(), 64) // ±Inf when out of range
+		return f, true
+	}
+	return nil, true
+}
+
+// itemRules returns the rules of the elements of a use with rules r.
+func itemRules(r *Rules) *Rules {
+	if r == nil {
+		return nil
+	}
+	return r.Items
 }
 
 func (d *decoder) raw(v reflect.Value) {
@@ -310,8 +382,8 @@ func (d *decoder) object(n *Node, v reflect.Value) {
 		}
 		f, known := n.byName[string(name)]
 		if !known {
-			d.path = append(d.path, seg{name: string(name)})
-			d.unknown(n, string(name))
+			d.path = append(d.path, seg{name: truncate(string(name))}) // a hostile key may be huge
+			d.unknown(n, truncate(string(name)))
 			d.path = d.path[:len(d.path)-1]
 			d.skip()
 			if d.syntax {
@@ -325,7 +397,7 @@ func (d *decoder) object(n *Node, v reflect.Value) {
 			d.skip()
 			d.addf("must not be null: it is required")
 		} else {
-			d.value(f.Node, fieldOf(v, f))
+			d.value(f.Node, &f.Rules, fieldOf(v, f))
 		}
 		d.path = d.path[:len(d.path)-1]
 		if d.syntax {
@@ -402,7 +474,8 @@ func quoteList(names []string) string {
 	return string(b)
 }
 
-func (d *decoder) array(n *Node, v reflect.Value) {
+func (d *decoder) array(n *Node, r *Rules, v reflect.Value) {
+	items := itemRules(r)
 	if _, err := d.dec.ReadToken(); err != nil {
 		d.fail(err)
 		return
@@ -419,9 +492,9 @@ func (d *decoder) array(n *Node, v reflect.Value) {
 				v.Grow(growBy(n, i))
 			}
 			v.SetLen(i + 1)
-			d.value(n.Elem, v.Index(i))
+			d.value(n.Elem, items, v.Index(i))
 		case i < n.Len:
-			d.value(n.Elem, v.Index(i))
+			d.value(n.Elem, items, v.Index(i))
 		default:
 			d.skip()
 		}
@@ -457,7 +530,8 @@ func growBy(n *Node, have int) int {
 	return 4
 }
 
-func (d *decoder) mapValue(n *Node, v reflect.Value) {
+func (d *decoder) mapValue(n *Node, r *Rules, v reflect.Value) {
+	items := itemRules(r)
 	if _, err := d.dec.ReadToken(); err != nil {
 		d.fail(err)
 		return
@@ -471,10 +545,10 @@ func (d *decoder) mapValue(n *Node, v reflect.Value) {
 		if !ok {
 			return
 		}
-		key := string(name)
+		key := d.makeString(name)
 		d.path = append(d.path, seg{name: key, isKey: true})
 		elem := reflect.New(n.Type.Elem()).Elem()
-		d.value(n.Elem, elem)
+		d.value(n.Elem, items, elem)
 		d.path = d.path[:len(d.path)-1]
 		if d.syntax {
 			return
@@ -504,7 +578,7 @@ func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
 	}
 	switch n.Kind {
 	case KindString:
-		v.SetString(string(b))
+		v.SetString(d.makeString(b))
 	case KindTime:
 		// time.Parse keeps nothing of its input but in the error, which
 		// is dropped here; the message copies what it quotes.
@@ -536,6 +610,53 @@ func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
 	}
 }
 
+// stringCache holds strings made from decoded bytes, by a hash of them, so
+// that a string that comes again ("EUR", a SKU, a map key) is shared, not
+// allocated again. go-json-experiment/json does the same for the same
+// reason. The cache lives in the pooled decoder: the strings in it may be
+// kept until the pool drops the decoder.
+type stringCache [256]string
+
+// makeString returns string(b), from the cache when it is there.
+func (d *decoder) makeString(b []byte) string {
+	if len(b) < 2 || len(b) > 256 { // one-byte strings are interned by the runtime
+		return string(b)
+	}
+	var h uint32
+	switch {
+	case len(b) >= 8:
+		lo := binary.LittleEndian.Uint64(b[:8])
+		hi := binary.LittleEndian.Uint64(b[len(b)-8:])
+		h = hash64(uint32(lo), uint32(lo>>32)) ^ hash64(uint32(hi), uint32(hi>>32))
+	case len(b) >= 4:
+		h = hash64(binary.LittleEndian.Uint32(b[:4]), binary.LittleEndian.Uint32(b[len(b)-4:]))
+	default:
+		h = hash64(uint32(binary.LittleEndian.Uint16(b[:2])), uint32(binary.LittleEndian.Uint16(b[len(b)-2:])))
+	}
+	i := h % uint32(len(d.strs))
+	if s := d.strs[i]; s == string(b) {
+		return s
+	}
+	s := string(b)
+	d.strs[i] = s
+	return s
+}
+
+// hash64 mixes two words, as the first rounds of XXH32 do.
+func hash64(lo, hi uint32) uint32 {
+	const (
+		prime3 = 0xc2b2ae3d
+		prime4 = 0x27d4eb2f
+		prime5 = 0x165667b1
+	)
+	h := prime5 + uint32(8)
+	h += lo * prime3
+	h = bits.RotateLeft32(h, 17) * prime4
+	h += hi * prime3
+	h = bits.RotateLeft32(h, 17) * prime4
+	return h
+}
+
 func truncate(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "…"
@@ -546,7 +667,10 @@ func truncate(s string) string {
 // number decodes a JSON number. Integer kinds take any notation of an
 // integer (2, 2.0, 2e0), as JSON Schema does, and refuse anything out of the
 // type's range.
-func (d *decoder) number(n *Node, raw jsontext.Value, v reflect.Value) {
+//
+// A float is checked against its bounds here, on the number as written,
+// where rounding it could change the answer (see settleFloat).
+func (d *decoder) number(n *Node, r *Rules, raw jsontext.Value, v reflect.Value) {
 	switch n.Kind {
 	case KindFloat:
 		s := unsafe.String(unsafe.SliceData(raw), len(raw))
@@ -554,6 +678,11 @@ func (d *decoder) number(n *Node, raw jsontext.Value, v reflect.Value) {
 		if err != nil {
 			lo, hi := typeRange(n)
 			d.addf("must be between %s and %s (float%d)", lo.Lit, hi.Lit, n.Bits)
+			return
+		}
+		f, msg := settleFloat(n, r, raw, f)
+		if msg != "" {
+			d.add(msg)
 			return
 		}
 		v.SetFloat(f)

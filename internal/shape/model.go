@@ -146,7 +146,12 @@ func Of(t reflect.Type) (*Node, error) {
 		cache.errs[t] = err
 		return nil, err
 	}
-	markChecked(n, map[*Node]bool{})
+	for changed := true; changed; {
+		// A pass sees a node of a cycle before the nodes after it are
+		// marked ([]Expr inside Expr): repeat until nothing changes.
+		changed = false
+		markChecked(n, map[*Node]bool{}, &changed)
+	}
 	for _, sn := range b.structs {
 		requireZeroBreaking(sn)
 	}
@@ -450,18 +455,19 @@ func requireZeroBreaking(n *Node) {
 	}
 }
 
-// markChecked computes, bottom up, which nodes carry rules below them.
-func markChecked(n *Node, visiting map[*Node]bool) bool {
+// markChecked computes, bottom up, which nodes carry rules below them, and
+// reports through changed whether it marked a node that was not marked.
+func markChecked(n *Node, visiting map[*Node]bool, changed *bool) bool {
 	if visiting[n] {
 		return n.checked
 	}
 	visiting[n] = true
 	c := !n.Rules.empty()
-	if n.Elem != nil && markChecked(n.Elem, visiting) {
+	if n.Elem != nil && markChecked(n.Elem, visiting, changed) {
 		c = true
 	}
 	for _, f := range n.Fields {
-		if markChecked(f.Node, visiting) || !f.Rules.empty() || f.Runtime != "" {
+		if markChecked(f.Node, visiting, changed) || !f.Rules.empty() || f.Runtime != "" {
 			c = true
 		}
 	}
@@ -470,7 +476,13 @@ func markChecked(n *Node, visiting map[*Node]bool) bool {
 		// it is cheap compared to getting that wrong.
 		c = c || len(n.Fields) > 0
 	}
-	n.checked = c
+	c = c || n.checked
+	if c != n.checked {
+		// Write only on a change: nodes cached by an earlier Of are
+		// shared with running tools, which read checked without a lock.
+		*changed = true
+		n.checked = c
+	}
 	return c
 }
 

@@ -20,9 +20,17 @@ type seg struct {
 
 type path []seg
 
+// maxPath bounds a formatted path: a document nested thousands deep must
+// not make an error message as large as itself.
+const maxPath = 256
+
 func (p path) String() string {
 	var b strings.Builder
 	for i, s := range p {
+		if b.Len() > maxPath {
+			b.WriteString("…")
+			break
+		}
 		switch {
 		case s.name == "" && !s.isKey:
 			b.WriteByte('[')
@@ -32,10 +40,10 @@ func (p path) String() string {
 			if i > 0 {
 				b.WriteByte('.')
 			}
-			b.WriteString(s.name)
+			b.WriteString(truncate(s.name))
 		default:
 			b.WriteByte('[')
-			b.WriteString(strconv.Quote(s.name))
+			b.WriteString(strconv.Quote(truncate(s.name)))
 			b.WriteByte(']')
 		}
 	}

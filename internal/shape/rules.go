@@ -42,6 +42,7 @@ type Bound struct {
 	Lit string   // as written in the schema
 	Rat *big.Rat // exact value
 	F   float64  // nearest float64
+	F32 float64  // nearest float32
 	I   int64    // exact when IOK
 	IOK bool
 	U   uint64 // exact when UOK
@@ -59,6 +60,8 @@ func ParseBound(s string) (*Bound, error) {
 	}
 	b := &Bound{Lit: s, Rat: r}
 	b.F, _ = r.Float64()
+	f32, _ := r.Float32()
+	b.F32 = float64(f32)
 	if r.IsInt() {
 		if r.Num().IsInt64() {
 			b.I, b.IOK = r.Num().Int64(), true
@@ -281,7 +284,10 @@ func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth in
 			}
 			return true, nil
 		case numberKind(n) || n.Kind == KindBool:
-			return false, fmt.Errorf("required on a %s means non-zero to the validator, so 0 or false would be refused: say min=1, or use a pointer to make the field optional", n.Type)
+			if n.Kind == KindBool {
+				return false, fmt.Errorf("required on the bool field means true to the validator, so false would be refused: use a pointer (*bool) if the key must be present and not null, or drop the rule")
+			}
+			return false, fmt.Errorf("required on the %s field means non-zero to the validator, so 0 would be refused: say min=1, or use a pointer (*%s) if the key must be present and not null", n.Type, n.Type)
 		case n.Kind == KindStruct:
 			// The validator ignores required on structs unless configured
 			// otherwise, and JSON already requires the member: nothing to do.
@@ -447,7 +453,7 @@ func parseSchemaTag(tag string, f *Field) error {
 				}
 				continue
 			}
-			return fmt.Errorf("jsonschema tag option %q is not supported", key)
+			return fmt.Errorf("jsonschema tag option %q is not supported (a comma inside a value must be escaped as \\,)", key)
 		}
 		var err error
 		switch key {

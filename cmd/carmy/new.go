@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"text/template"
+
+	"golang.org/x/mod/module"
+)
+
+//go:embed scaffold/*.tmpl
+var scaffold embed.FS
+
+// scaffoldFiles maps the templates to the files they write.
+var scaffoldFiles = []struct{ tmpl, file string }{
+	{"go.mod.tmpl", "go.mod"},
+	{"main.go.tmpl", "main.go"},
+	{"main_test.go.tmpl", "main_test.go"},
+	{"README.md.tmpl", "README.md"},
+	{"gitignore.tmpl", ".gitignore"},
+}
+
+// placeholderVersion is required when carmy's own version is unknown (a
+// development build); -tidy replaces it with the latest release.
+const placeholderVersion = "v0.0.0-00010101000000-000000000000"
+
+const newUsage = `usage: carmy new [-dir dir] [-tidy=false] NAME
+
+carmy new creates a Go module that serves one example tool with carmy.
+NAME is the module path, such as example.com/weather, or a plain name; the
+module is written to a new directory named after its last element (or to
+-dir), which must not exist or must be empty. It holds:
+
+  go.mod        the module, requiring carmy, with carmy as a tool
+                (go tool carmy ...)
+  main.go       one tool, greet, served over HTTP and MCP by carmy.App().Run,
+                with the //go:generate go tool carmy gen line
+  main_test.go  a test that calls the tool through a registry
+  carmy_gen.go  the doc comments of the tool, for its schemas
+  README.md     how to run, call, extend and check it
+  .gitignore
+
+Then, unless -tidy=false, it runs go mod tidy (after go get
+github.com/carmy-dev/carmy@latest when this carmy's own version is unknown)
+and carmy gen in the new module, so that go test ./... passes right away.
+
+Flags:
+`
+
+func runNew(args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("carmy new", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	dir := flags.String("dir", "", "write the module to this `directory` (default: the last element of NAME)")
+	tidy := flags.Bool("tidy", true, "run go mod tidy and carmy gen in the new module")
+	flags.Usage = func() {
+		fmt.Fprint(flags.Output(), newUsage)
+		flags.PrintDefaults()
+	}
+	if isHelp(args) {
+		flags.SetOutput(stdout)
+		flags.Usage()
+		return 0
+	}
+	pos, err := parseInterleaved(flags, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "carmy new: want one NAME, got %d arguments\n", len(pos))
+		flags.Usage()
+		return 2
+	}
+	modPath := pos[0]
+	if err := module.CheckImportPath(modPath); err != nil {
+		fmt.Fprintf(stderr, "carmy new: %q is not a valid module path: %v\n", modPath, err)
+		return 2
+	}
+	if *dir == "" {
+		*dir = path.Base(modPath)
+	}
+	if err := writeScaffold(*dir, modPath, carmyVersion()); err != nil {
+		fmt.Fprintf(stderr, "carmy new: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "created %s in %s\n", modPath, *dir)
+	if *tidy {
+		if err := tidyScaffold(*dir, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "carmy new: %v\nThe files are written; finish with: cd %s && go mod tidy && go generate ./...\n", err, *dir)
+			return 1
+		}
+	}
+	fmt.Fprintf(stdout, "\nNext:\n\tcd %s\n\tgo test ./...\n\tgo run .\n", *dir)
+	return 0
+}
+
+// scaffoldData fills the templates.
+type scaffoldData struct {
+	Module, Name, Version, GoVersion string
+}
+
+// writeScaffold writes the module's files into dir.
+func writeScaffold(dir, modPath, version string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("%s exists and is not empty", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	data := scaffoldData{Module: modPath, Name: path.Base(modPath), Version: version, GoVersion: "1.26.0"}
+	for _, f := range scaffoldFiles {
+		t, err := template.ParseFS(scaffold, "scaffold/"+f.tmpl)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, data); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.file), b.Bytes(), 0o666); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// carmyVersion returns the version of carmy this command was built from,
+// when it is a release or a pseudo-version a go.mod can require.
+func carmyVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return placeholderVersion
+	}
+	v := ""
+	if bi.Main.Path == carmyPath {
+		v = bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == carmyPath {
+			v = d.Version
+		}
+	}
+	if module.Check(carmyPath, v) != nil || strings.Contains(v, "+") {
+		return placeholderVersion
+	}
+	return v
+}
+
+// tidyScaffold resolves the new module's dependencies and generates its
+// carmy_gen.go.
+func tidyScaffold(dir string, stdout, stderr io.Writer) error {
+	goCmd := func(args ...string) error {
+		fmt.Fprintf(stdout, "go %s\n", strings.Join(args, " "))
+		cmd := exec.Command("go", args...)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, stderr, stderr
+		return cmd.Run()
+	}
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return err
+	}
+	if bytes.Contains(mod, []byte(placeholderVersion)) {
+		if err := goCmd("get", carmyPath+"@latest"); err != nil {
+			return err
+		}
+	}
+	if err := goCmd("mod", "tidy"); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "carmy gen")
+	return generate(dir, []string{"./..."}, func(string, ...any) {})
+}

@@ -1,0 +1,463 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/build"
+	"go/constant"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/analysis/singlechecker"
+	"golang.org/x/tools/go/analysis/unitchecker"
+)
+
+// Analyzer is carmy vet's analysis.
+var Analyzer = &analysis.Analyzer{
+	Name: "carmy",
+	Doc: `check carmy tool declarations
+
+The carmy analyzer reports, at the carmy.Tool call, the problems that
+carmy's Builder.Build would report at run time, in the same words: a
+function whose signature carmy cannot call (two inputs, two contexts, a
+parameter that is neither a context, a carmy.State nor an input struct,
+results other than (Out, error) or error, variadic parameters), an unset
+effect (0 or carmy.Effect(0)), an invalid name (given with carmy.Name or
+derived from the function's name), a closure without carmy.Name, and an
+option given twice with different values.
+
+It also reports a package whose tools' types or functions carry doc
+comments while its carmy_gen.go is missing or out of date: the descriptions
+would be silently missing from the schemas. Run go generate (with the line
+//go:generate go tool carmy gen in the package) to fix it.`,
+	URL: "https://github.com/carmy-dev/carmy/blob/main/docs/command.md#carmy-vet",
+	Run: analyze,
+}
+
+const vetUsage = `usage: carmy vet [flags] [packages]
+
+carmy vet checks carmy.Tool calls before run time. It reports, at the call,
+what Builder.Build would report when the program runs, in the same words:
+
+  - a function carmy cannot call: two inputs, two contexts, *carmy.Context,
+    a parameter that is neither a context, a carmy.State[T] nor an input
+    struct, results other than (Out, error) or error, variadic parameters,
+    nil or a value that is not a function;
+  - an unset effect: 0 or carmy.Effect(0);
+  - an invalid name, given with carmy.Name("...") or derived from the
+    function's name (snake_case), and a closure without carmy.Name;
+  - an option given twice with different values, a Timeout that is not
+    positive.
+
+It also reports a package whose tools' types or functions have doc comments
+but whose carmy_gen.go is missing or out of date, since their descriptions
+would silently be missing from the schemas: run go generate.
+
+Use it as a go tool or as a go vet tool:
+
+	go tool carmy vet ./...
+	go vet -vettool=$(which carmy) ./...
+
+Packages are the go command's patterns. The exit status is 0 when nothing
+is reported, 3 when something is, 1 on errors. The flags are those of the
+standard analysis drivers (golang.org/x/tools/go/analysis/singlechecker),
+among them:
+
+  -json     print the diagnostics as JSON
+  -c=N      show N lines of context around each diagnostic
+  -test     also check test files (default true)
+  -tags     build tags
+`
+
+func runVet(args []string, stdout, stderr io.Writer) int {
+	if isHelp(args) {
+		fmt.Fprint(stdout, vetUsage)
+		return 0
+	}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, vetUsage)
+		return 2
+	}
+	// The standard driver parses the process's flags and exits.
+	os.Args = append([]string{"carmy vet"}, args...)
+	singlechecker.Main(Analyzer)
+	return 0 // not reached
+}
+
+// isVetTool reports whether carmy is being run by go vet -vettool: with
+// -V=full to identify itself, -flags to list its flags, or a .cfg file.
+func isVetTool(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	if strings.HasPrefix(args[0], "-V") || args[0] == "-flags" {
+		return true
+	}
+	return strings.HasSuffix(args[len(args)-1], ".cfg") && !slices.Contains(commandNames(), args[0])
+}
+
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return names
+}
+
+// vetTool runs the analyzer as go vet's tool.
+func vetTool() {
+	unitchecker.Main(Analyzer)
+}
+
+// analyze is the analyzer's Run.
+func analyze(pass *analysis.Pass) (any, error) {
+	if !importsCarmy(pass.Pkg) {
+		return nil, nil
+	}
+	decls := findDeclarations(pass.Files, pass.TypesInfo)
+	for _, d := range decls {
+		if d.fun == "Tool" {
+			checkTool(pass, d)
+		}
+	}
+	checkGenerated(pass, decls)
+	return nil, nil
+}
+
+func importsCarmy(pkg *types.Package) bool {
+	if pkg.Path() == carmyPath {
+		return true
+	}
+	for _, imp := range pkg.Imports() {
+		if imp.Path() == carmyPath {
+			return true
+		}
+	}
+	return false
+}
+
+// checkTool reports the problems of one carmy.Tool call, in the order and
+// words of Builder.Build.
+func checkTool(pass *analysis.Pass, d declaration) {
+	call := d.call
+	var problems []string
+	name, named := "", false
+
+	// Options: their conflicts come first, as Tool records them.
+	set := map[string]string{}
+	spread := call.Ellipsis.IsValid() // options passed as opts...: unknown
+	record := func(key, v string) bool {
+		if prev, ok := set[key]; ok && prev != v {
+			problems = append(problems, fmt.Sprintf("option %s is given twice with different values (%s and %s); keep one", key, prev, v))
+			return false
+		}
+		set[key] = v
+		return true
+	}
+	nameGiven := false // a Name option whose value may be unknown
+	if len(call.Args) > 2 && !spread {
+		for _, o := range call.Args[2:] {
+			oc, ok := ast.Unparen(o).(*ast.CallExpr)
+			if !ok {
+				spread = true // an option from elsewhere: it may be a Name
+				continue
+			}
+			fn := carmyCall(pass.TypesInfo, oc)
+			if fn == nil {
+				spread = true
+				continue
+			}
+			if len(oc.Args) != 1 {
+				continue
+			}
+			v := constValue(pass.TypesInfo, oc.Args[0])
+			switch fn.Name() {
+			case "Name":
+				nameGiven = true
+				if v != nil && v.Kind() == constant.String && record("Name", constant.StringVal(v)) {
+					name, named = constant.StringVal(v), true
+				}
+			case "Description":
+				if v != nil && v.Kind() == constant.String {
+					record("Description", constant.StringVal(v))
+				}
+			case "Register":
+				if v != nil && v.Kind() == constant.Bool {
+					record("Register", v.String())
+				}
+			case "Timeout":
+				if v == nil {
+					continue
+				}
+				if ns, exact := constant.Int64Val(constant.ToInt(v)); exact {
+					if ns <= 0 {
+						problems = append(problems, fmt.Sprintf("Timeout(%v) must be positive", time.Duration(ns)))
+						continue
+					}
+					record("Timeout", time.Duration(ns).String())
+				}
+			}
+		}
+	}
+
+	// The function.
+	var fnType types.Type
+	isFunc, closure := false, false
+	if len(call.Args) > 0 {
+		arg := ast.Unparen(call.Args[0])
+		tv := pass.TypesInfo.Types[arg]
+		fnType = tv.Type
+		switch {
+		case tv.IsNil():
+			problems = append(problems, "has a nil function; pass a func such as func(ctx context.Context, in Input) (Output, error)")
+		case fnType == nil:
+		default:
+			sig, ok := fnType.Underlying().(*types.Signature)
+			if !ok {
+				problems = append(problems, fmt.Sprintf("is given a %s, not a function; pass a func such as func(ctx context.Context, in Input) (Output, error)", typeString(fnType)))
+				break
+			}
+			isFunc = true
+			problems = append(problems, classify(sig, d.carmy.Pkg()).problems...)
+			_, closure = arg.(*ast.FuncLit)
+		}
+	}
+
+	// The name, derived when not given.
+	nameKnown := named
+	if !named && !nameGiven && !spread && isFunc {
+		if closure {
+			problems = append(problems, "is a closure or anonymous function, which has no usable name; give it one with carmy.Name")
+		} else if ref := funcRefOf(pass.TypesInfo, call.Args[0]); ref != nil {
+			name, nameKnown = snakeCase(ref.obj.Name()), true
+		}
+	}
+	if nameKnown {
+		if err := checkName(name); err != "" {
+			problems = append(problems, err)
+		}
+	}
+
+	// The effect.
+	if len(call.Args) > 1 {
+		if v := constValue(pass.TypesInfo, call.Args[1]); v != nil {
+			if e, exact := constant.Uint64Val(constant.ToInt(v)); exact && (e < 1 || e > 5) {
+				problems = append(problems, fmt.Sprintf("has no effect (effect(%d)); pass one of carmy.None, Read, Write, ExternalWrite or Destructive", e))
+			}
+		}
+	}
+
+	prefix := "carmy: tool "
+	if name != "" {
+		prefix += fmt.Sprintf("%q ", name)
+	}
+	for _, p := range problems {
+		pass.Report(analysis.Diagnostic{Pos: call.Pos(), End: call.End(), Category: "tool", Message: prefix + p})
+	}
+}
+
+// snakeCase is carmy's rule for deriving a tool's name from its function's
+// (snakeCase in tool.go): getHTTPStatus → get_http_status.
+func snakeCase(s string) string {
+	r := []rune(s)
+	var b strings.Builder
+	for i, c := range r {
+		if unicode.IsUpper(c) && i > 0 {
+			prev := r[i-1]
+			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,128}$`)
+
+// checkName is carmy's name rule (checkName in tool.go).
+func checkName(name string) string {
+	if !validName.MatchString(name) {
+		return fmt.Sprintf("has the invalid name %q; a name is 1 to 128 ASCII letters, digits, '_', '-' or '.'", name)
+	}
+	return ""
+}
+
+// checkGenerated reports a generated file that is missing or out of date.
+// It computes the comments carmy gen would write, with the same code, and
+// compares them with those the file registers.
+//
+// The comments of types declared in other packages of the module are read
+// from their source, as carmy gen reads them: a package of the module lives
+// in the module's directory, at its path relative to the module's. (The
+// alternative, analysis facts, would make go vet analyze every dependency
+// of the program, the standard library included, on every run.)
+func checkGenerated(pass *analysis.Pass, decls []declaration) {
+	if pass.Module == nil || pass.Module.Path == "" || len(pass.Files) == 0 {
+		return // without the module, what carmy gen reads is unknown
+	}
+	// The generated file covers the declarations outside test files.
+	var prod []declaration
+	for _, d := range decls {
+		if !strings.HasSuffix(pass.Fset.Position(d.call.Pos()).Filename, "_test.go") {
+			prod = append(prod, d)
+		}
+	}
+	src := &moduleSource{
+		module: pass.Module.Path,
+		pkg:    pass.Pkg,
+		dir:    filepath.Dir(pass.Fset.Position(pass.Files[0].Package).Filename),
+		docs:   packageDocs(pass.Files, pass.Fset),
+	}
+	want := collectComments(prod, src.docsOf)
+	if src.failed {
+		return // some source could not be read: say nothing rather than something wrong
+	}
+	var gen *ast.File
+	for _, f := range pass.Files {
+		if isGenerated(f) {
+			gen = f
+			break
+		}
+	}
+	var at ast.Node
+	if len(prod) > 0 {
+		at = prod[0].call
+	}
+	switch {
+	case gen == nil && len(want) == 0:
+	case gen == nil:
+		pass.Report(analysis.Diagnostic{Pos: at.Pos(), Category: "generate", Message: fmt.Sprintf(
+			"carmy: the doc comments of this package's tools (%d) are not registered: %s is missing, so the schemas and descriptions lack them; run go generate, with //go:generate go tool carmy gen in the package",
+			len(want), genFile)})
+	default:
+		have, ok := registeredComments(gen)
+		if ok && maps.Equal(have, want) {
+			return
+		}
+		if at == nil {
+			at = gen.Name
+		}
+		pass.Report(analysis.Diagnostic{Pos: at.Pos(), Category: "generate", Message: fmt.Sprintf(
+			"carmy: %s is out of date (%s); run go generate, with //go:generate go tool carmy gen in the package",
+			genFile, difference(have, want))})
+	}
+}
+
+// difference sums up how a generated file's comments differ from the
+// source's.
+func difference(have, want map[string]string) string {
+	var missing, stale, extra []string
+	for k, v := range want {
+		h, ok := have[k]
+		switch {
+		case !ok:
+			missing = append(missing, k)
+		case h != v:
+			stale = append(stale, k)
+		}
+	}
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	var parts []string
+	for _, p := range []struct {
+		what string
+		keys []string
+	}{{"missing", missing}, {"changed", stale}, {"no longer in the source", extra}} {
+		if len(p.keys) == 0 {
+			continue
+		}
+		slices.Sort(p.keys)
+		s := fmt.Sprintf("%s: %s", p.what, p.keys[0])
+		if len(p.keys) > 1 {
+			s += fmt.Sprintf(" and %d more", len(p.keys)-1)
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "unreadable"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// moduleSource reads the doc comments of the packages of one module from
+// their directories.
+type moduleSource struct {
+	module string
+	pkg    *types.Package // the package analyzed
+	dir    string         // its directory
+	docs   map[string]string
+	others map[string]map[string]string
+	failed bool
+}
+
+func (s *moduleSource) docsOf(pkg *types.Package) (map[string]string, bool) {
+	if pkg == s.pkg {
+		return s.docs, true
+	}
+	rel, ok := strings.CutPrefix(pkg.Path(), s.module+"/")
+	if !ok {
+		return nil, false // another module's, or the standard library's
+	}
+	if d, ok := s.others[pkg.Path()]; ok {
+		return d, d != nil
+	}
+	if s.others == nil {
+		s.others = map[string]map[string]string{}
+	}
+	d, err := s.read(rel)
+	if err != nil {
+		s.failed = true
+	}
+	s.others[pkg.Path()] = d
+	return d, d != nil
+}
+
+// read parses the package at a path relative to the module. It returns nil
+// and no error for a package of a nested module.
+func (s *moduleSource) read(rel string) (map[string]string, error) {
+	own, ok := strings.CutPrefix(s.pkg.Path(), s.module)
+	if !ok || !strings.HasSuffix(filepath.ToSlash(s.dir), own) {
+		return nil, fmt.Errorf("cannot place %s in its module", s.pkg.Path())
+	}
+	root := s.dir[:len(s.dir)-len(own)]
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return nil, err
+	}
+	dir := root
+	for _, elem := range strings.Split(rel, "/") {
+		dir = filepath.Join(dir, elem)
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return nil, nil // a nested module: not this one's
+		}
+	}
+	bp, err := build.ImportDir(dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range bp.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return packageDocs(files, fset), nil
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/carmy-dev/carmy"
+	"golang.org/x/tools/go/analysis/analysistest"
+)
+
+// TestAnalyzer runs the analyzer on the fixture module testdata/vetmod and
+// checks its diagnostics against the // want comments there: bad tools
+// (badtools), a current generated file (good), a stale one (stale), a
+// missing one (nogen), no comments at all (nodocs), tools in test files
+// (testonly).
+func TestAnalyzer(t *testing.T) {
+	dir := copyModule(t, "vetmod")
+
+	// The fixture's generated file is what carmy gen writes today.
+	if err := generate(dir, []string{"./good"}, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "vetmod", "good", genFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "good", genFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("testdata/vetmod/good/carmy_gen.go is not what carmy gen writes; update it to:\n%s", got)
+	}
+
+	results := analysistest.Run(t, dir, Analyzer, "./...")
+
+	var bad []string
+	for _, r := range results {
+		if r.Action.Package.PkgPath != "example.com/vetmod/badtools" {
+			continue
+		}
+		for _, d := range r.Diagnostics {
+			bad = append(bad, d.Message)
+		}
+	}
+	t.Run("SpeaksLikeBuild", func(t *testing.T) { speaksLikeBuild(t, bad) })
+}
+
+// The declarations of testdata/vetmod/badtools, for Build.
+type (
+	VIn  struct{ A int }
+	VOut struct{ B int }
+	vSvc struct{}
+)
+
+func vTwoInputs(ctx context.Context, a VIn, b *VIn) (VOut, error)   { return VOut{}, nil }
+func vTwoContexts(a context.Context, b carmy.Context, in VIn) error { return nil }
+func vPtrContext(c *carmy.Context, in VIn) error                    { return nil }
+func vBadParam(ctx context.Context, n int, m map[string]any) error  { return nil }
+func vVariadic(ctx context.Context, names ...string) error          { return nil }
+func vNoError(in VIn) VOut                                          { return VOut{} }
+func vSecondNotError(in VIn) (VOut, int)                            { return VOut{}, 0 }
+func vThreeResults(in VIn) (VOut, int, error)                       { return VOut{}, 0, nil }
+func vOK(ctx context.Context, deps carmy.State[*VOut], in VIn) (VOut, error) {
+	return VOut{}, nil
+}
+func créer(in VIn) error                           { return nil }
+func getHTTPStatus(ctx carmy.Context) (int, error) { return 200, nil }
+func (*vSvc) CancelOrder(in VIn) error             { return nil }
+
+// speaksLikeBuild checks that Build reports the same problems as the
+// analyzer found in badtools, in the same words.
+func speaksLikeBuild(t *testing.T, diagnostics []string) {
+	r := carmy.Register(false)
+	spread := []carmy.Option{carmy.Name("spread"), r}
+	defs := []*carmy.ToolDef{
+		carmy.Tool(vTwoInputs, carmy.Read, r),
+		carmy.Tool(vTwoContexts, carmy.Read, r),
+		carmy.Tool(vPtrContext, carmy.Read, r),
+		carmy.Tool(vBadParam, carmy.Read, r),
+		carmy.Tool(vVariadic, carmy.Read, r),
+		carmy.Tool(vNoError, carmy.Read, r),
+		carmy.Tool(vSecondNotError, carmy.Read, r),
+		carmy.Tool(vThreeResults, carmy.Read, r),
+
+		carmy.Tool(vOK, 0, r),
+		carmy.Tool(vOK, carmy.Effect(0), carmy.Name("zero_effect"), r),
+		carmy.Tool(vOK, 9, carmy.Name("effect_nine"), r),
+
+		carmy.Tool(vOK, carmy.Read, carmy.Name("bad name!"), r),
+		carmy.Tool(vOK, carmy.Read, carmy.Name(""), r),
+		carmy.Tool(créer, carmy.Read, r),
+		carmy.Tool(func(in VIn) error { return nil }, carmy.Read, r),
+		carmy.Tool(nil, carmy.Read, carmy.Name("nil_fn"), r),
+		carmy.Tool(42, carmy.Read, carmy.Name("not_func"), r),
+		carmy.Tool(vOK, carmy.Read, carmy.Name("first"), carmy.Name("second"), r),
+		carmy.Tool(vOK, carmy.Read, carmy.Name("no_time"), carmy.Timeout(0), r),
+
+		carmy.Tool(vOK, carmy.Read, carmy.Name("ok"), r),
+		carmy.Tool(func(in VIn) error { return nil }, carmy.Write, carmy.Name("named_closure"), r),
+		carmy.Tool(vOK, carmy.Read, spread...),
+		carmy.Tool(getHTTPStatus, carmy.Read, r),
+		carmy.Tool((&vSvc{}).CancelOrder, carmy.Destructive, carmy.RequireConfirmation(), r),
+	}
+	site := regexp.MustCompile(`^(carmy: tool (?:"[^"]*" )?)\([^)]*:\d+\) `)
+	var built []string
+	for _, d := range defs {
+		_, err := carmy.New().Tool(d).State(&VOut{}).Build()
+		for _, e := range unjoin(err) {
+			var be *carmy.BuildError
+			if !errors.As(e, &be) {
+				t.Fatalf("Build returned %T: %v", e, e)
+			}
+			built = append(built, site.ReplaceAllString(be.Error(), "$1"))
+		}
+	}
+	slices.Sort(built)
+	slices.Sort(diagnostics)
+	if !slices.Equal(built, diagnostics) {
+		t.Errorf("Build and the analyzer disagree.\nBuild:\n\t%s\nanalyzer:\n\t%s",
+			strings.Join(built, "\n\t"), strings.Join(diagnostics, "\n\t"))
+	}
+}
+
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// Functions whose derived names are checked against Build's.
+func createOrder() error    { return nil }
+func listV2Items() error    { return nil }
+func getHTTPStatus2() error { return nil }
+func XMLHTTPRequest() error { return nil }
+func a1B2c() error          { return nil }
+func (vSvc) Value() error   { return nil }
+
+// TestSnakeCase checks that the analyzer derives names as Build does.
+func TestSnakeCase(t *testing.T) {
+	fns := map[string]any{
+		"createOrder": createOrder, "listV2Items": listV2Items, "getHTTPStatus2": getHTTPStatus2,
+		"XMLHTTPRequest": XMLHTTPRequest, "a1B2c": a1B2c, "Value": vSvc{}.Value, "Value ": vSvc.Value,
+	}
+	for goName, fn := range fns {
+		reg, err := carmy.New().Tool(carmy.Tool(fn, carmy.None, carmy.Register(false))).Build()
+		if err != nil {
+			t.Errorf("%s: %v", goName, err)
+			continue
+		}
+		tools := reg.Tools()
+		reg.Close()
+		if want := snakeCase(strings.TrimSpace(goName)); len(tools) != 1 || tools[0].Name != want {
+			t.Errorf("%s: Build names it %v, the analyzer %q", goName, tools, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"createOrder": "create_order", "getHTTPStatus": "get_http_status", "listV2Items": "list_v2_items",
+		"CancelOrder": "cancel_order", "ID": "id", "userID": "user_id",
+	} {
+		if got := snakeCase(in); got != want {
+			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestVetCommand runs carmy vet and go vet -vettool=carmy on the fixture.
+func TestVetCommand(t *testing.T) {
+	dir := copyModule(t, "vetmod")
+	wantLines := []string{
+		`badtools/badtools.go:\d+:\d+: carmy: tool "v_two_inputs" takes at most one input`,
+		`stale/stale.go:\d+:\d+: carmy: carmy_gen.go is out of date`,
+		`nogen/nogen.go:\d+:\d+: carmy: the doc comments of this package's tools \(2\) are not registered`,
+		`testonly/testonly_test.go:\d+:\d+: carmy: tool "probe" has no effect`,
+	}
+	check := func(name, out string) {
+		t.Helper()
+		for _, w := range wantLines {
+			if !regexp.MustCompile(`(?m)` + w).MatchString(out) {
+				t.Errorf("%s: no line matches %s in:\n%s", name, w, out)
+			}
+		}
+		if clean := regexp.MustCompile(`(?m)^(\S*/)?(good|nodocs)/\S*\.go:`); clean.MatchString(out) {
+			t.Errorf("%s reports on good or nodocs:\n%s", name, out)
+		}
+	}
+
+	code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./..."))
+	if code != 3 {
+		t.Errorf("carmy vet ./...: exit %d, want 3\n%s%s", code, stdout, stderr)
+	}
+	check("carmy vet", stderr)
+	if code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./good", "./nodocs")); code != 0 {
+		t.Errorf("carmy vet on clean packages: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vet := func(pkgs ...string) (int, string, string) {
+		cmd := carmyCmd(t, dir)
+		cmd.Path = goPath(t)
+		cmd.Args = append([]string{"go", "vet", "-vettool=" + exe}, pkgs...)
+		return output(t, cmd)
+	}
+	code, stdout, stderr = vet("./...")
+	if code == 0 {
+		t.Errorf("go vet -vettool=carmy ./...: exit 0\n%s%s", stdout, stderr)
+	}
+	check("go vet -vettool", stderr)
+	if code, stdout, stderr := vet("./good", "./nodocs"); code != 0 {
+		t.Errorf("go vet -vettool=carmy on clean packages: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+func goPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not available")
+	}
+	return p
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tsClientDir is the TypeScript interoperability client, relative to this
+// package's directory (where go test runs its tests).
+var tsClientDir = filepath.Join("..", "..", "interop", "ts")
+
+// interopTimeout bounds each run of the client, server start included.
+const interopTimeout = 2 * time.Minute
+
+// TestTypeScriptClient drives the example with a client nobody here wrote:
+// the official TypeScript MCP SDK, through interop/ts/client.mjs, over
+// streamable HTTP and over stdio. The client asserts what it gets (tools,
+// schemas, annotations, a call, a validation error, a confirmation error)
+// and exits non-zero on the first mismatch. See docs/interop.md.
+func TestTypeScriptClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("skipping: node is not on PATH; the TypeScript MCP client needs Node.js 20 or later (then run: npm ci --prefix interop/ts)")
+	}
+	sdk := filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")
+	if _, err := os.Stat(sdk); err != nil {
+		t.Skip("skipping: interop/ts/node_modules does not hold the TypeScript MCP SDK (run: npm ci --prefix interop/ts)")
+	}
+
+	t.Run("streamable-http", func(t *testing.T) {
+		reg, err := newBuilder(NewStore()).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- reg.Serve(ctx, ln, 5*time.Second) }()
+		t.Cleanup(func() {
+			stop()
+			select {
+			case err := <-served:
+				if err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("Serve did not return within 10s of shutdown")
+			}
+			if err := reg.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		runTSClient(t, node, "http", "http://"+ln.Addr().String()+"/mcp")
+	})
+
+	t.Run("stdio", func(t *testing.T) {
+		bin := buildOrders(t)
+		runTSClient(t, node, "stdio", bin, "-stdio")
+	})
+}
+
+// buildOrders builds the example into a temporary directory and returns
+// the binary's path, which the client starts as its stdio server.
+func buildOrders(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "orders")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
+	defer cancel()
+	// go test puts its own go command first on PATH.
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runTSClient runs client.mjs with the arguments and fails the test with
+// its output unless it exits 0.
+func runTSClient(t *testing.T, node string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"client.mjs"}, args...)...)
+	cmd.Dir = tsClientDir
+	// The stdio server inherits the client's standard error: should the
+	// client be killed, do not wait for the server to let go of the pipe.
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	text := strings.TrimSpace(string(out))
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("node client.mjs %s: no result within %v\n%s", strings.Join(args, " "), interopTimeout, text)
+	}
+	if err != nil {
+		t.Fatalf("node client.mjs %s: %v\n%s", strings.Join(args, " "), err, text)
+	}
+	t.Log(text)
+}

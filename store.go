@@ -53,6 +53,10 @@ func (m *memoryStore) Release(_ context.Context, key IdempotencyKey, token strin
 
 func (m *memoryStore) Close() error { return m.s.Close() }
 
+// Len returns the records and reservations the store holds, for load tests
+// that check its bound.
+func (m *memoryStore) Len() int { return m.s.Len() }
+
 func lost(err error) error {
 	if errors.Is(err, memstore.ErrLostReservation) {
 		return Errorf(CodeConflict, "%v", err)

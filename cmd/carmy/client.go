@@ -53,9 +53,17 @@ type clientFlags struct {
 	timeout time.Duration
 }
 
+// defaults fills in what the flags left unset.
+func (c *clientFlags) defaults() {
+	if c.token == "" {
+		c.token = os.Getenv("CARMY_TOKEN")
+	}
+}
+
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.json, "json", false, "print the server's JSON answer as it came")
-	fs.StringVar(&c.token, "token", os.Getenv("CARMY_TOKEN"), "bearer `token` sent in the Authorization header (default $CARMY_TOKEN)")
+	// The default is applied after parsing: a help text must not show it.
+	fs.StringVar(&c.token, "token", "", "bearer `token` sent in the Authorization header (default $CARMY_TOKEN)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this `duration` (default: wait for the server)")
 }
 
@@ -106,6 +114,7 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
+	cf.defaults()
 	if len(pos) != 1 {
 		fmt.Fprintf(stderr, "carmy tools: want one URL, got %d arguments\n", len(pos))
 		fs.Usage()
@@ -213,6 +222,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
+	cf.defaults()
 	if len(pos) < 2 || len(pos) > 3 {
 		fmt.Fprintf(stderr, "carmy call: want URL TOOL [JSON], got %d arguments\n", len(pos))
 		fs.Usage()

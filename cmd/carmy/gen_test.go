@@ -17,6 +17,7 @@ import (
 // moves the binary away from the source and checks that the schemas it
 // prints carry the doc comments.
 func TestGenEndToEnd(t *testing.T) {
+	t.Parallel()
 	dir := copyModule(t, "genapp")
 
 	code, stdout, stderr := output(t, carmyCmd(t, dir, "gen", "-v", "./..."))
@@ -111,6 +112,9 @@ func TestGenEndToEnd(t *testing.T) {
 		{"list_items", "out", "items[]", "Item is one thing listed."},
 		{"list_items", "out", "items[].name", "Name of the item."},
 		{"list_items", "in", "cursor", "Cursor from the previous page's next."},
+		{"sum", "in", "", "SumIn is the input of sum, a hand-written tool."}, // carmy.Impl
+		{"sum", "in", "terms", "Terms to add up."},
+		{"sum", "out", "total", "Total of the terms."},
 	} {
 		i, ok := byName[c.tool]
 		if !ok {
@@ -130,6 +134,12 @@ func TestGenEndToEnd(t *testing.T) {
 			t.Errorf("%s %s %q: description %q, want %q", c.tool, c.where, c.path, got, c.want)
 		}
 	}
+	// A type given to carmy.SchemaFor.
+	extra := exec.Command(elsewhere, "extra")
+	if out, err := extra.Output(); err != nil || descriptionAt(t, out, "remark") != "Remark about the extra." {
+		t.Errorf("carmy.SchemaFor[Extra]: %v\n%s", err, out)
+	}
+
 	if strings.Contains(string(out), "This comment loses") || strings.Contains(string(out), "loses to the Description") {
 		t.Errorf("a comment won over a tag or an option:\n%s", out)
 	}
@@ -167,6 +177,7 @@ func descriptionAt(t *testing.T, schema json.RawMessage, path string) string {
 // TestGenPackageWithoutComments checks that a package with nothing to
 // register gets no file, and loses one that is stale.
 func TestGenPackageWithoutComments(t *testing.T) {
+	t.Parallel()
 	dir := copyModule(t, "genapp")
 	model := filepath.Join(dir, "model")
 	stale := []byte(genHeader + "\n\npackage model\n")
@@ -196,6 +207,7 @@ func TestGenPackageWithoutComments(t *testing.T) {
 
 // TestGenErrors checks that gen refuses packages that do not compile.
 func TestGenErrors(t *testing.T) {
+	t.Parallel()
 	dir := copyModule(t, "genapp")
 	if err := os.WriteFile(filepath.Join(dir, "broken.go"), []byte("package main\n\nvar x int = \"no\"\n"), 0o666); err != nil {
 		t.Fatal(err)

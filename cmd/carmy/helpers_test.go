@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -21,8 +22,32 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
+
+// binDir holds the carmy binary that carmyBinary builds.
+var binDir string
+
+// carmyBinary builds carmy, once per test run, without the race detector:
+// go vet -vettool starts the tool once per package of the program, which
+// takes minutes with a test binary built with -race.
+var carmyBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "carmy-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	bin := filepath.Join(dir, "carmy")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
 
 // carmyCmd returns a command that runs carmy (the test binary) in dir.
 func carmyCmd(t *testing.T, dir string, args ...string) *exec.Cmd {

@@ -31,10 +31,6 @@ var scaffoldFiles = []struct{ tmpl, file string }{
 	{"gitignore.tmpl", ".gitignore"},
 }
 
-// placeholderVersion is required when carmy's own version is unknown (a
-// development build); -tidy replaces it with the latest release.
-const placeholderVersion = "v0.0.0-00010101000000-000000000000"
-
 const newUsage = `usage: carmy new [-dir dir] [-tidy=false] NAME
 
 carmy new creates a Go module that serves one example tool with carmy.
@@ -47,13 +43,15 @@ module is written to a new directory named after its last element (or to
   main.go       one tool, greet, served over HTTP and MCP by carmy.App().Run,
                 with the //go:generate go tool carmy gen line
   main_test.go  a test that calls the tool through a registry
-  carmy_gen.go  the doc comments of the tool, for its schemas
+  carmy_gen.go  the doc comments of the tool, for its schemas (by carmy gen,
+                below)
   README.md     how to run, call, extend and check it
   .gitignore
 
 Then, unless -tidy=false, it runs go mod tidy (after go get
-github.com/carmy-dev/carmy@latest when this carmy's own version is unknown)
-and carmy gen in the new module, so that go test ./... passes right away.
+github.com/carmy-dev/carmy@latest when this carmy's own version is unknown,
+as in a development build) and carmy gen in the new module, so that
+go test ./... passes right away.
 
 Flags:
 `
@@ -100,7 +98,11 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	fmt.Fprintf(stdout, "\nNext:\n\tcd %s\n\tgo test ./...\n\tgo run .\n", *dir)
+	next := "\tcd " + *dir + "\n"
+	if !*tidy {
+		next += "\tgo mod tidy\n\tgo generate ./...\n"
+	}
+	fmt.Fprintf(stdout, "\nNext:\n%s\tgo test ./...\n\tgo run .\n", next)
 	return 0
 }
 
@@ -137,11 +139,12 @@ func writeScaffold(dir, modPath, version string) error {
 }
 
 // carmyVersion returns the version of carmy this command was built from,
-// when it is a release or a pseudo-version a go.mod can require.
+// when it is a release or a pseudo-version a go.mod can require; "" when
+// it is unknown (a development build).
 func carmyVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return placeholderVersion
+		return ""
 	}
 	v := ""
 	if bi.Main.Path == carmyPath {
@@ -152,8 +155,10 @@ func carmyVersion() string {
 			v = d.Version
 		}
 	}
-	if module.Check(carmyPath, v) != nil || strings.Contains(v, "+") {
-		return placeholderVersion
+	// The zero pseudo-version is what a go.mod requires when a replace
+	// directive points at a directory: nothing a new module could fetch.
+	if module.Check(carmyPath, v) != nil || strings.Contains(v, "+") || strings.HasPrefix(v, "v0.0.0-00010101000000-") {
+		return ""
 	}
 	return v
 }
@@ -171,7 +176,7 @@ func tidyScaffold(dir string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if bytes.Contains(mod, []byte(placeholderVersion)) {
+	if !bytes.Contains(mod, []byte("require "+carmyPath+" ")) {
 		if err := goCmd("get", carmyPath+"@latest"); err != nil {
 			return err
 		}

@@ -39,8 +39,8 @@ option given twice with different values.
 
 It also reports a package whose tools' types or functions carry doc
 comments while its carmy_gen.go is missing or out of date: the descriptions
-would be silently missing from the schemas. Run go generate (with the line
-//go:generate go tool carmy gen in the package) to fix it.`,
+would be silently missing from the schemas. Run go generate, with a
+"go:generate go tool carmy gen" directive in the package, to fix it.`,
 	URL: "https://github.com/carmy-dev/carmy/blob/main/docs/command.md#carmy-vet",
 	Run: analyze,
 }
@@ -69,15 +69,19 @@ Use it as a go tool or as a go vet tool:
 	go tool carmy vet ./...
 	go vet -vettool=$(which carmy) ./...
 
-Packages are the go command's patterns. The exit status is 0 when nothing
-is reported, 3 when something is, 1 on errors. The flags are those of the
-standard analysis drivers (golang.org/x/tools/go/analysis/singlechecker),
-among them:
+Packages are the go command's patterns (build tags go in GOFLAGS). The
+exit status is 0 when nothing is reported, 3 when something is, 1 on
+errors. The flags are those of the standard analysis drivers
+(golang.org/x/tools/go/analysis/singlechecker), among them:
 
   -json     print the diagnostics as JSON
   -c=N      show N lines of context around each diagnostic
   -test     also check test files (default true)
-  -tags     build tags
+
+vet sees what the source says: names, effects and options computed at run
+time, options passed as opts..., functions held in an interface, tools
+declared inside generic functions, and problems deeper than the signature
+(a channel in an input, a State[T] nobody provides) are left to Build.
 `
 
 func runVet(args []string, stdout, stderr io.Writer) int {
@@ -221,7 +225,10 @@ func checkTool(pass *analysis.Pass, d declaration) {
 		switch {
 		case tv.IsNil():
 			problems = append(problems, "has a nil function; pass a func such as func(ctx context.Context, in Input) (Output, error)")
-		case fnType == nil:
+		case fnType == nil || types.IsInterface(fnType):
+			// An interface's dynamic type is known at run time only.
+		case hasTypeParam(fnType):
+			// Inside a generic function: known once instantiated.
 		default:
 			sig, ok := fnType.Underlying().(*types.Signature)
 			if !ok {
@@ -265,6 +272,51 @@ func checkTool(pass *analysis.Pass, d declaration) {
 	for _, p := range problems {
 		pass.Report(analysis.Diagnostic{Pos: call.Pos(), End: call.End(), Category: "tool", Message: prefix + p})
 	}
+}
+
+// hasTypeParam reports whether a type mentions a type parameter.
+func hasTypeParam(t types.Type) bool {
+	found := false
+	var visit func(t types.Type)
+	seen := map[types.Type]bool{}
+	visit = func(t types.Type) {
+		if found || seen[t] {
+			return
+		}
+		seen[t] = true
+		switch t := types.Unalias(t).(type) {
+		case *types.TypeParam:
+			found = true
+		case *types.Named:
+			for a := range t.TypeArgs().Types() {
+				visit(a)
+			}
+		case *types.Pointer:
+			visit(t.Elem())
+		case *types.Slice:
+			visit(t.Elem())
+		case *types.Array:
+			visit(t.Elem())
+		case *types.Map:
+			visit(t.Key())
+			visit(t.Elem())
+		case *types.Chan:
+			visit(t.Elem())
+		case *types.Signature:
+			for v := range t.Params().Variables() {
+				visit(v.Type())
+			}
+			for v := range t.Results().Variables() {
+				visit(v.Type())
+			}
+		case *types.Struct:
+			for f := range t.Fields() {
+				visit(f.Type())
+			}
+		}
+	}
+	visit(t)
+	return found
 }
 
 // snakeCase is carmy's rule for deriving a tool's name from its function's

@@ -22,6 +22,7 @@ import (
 // missing one (nogen), no comments at all (nodocs), tools in test files
 // (testonly).
 func TestAnalyzer(t *testing.T) {
+	t.Parallel()
 	dir := copyModule(t, "vetmod")
 
 	// The fixture's generated file is what carmy gen writes today.
@@ -76,6 +77,12 @@ func créer(in VIn) error                           { return nil }
 func getHTTPStatus(ctx carmy.Context) (int, error) { return 200, nil }
 func (*vSvc) CancelOrder(in VIn) error             { return nil }
 
+var dynamic any = vOK
+
+func genericTool[T any]() *carmy.ToolDef {
+	return carmy.Tool(func(ctx context.Context, in T) error { return nil }, carmy.Read, carmy.Name("generic"), carmy.Register(false))
+}
+
 // speaksLikeBuild checks that Build reports the same problems as the
 // analyzer found in badtools, in the same words.
 func speaksLikeBuild(t *testing.T, diagnostics []string) {
@@ -109,6 +116,8 @@ func speaksLikeBuild(t *testing.T, diagnostics []string) {
 		carmy.Tool(vOK, carmy.Read, spread...),
 		carmy.Tool(getHTTPStatus, carmy.Read, r),
 		carmy.Tool((&vSvc{}).CancelOrder, carmy.Destructive, carmy.RequireConfirmation(), r),
+		carmy.Tool(dynamic, carmy.Read, carmy.Name("dynamic"), r),
+		genericTool[VIn](),
 	}
 	site := regexp.MustCompile(`^(carmy: tool (?:"[^"]*" )?)\([^)]*:\d+\) `)
 	var built []string
@@ -178,6 +187,7 @@ func TestSnakeCase(t *testing.T) {
 
 // TestVetCommand runs carmy vet and go vet -vettool=carmy on the fixture.
 func TestVetCommand(t *testing.T) {
+	t.Parallel()
 	dir := copyModule(t, "vetmod")
 	wantLines := []string{
 		`badtools/badtools.go:\d+:\d+: carmy: tool "v_two_inputs" takes at most one input`,
@@ -206,14 +216,13 @@ func TestVetCommand(t *testing.T) {
 		t.Errorf("carmy vet on clean packages: exit %d\n%s%s", code, stdout, stderr)
 	}
 
-	exe, err := os.Executable()
+	bin, err := carmyBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	vet := func(pkgs ...string) (int, string, string) {
-		cmd := carmyCmd(t, dir)
-		cmd.Path = goPath(t)
-		cmd.Args = append([]string{"go", "vet", "-vettool=" + exe}, pkgs...)
+		cmd := exec.Command(goPath(t), append([]string{"vet", "-vettool=" + bin}, pkgs...)...)
+		cmd.Dir = dir
 		return output(t, cmd)
 	}
 	code, stdout, stderr = vet("./...")

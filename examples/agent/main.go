@@ -12,6 +12,8 @@
 //	go run ./examples/agent -live "Which books by Octavia Butler can I borrow?"
 package main
 
+//go:generate go tool carmy gen
+
 import (
 	"context"
 	"flag"

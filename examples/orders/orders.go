@@ -1,5 +1,7 @@
 package main
 
+//go:generate go tool carmy gen
+
 import (
 	"cmp"
 	"context"

@@ -109,8 +109,46 @@ var (
 // This doc comment loses to the Description option.
 func describedOne() error { return nil }
 
+// SumIn is the input of sum, a hand-written tool.
+type SumIn struct {
+	// Terms to add up.
+	Terms []int `json:"terms"`
+}
+
+// SumOut is the output of sum.
+type SumOut struct {
+	Total int `json:"total"` // Total of the terms.
+}
+
+type sumHandler struct{}
+
+func (sumHandler) Metadata() carmy.ToolMetadata {
+	return carmy.ToolMetadata{Name: "sum", Effect: carmy.None}
+}
+
+func (sumHandler) Execute(ctx carmy.Context, in SumIn) (SumOut, error) {
+	var out SumOut
+	for _, t := range in.Terms {
+		out.Total += t
+	}
+	return out, nil
+}
+
+// sumTool is hand-written: carmy.Impl is not registered automatically.
+var sumTool = carmy.Impl[SumIn, SumOut](sumHandler{})
+
+// Extra is a type whose schema the program asks for with carmy.SchemaFor.
+type Extra struct {
+	// Remark about the extra.
+	Remark string `json:"remark"`
+}
+
 func main() {
-	reg, err := carmy.App().Build()
+	if len(os.Args) > 1 && os.Args[1] == "extra" {
+		fmt.Println(string(carmy.SchemaFor[Extra]()))
+		return
+	}
+	reg, err := carmy.App().Tool(sumTool).Build()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -47,6 +47,16 @@ func (*vSvc) CancelOrder(in VIn) error { return nil }
 
 var spread = []carmy.Option{carmy.Name("spread")}
 
+// A function known at run time only: left to Build.
+var dynamic any = vOK
+
+// Inside a generic function, T is known once instantiated: left to Build.
+func genericTool[T any]() *carmy.ToolDef {
+	return carmy.Tool(func(ctx context.Context, in T) error { return nil }, carmy.Read, carmy.Name("generic"))
+}
+
+var _ = genericTool[VIn]()
+
 var (
 	_ = carmy.Tool(vTwoInputs, carmy.Read)      // want `^carmy: tool "v_two_inputs" takes at most one input; combine the fields into one struct \(parameters 2 and 3 are both inputs\)$`
 	_ = carmy.Tool(vTwoContexts, carmy.Read)    // want `^carmy: tool "v_two_contexts" takes two contexts \(parameters 1 and 2\); keep one: carmy.Context or context.Context$`
@@ -76,6 +86,7 @@ var (
 	_ = carmy.Tool(vOK, carmy.Read, spread...)
 	_ = carmy.Tool(getHTTPStatus, carmy.Read)
 	_ = carmy.Tool((&vSvc{}).CancelOrder, carmy.Destructive, carmy.RequireConfirmation())
+	_ = carmy.Tool(dynamic, carmy.Read, carmy.Name("dynamic"))
 )
 
 func main() {}

@@ -301,7 +301,13 @@ func (b *Builder) Build() (*Registry, error) {
 		r.store, r.closers = m, append(r.closers, m.Close)
 	}
 	if r.locker == nil {
-		r.locker = NewMemoryLocker()
+		// A shared store that is also a locker serializes across hosts too;
+		// keeping the in-memory locker would serialize per host only.
+		if l, ok := r.store.(Locker); ok && b.store != nil {
+			r.locker = l
+		} else {
+			r.locker = NewMemoryLocker()
+		}
 	}
 	for _, t := range r.tools {
 		t.handler = r.handlerFor(t, b.middleware)

@@ -32,7 +32,7 @@ import (
 //	drain_timeout = "30s"              # how long a shutdown lets running calls finish
 //	log_level = "info"                 # debug, info, warn or error: log to standard error
 //	allow_unauthenticated = false      # serve a non-loopback address without authentication
-//	store_url = "redis://redis:6379/0" # shared idempotency store and locker (see RegisterStore)
+//	store_url = "redis://redis:6379/0" # shared idempotency store and locker (see RegisterStore); redis_url is the same
 //
 //	[[tokens]]                         # a bearer token, known by its hash (see HashToken)
 //	sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -188,10 +188,11 @@ type fileConfig struct {
 	LogLevel             any `toml:"log_level"`
 	AllowUnauthenticated any `toml:"allow_unauthenticated"`
 	StoreURL             any `toml:"store_url"`
+	RedisURL             any `toml:"redis_url"` // store_url by another name, for Redis
 	Tokens               any `toml:"tokens"`
 }
 
-const knownKeys = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url and [[tokens]]"
+const knownKeys = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url) and [[tokens]]"
 
 func parseConfig(path, src string) (Config, error) {
 	var raw fileConfig
@@ -270,6 +271,11 @@ func parseConfig(path, src string) (Config, error) {
 		c.AllowUnauthenticated = b
 	}
 	scalar("store_url", raw.StoreURL, func(s string) (err error) { c.StoreURL, err = parseStoreURL(s); return }, `a URL such as "redis://redis:6379/0"`)
+	if raw.RedisURL != nil && raw.StoreURL != nil {
+		fail(lines.line("redis_url", 0), "redis_url and store_url name the same setting; keep one")
+	} else {
+		scalar("redis_url", raw.RedisURL, func(s string) (err error) { c.StoreURL, err = parseStoreURL(s); return }, `a URL such as "redis://redis:6379/0"`)
+	}
 	c.Tokens = parseTokens(raw.Tokens, lines, fail)
 	// In the order of the file; problems without a line last.
 	slices.SortStableFunc(problems, func(a, b problem) int {

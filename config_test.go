@@ -447,3 +447,22 @@ func TestAppSettings(t *testing.T) {
 		check("Run", b.Run(ctx))
 	})
 }
+
+func TestLoadConfigRedisURL(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c, err := carmy.LoadConfig(write("redis.toml", "redis_url = \"redis://127.0.0.1:6379/0\"\n"))
+	if err != nil || c.StoreURL != "redis://127.0.0.1:6379/0" {
+		t.Fatalf("redis_url: %+v, %v", c, err)
+	}
+	_, err = carmy.LoadConfig(write("both.toml", "store_url = \"redis://a:1/0\"\nredis_url = \"redis://b:1/0\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "both.toml:2") || !strings.Contains(err.Error(), "keep one") {
+		t.Fatalf("both set: %v", err)
+	}
+}

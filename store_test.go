@@ -1,8 +1,10 @@
 package carmy_test
 
 import (
+	"context"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/carmy-dev/carmy"
 	"github.com/carmy-dev/carmy/storetest"
@@ -18,4 +20,34 @@ func TestMemoryStoreConformance(t *testing.T) {
 
 func TestMemoryLockerConformance(t *testing.T) {
 	storetest.TestLocker(t, func(*testing.T) carmy.Locker { return carmy.NewMemoryLocker() })
+}
+
+// sharedStore is a store that is also a locker, as shared stores are.
+type sharedStore struct {
+	carmy.IdempotencyStore
+	carmy.Locker
+	acquired int
+}
+
+func (s *sharedStore) Acquire(ctx context.Context, name string, lease time.Duration) (carmy.Lock, error) {
+	s.acquired++
+	return s.Locker.Acquire(ctx, name, lease)
+}
+
+func TestStoreThatIsALockerSerializes(t *testing.T) {
+	mem := carmy.NewMemoryStore(0)
+	defer mem.(io.Closer).Close()
+	s := &sharedStore{IdempotencyStore: mem, Locker: carmy.NewMemoryLocker()}
+	tool := carmy.Tool(func() error { return nil }, carmy.Write, carmy.Name("serial"), carmy.Register(false))
+	reg, err := carmy.New().Tool(tool).Store(s).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "serial"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.acquired != 1 {
+		t.Fatalf("the shared store's locker was asked %d times; Store alone must serialize across hosts", s.acquired)
+	}
 }

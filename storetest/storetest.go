@@ -210,6 +210,34 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 		}
 	})
 
+	t.Run("a token works once", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1", ExecutionID: "e1"}, long); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1", ExecutionID: "e2"}, long); err == nil {
+			t.Error("a second Complete with the same token succeeded")
+		}
+		if err := s.Release(ctx, key("1"), tok); err == nil {
+			t.Error("Release after Complete succeeded")
+		}
+		if r, _ := s.Begin(ctx, key("1"), "d1", long); r.Record == nil || r.Record.ExecutionID != "e1" {
+			t.Fatalf("Begin = %+v; want the first record, untouched", r)
+		}
+	})
+
+	t.Run("Wait returns when the lease lapses", func(t *testing.T) {
+		s := newStore(t)
+		mustOwn(t, s, key("1"), "d1", short) // its holder never comes back
+		cctx, cancel := context.WithTimeout(ctx, patient)
+		defer cancel()
+		if err := s.Wait(cctx, key("1")); err != nil {
+			t.Fatalf("Wait = %v; want it to return once the lease lapsed", err)
+		}
+		mustOwn(t, s, key("1"), "d1", long)
+	})
+
 	t.Run("a lapsed lease frees the key", func(t *testing.T) {
 		s := newStore(t)
 		tok := mustOwn(t, s, key("1"), "d1", short)
@@ -262,6 +290,15 @@ func mustOwn(t *testing.T, s carmy.IdempotencyStore, key carmy.IdempotencyKey, d
 		t.Fatalf("Begin(%+v) = %+v, %v; want owned", key, r, err)
 	}
 	return r.Token
+}
+
+// Abandoner is an optional capability of a [carmy.Lock] with a lease: Abandon
+// stops renewing the lock without releasing it, as the death of its host
+// would. TestLocker uses it to check that the lock of a host that died frees
+// itself when its lease runs out; locks without it (in-process locks, whose
+// holder cannot vanish without returning) skip that case.
+type Abandoner interface {
+	Abandon()
 }
 
 // TestLocker runs the locker suite. newLocker must return a fresh locker
@@ -358,5 +395,88 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) carmy.Locker) {
 		if m := most.Load(); m != 1 {
 			t.Fatalf("%d holders at once; want 1", m)
 		}
+	})
+
+	t.Run("a release wakes a waiter", func(t *testing.T) {
+		l := newLocker(t)
+		first, err := l.Acquire(ctx, "tool", long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan carmy.Lock, 1)
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, patient)
+			defer cancel()
+			h, err := l.Acquire(cctx, "tool", long)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h
+		}()
+		time.Sleep(short) // let it wait
+		released := time.Now()
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h := <-got
+		if h == nil {
+			return
+		}
+		if d := time.Since(released); d > patient/2 {
+			t.Errorf("the waiter got the lock %v after its release", d)
+		}
+		_ = h.Release(ctx)
+	})
+
+	t.Run("a held lock outlives its lease while its holder lives", func(t *testing.T) {
+		l := newLocker(t)
+		const lease = 10 * short // long enough that a busy machine renews it in time
+		h, err := l.Acquire(ctx, "tool", lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * lease) // the lease is renewed meanwhile
+		cctx, cancel := context.WithTimeout(ctx, brief)
+		defer cancel()
+		if other, err := l.Acquire(cctx, "tool", long); err == nil {
+			_ = other.Release(ctx)
+			t.Fatal("a second holder got the lock while the first was alive")
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatalf("Release of a renewed lock = %v", err)
+		}
+	})
+
+	t.Run("a lapsed lease frees the lock", func(t *testing.T) {
+		l := newLocker(t)
+		dead, err := l.Acquire(ctx, "tool", short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, ok := dead.(Abandoner)
+		if !ok {
+			_ = dead.Release(ctx)
+			t.Skip("the locker's locks have no lease to lapse (they do not implement storetest.Abandoner)")
+		}
+		a.Abandon() // its host died
+		cctx, cancel := context.WithTimeout(ctx, patient)
+		defer cancel()
+		next, err := l.Acquire(cctx, "tool", long)
+		if err != nil {
+			t.Fatalf("the lock of a dead holder was not freed by its lease: %v", err)
+		}
+		if next.Fence() <= dead.Fence() {
+			t.Errorf("fence went from %d to %d; it must grow", dead.Fence(), next.Fence())
+		}
+		if err := dead.Release(ctx); err == nil {
+			t.Error("Release by the holder whose lease lapsed succeeded")
+		}
+		bctx, bcancel := context.WithTimeout(ctx, brief)
+		defer bcancel()
+		if other, err := l.Acquire(bctx, "tool", long); err == nil {
+			_ = other.Release(ctx)
+			t.Fatal("the late Release of the dead holder freed the new holder's lock")
+		}
+		_ = next.Release(ctx)
 	})
 }

@@ -1,0 +1,208 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// An idempotency key is a hash with the fields
+//
+//	d  the input digest (always)
+//	t  the reservation token, while in flight
+//	e  the execution id, once recorded
+//	o  the output, byte for byte, once recorded ("" for none)
+//	x  the recorded *carmy.Error as JSON, once recorded ("" for none)
+//	w  set while someone waits for the reservation to end
+//	k  the token of the reservation the record replaced
+//
+// whose expiry is the reservation's lease, then the record's TTL.
+
+// beginScript reserves KEYS[1] for digest ARGV[1] with token ARGV[2] for
+// ARGV[3] ms, unless it exists: then it returns what it holds.
+//
+// Every script is safe to run twice with the same arguments: go-redis sends
+// a command again when a network error or a timeout lost its reply.
+var beginScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 'd', 't', 'e', 'o', 'x')
+if v[1] then
+	if v[2] == ARGV[2] then
+		return {1} -- this very reservation: the client sent Begin again after losing the reply
+	end
+	return {0, v[1], v[2], v[3], v[4], v[5]}
+end
+redis.call('HSET', KEYS[1], 'd', ARGV[1], 't', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1}
+`)
+
+// completeScript replaces the reservation of token ARGV[1] with a record
+// (digest ARGV[2], execution ARGV[3], output ARGV[4], error ARGV[5]) kept
+// for ARGV[6] ms, and publishes the key on channel ARGV[7] if someone
+// waits for it.
+var completeScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 't', 'w', 'k', 'e')
+if v[1] ~= ARGV[1] then
+	if v[3] == ARGV[1] and v[4] == ARGV[3] then
+		return 1 -- this very Complete, sent again after its reply was lost
+	end
+	return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'd', ARGV[2], 'e', ARGV[3], 'o', ARGV[4], 'x', ARGV[5], 'k', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if v[2] then
+	redis.call('PUBLISH', ARGV[7], KEYS[1])
+end
+return 1
+`)
+
+// releaseScript drops the reservation of token ARGV[1] and publishes the
+// key on channel ARGV[2] if someone waits for it.
+var releaseScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 't', 'w')
+if v[1] ~= ARGV[1] then
+	return 0
+end
+redis.call('DEL', KEYS[1])
+if v[2] then
+	redis.call('PUBLISH', ARGV[2], KEYS[1])
+end
+return 1
+`)
+
+// waitScript returns the milliseconds left on KEYS[1]'s reservation (-1
+// for one with no expiry), marking that someone waits for it, or -2 when
+// the key is not in flight. The look and the mark are one step, so the
+// end of the reservation is published whenever a waiter saw it in flight.
+var waitScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], 't') == 0 then
+	return -2
+end
+redis.call('HSET', KEYS[1], 'w', '1')
+return redis.call('PTTL', KEYS[1])
+`)
+
+// errLostReservation is the cause of the conflict that Complete and
+// Release report when the reservation is no longer the caller's.
+var errLostReservation = errors.New("the idempotency reservation was lost: its lease ran out before the execution finished, or the token is not the holder's")
+
+// Begin reserves key for an execution of the input with this digest, for
+// at most lease, unless the key is reserved or recorded already.
+func (s *Store) Begin(ctx context.Context, key carmy.IdempotencyKey, digest string, lease time.Duration) (carmy.Reservation, error) {
+	token := newToken()
+	v, err := beginScript.Run(ctx, s.client, []string{s.idemKey(key)}, digest, token, millis(lease)).Slice()
+	if err != nil {
+		return carmy.Reservation{}, failure(ctx, err)
+	}
+	if owned, _ := v[0].(int64); owned == 1 {
+		return carmy.Reservation{Owned: true, Token: token}, nil
+	}
+	if len(v) < 2 {
+		return carmy.Reservation{}, fmt.Errorf("redisstore: unexpected reply %v to Begin", v)
+	}
+	str := func(i int) string {
+		if i < len(v) {
+			if s, ok := v[i].(string); ok {
+				return s
+			}
+		}
+		return ""
+	}
+	r := carmy.Reservation{Digest: str(1)}
+	if str(2) != "" { // in flight
+		return r, nil
+	}
+	rec := &carmy.Record{Digest: r.Digest, ExecutionID: str(3)}
+	if o := str(4); o != "" {
+		rec.Output = json.RawMessage(o)
+	}
+	if x := str(5); x != "" {
+		rec.Error = new(carmy.Error)
+		if err := json.Unmarshal([]byte(x), rec.Error); err != nil {
+			return carmy.Reservation{}, fmt.Errorf("redisstore: the record of %s holds an error that does not decode: %w", s.idemKey(key), err)
+		}
+	}
+	r.Record = rec
+	return r, nil
+}
+
+// Wait returns once key is no longer in flight, or with ctx's error when
+// ctx is done first. A message wakes it when the reservation is completed
+// or released on any host (the reservation is marked as awaited, so that
+// only awaited ones cost a message); it also looks again when the
+// reservation's lease runs out, and at least every poll interval.
+func (s *Store) Wait(ctx context.Context, key carmy.IdempotencyKey) error {
+	k := s.idemKey(key)
+	w := s.hub.add(k)
+	defer s.hub.remove(k, w)
+	for {
+		left, err := waitScript.Run(ctx, s.client, []string{k}).Int64()
+		if err != nil {
+			return failure(ctx, err)
+		}
+		if left == -2 {
+			return nil
+		}
+		d := s.poll
+		if left >= 0 {
+			d = min(d, time.Duration(left+1)*time.Millisecond)
+		}
+		if err := wait(ctx, w.ch, d); err != nil {
+			return err
+		}
+	}
+}
+
+// Complete replaces the reservation held by token with rec, kept for ttl,
+// and wakes the waiters on every host. When the reservation is no longer
+// token's, it changes nothing and returns a [carmy.CodeConflict] error.
+func (s *Store) Complete(ctx context.Context, key carmy.IdempotencyKey, token string, rec carmy.Record, ttl time.Duration) error {
+	var x []byte
+	if rec.Error != nil {
+		var err error
+		if x, err = json.Marshal(rec.Error); err != nil {
+			return fmt.Errorf("redisstore: cannot encode the recorded error: %w", err)
+		}
+	}
+	ok, err := completeScript.Run(ctx, s.client, []string{s.idemKey(key)}, token, rec.Digest, rec.ExecutionID, []byte(rec.Output), x, millis(ttl), s.channel).Int64()
+	if err != nil {
+		return failure(ctx, err)
+	}
+	if ok != 1 {
+		return lost()
+	}
+	return nil
+}
+
+// Release drops the reservation held by token without a record, and wakes
+// the waiters on every host. When the reservation is no longer token's, it
+// changes nothing and returns a [carmy.CodeConflict] error.
+func (s *Store) Release(ctx context.Context, key carmy.IdempotencyKey, token string) error {
+	ok, err := releaseScript.Run(ctx, s.client, []string{s.idemKey(key)}, token, s.channel).Int64()
+	if err != nil {
+		return failure(ctx, err)
+	}
+	if ok != 1 {
+		return lost()
+	}
+	return nil
+}
+
+func lost() error {
+	return &carmy.Error{Code: carmy.CodeConflict, Message: errLostReservation.Error(), Err: errLostReservation}
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

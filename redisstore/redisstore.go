@@ -1,0 +1,278 @@
+// Package redisstore keeps carmy's idempotency records and serialization
+// locks in Redis, so that several hosts serving the same tools behind a load
+// balancer keep the runtime's promises between them: a request id runs once,
+// and a tool that is not parallel-safe never runs on two hosts at once.
+//
+// It is a module of its own, so that programs that do not use Redis never
+// depend on go-redis. A [Store] is both a [carmy.IdempotencyStore] and a
+// [carmy.Locker]; give it to the builder as both:
+//
+//	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
+//	s := redisstore.New(client)
+//	defer s.Close()
+//	reg, err := carmy.New().Tool(tools...).Store(s).Locker(s).Build()
+//
+// or name it by URL, which the package registers for the schemes redis and
+// rediss when it is imported:
+//
+//	import _ "github.com/carmy-dev/carmy/redisstore"
+//
+//	reg, err := carmy.New().Tool(tools...).StoreURL("redis://redis:6379/0").Build()
+//
+// # What is kept where
+//
+// Every key starts with the prefix ([WithPrefix], default "carmy:"):
+//
+//   - prefix + "idem:" + principal ":" tool ":" request id (each part
+//     query-escaped): a hash holding either an in-flight reservation (the
+//     input digest and the reservation token) that expires when its lease
+//     runs out, or a recorded outcome that expires after the record TTL.
+//   - prefix + "lock:{" + name + "}": a hash of the holder's token and
+//     fence, expiring with the lock's lease, which the holder renews while
+//     its tool runs.
+//   - prefix + "fence:{" + name + "}": the lock's fencing counter, with no
+//     TTL: one small key per serialized tool.
+//   - prefix + "done": the pub/sub channel on which the key of a finished
+//     reservation that someone awaits, or of a released lock, is
+//     published, to wake the waiters on every host.
+//
+// The braces are Redis Cluster hash tags: a lock and its fence counter live
+// in one slot. Reservations and locks are taken, completed, renewed and
+// released by Lua scripts, atomically, and only by the holder's token.
+//
+// # Leases and fences
+//
+// A lock's lease is renewed while its tool runs, and frees the lock when its
+// host dies. A host that is only paused (a long GC pause, a suspended VM, a
+// partition from Redis) can outlive its lease while another host takes the
+// lock: then two executions overlap, and only the fence, which grows with
+// every acquisition and which the tool reads as [carmy.Context.Fence], lets
+// the resource it writes refuse the stale one. docs/deployment.md explains.
+//
+// # Bounds
+//
+// The store does not count its records: Redis does. Each record lives for
+// the registry's idempotency TTL, so the number held is about the rate of
+// calls with a request id times the TTL. Size maxmemory for that and set
+// maxmemory-policy to noeviction: when Redis is full, new calls then fail
+// with unavailable (retryable) instead of Redis silently evicting an
+// in-flight reservation or a lock, which would let a request run twice or
+// a serialized tool overlap. docs/deployment.md has the details.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/carmy-dev/carmy"
+)
+
+func init() {
+	carmy.RegisterStore("redis", open)
+	carmy.RegisterStore("rediss", open)
+}
+
+// DefaultPrefix starts every key the store writes.
+const DefaultPrefix = "carmy:"
+
+// DefaultPollInterval is how long a waiter sleeps at most between two
+// looks at Redis when no message wakes it first.
+const DefaultPollInterval = time.Second
+
+// Store is a [carmy.IdempotencyStore] and a [carmy.Locker] kept in Redis.
+// It is safe for concurrent use. Several Stores, in one process or many,
+// that use the same Redis and prefix share their records and locks.
+type Store struct {
+	client redis.UniversalClient
+	owned  bool // Close closes client: it was opened from a URL
+	prefix string
+	poll   time.Duration
+	logger *slog.Logger
+
+	channel string // prefix + "done"
+	hub     *hub
+
+	gatesMu sync.Mutex
+	gates   map[string]chan struct{} // one waiter per lock name in this process goes to Redis
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ carmy.IdempotencyStore = (*Store)(nil)
+	_ carmy.Locker           = (*Store)(nil)
+	_ io.Closer              = (*Store)(nil)
+)
+
+// Option configures a [Store].
+type Option func(*Store)
+
+// WithPrefix sets the prefix of every key and channel the store uses, so
+// that several applications can share one Redis: stores with different
+// prefixes share nothing. The default is [DefaultPrefix]. A prefix may hold
+// a complete Redis Cluster hash tag, such as "{app}:", to put every key in
+// one slot; New panics on a prefix with an unmatched brace, which would
+// split a lock from its fence counter.
+func WithPrefix(prefix string) Option {
+	return func(s *Store) { s.prefix = prefix }
+}
+
+// WithPollInterval bounds how long a caller waiting for an execution in
+// flight or for a lock sleeps between two looks at Redis when no message
+// wakes it first. Messages wake waiters at once; the poll only covers a
+// message that was lost. The default is [DefaultPollInterval].
+func WithPollInterval(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.poll = d
+		}
+	}
+}
+
+// WithLogger sets where the store reports what the caller cannot see, such
+// as a lock whose lease ran out while its tool was still running. The
+// default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) {
+		if l != nil {
+			s.logger = l
+		}
+	}
+}
+
+// New returns a store on client, which stays the caller's: [Store.Close]
+// does not close it. client may be a single node, a failover (Sentinel)
+// client or a cluster client. Set its ContextTimeoutEnabled option, so that
+// a caller's cancellation or deadline ends a wait for a slow Redis, rather
+// than the client's read timeout.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := checkPrefix(s.prefix); err != nil {
+		panic("redisstore: " + err.Error())
+	}
+	s.channel = s.prefix + "done"
+	s.hub = newHub(client, s.channel)
+	return s
+}
+
+// checkPrefix refuses a prefix whose braces would make a hash tag out of
+// part of a key's own name.
+func checkPrefix(p string) error {
+	open := strings.IndexByte(p, '{')
+	if open < 0 {
+		if strings.IndexByte(p, '}') >= 0 {
+			return fmt.Errorf("key prefix %q has a '}' without '{'", p)
+		}
+		return nil
+	}
+	if strings.IndexByte(p[open:], '}') < 0 {
+		return fmt.Errorf("key prefix %q has a '{' without '}': it would split a lock from its fence counter in Redis Cluster", p)
+	}
+	return nil
+}
+
+// Close stops the store's subscription. A store opened from a URL also
+// closes its client. Closing twice is harmless. Locks still held keep
+// being renewed until released.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.hub.close()
+		if s.owned {
+			s.closeErr = s.client.Close()
+		}
+	})
+	return s.closeErr
+}
+
+// open opens the store a URL names, for [carmy.Builder.StoreURL]:
+// redis://[user:password@]host:port/db, or rediss:// for TLS, with the
+// query parameters of go-redis's ParseURL (dial_timeout, read_timeout,
+// max_retries, pool_size, ...), and two of carmy's own: prefix (the key
+// prefix, [WithPrefix]) and poll_interval (a Go duration,
+// [WithPollInterval]). The client respects its callers' contexts
+// (ContextTimeoutEnabled) and is the store's, closed with it.
+func open(raw string) (carmy.IdempotencyStore, carmy.Locker, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redisstore: %w", err)
+	}
+	q := u.Query()
+	var opts []Option
+	if q.Has("prefix") {
+		p := q.Get("prefix")
+		if err := checkPrefix(p); err != nil {
+			return nil, nil, fmt.Errorf("redisstore: %w", err)
+		}
+		opts = append(opts, WithPrefix(p))
+		q.Del("prefix")
+	}
+	if q.Has("poll_interval") {
+		d, err := time.ParseDuration(q.Get("poll_interval"))
+		if err != nil || d <= 0 {
+			return nil, nil, fmt.Errorf("redisstore: poll_interval=%q is not a positive duration such as 500ms", q.Get("poll_interval"))
+		}
+		opts = append(opts, WithPollInterval(d))
+		q.Del("poll_interval")
+	}
+	u.RawQuery = q.Encode()
+	ro, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("redisstore: %w", err)
+	}
+	ro.ContextTimeoutEnabled = true // a caller's cancellation ends its wait for Redis
+	s := New(redis.NewClient(ro), opts...)
+	s.owned = true
+	return s, s, nil
+}
+
+// keys
+
+func (s *Store) idemKey(k carmy.IdempotencyKey) string {
+	return s.prefix + "idem:" + url.QueryEscape(k.Principal) + ":" + url.QueryEscape(k.Tool) + ":" + url.QueryEscape(k.RequestID)
+}
+
+func (s *Store) lockKey(name string) string  { return s.prefix + "lock:{" + name + "}" }
+func (s *Store) fenceKey(name string) string { return s.prefix + "fence:{" + name + "}" }
+
+// millis converts a lease or TTL to whole milliseconds, rounding up, at
+// least 1: Redis refuses an expiry of 0.
+func millis(d time.Duration) int64 {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return max(int64(ms), 1)
+}
+
+// wait sleeps until woken, until d passes, or until ctx is done.
+func wait(ctx context.Context, woken <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-woken:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// failure returns ctx's error when ctx is done, which is why a command
+// failed, and err otherwise.
+func failure(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return ctxErr
+	}
+	return fmt.Errorf("redisstore: %w", err)
+}

@@ -1,0 +1,384 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/storetest"
+)
+
+// The shared contract: the same suites the in-memory store passes.
+func TestIdempotencyStoreConformance(t *testing.T) {
+	c := newClient(t)
+	storetest.TestIdempotencyStore(t, func(t *testing.T) carmy.IdempotencyStore {
+		return newStore(t, c, testPrefix(t, c))
+	})
+}
+
+func TestLockerConformance(t *testing.T) {
+	c := newClient(t)
+	storetest.TestLocker(t, func(t *testing.T) carmy.Locker {
+		return newStore(t, c, testPrefix(t, c), WithLogger(quiet))
+	})
+}
+
+// The suites again with each call on its own "host": a Store of its own
+// over one Redis and prefix, so that every wake-up crosses hosts.
+func TestConformanceAcrossHosts(t *testing.T) {
+	c := newClient(t)
+	t.Run("store", func(t *testing.T) {
+		storetest.TestIdempotencyStore(t, func(t *testing.T) carmy.IdempotencyStore {
+			return &roundRobin{hosts: hosts(t, c, testPrefix(t, c), 3)}
+		})
+	})
+	t.Run("locker", func(t *testing.T) {
+		storetest.TestLocker(t, func(t *testing.T) carmy.Locker {
+			return &roundRobin{hosts: hosts(t, c, testPrefix(t, c), 3)}
+		})
+	})
+}
+
+func hosts(t *testing.T, c redis.UniversalClient, prefix string, n int) []*Store {
+	out := make([]*Store, n)
+	for i := range out {
+		out[i] = newStore(t, c, prefix, WithLogger(quiet))
+	}
+	return out
+}
+
+// roundRobin sends each call to the next host.
+type roundRobin struct {
+	hosts []*Store
+	next  atomic.Uint32
+}
+
+func (r *roundRobin) host() *Store { return r.hosts[int(r.next.Add(1))%len(r.hosts)] }
+
+func (r *roundRobin) Begin(ctx context.Context, key carmy.IdempotencyKey, digest string, lease time.Duration) (carmy.Reservation, error) {
+	return r.host().Begin(ctx, key, digest, lease)
+}
+func (r *roundRobin) Wait(ctx context.Context, key carmy.IdempotencyKey) error {
+	return r.host().Wait(ctx, key)
+}
+func (r *roundRobin) Complete(ctx context.Context, key carmy.IdempotencyKey, token string, rec carmy.Record, ttl time.Duration) error {
+	return r.host().Complete(ctx, key, token, rec, ttl)
+}
+func (r *roundRobin) Release(ctx context.Context, key carmy.IdempotencyKey, token string) error {
+	return r.host().Release(ctx, key, token)
+}
+func (r *roundRobin) Acquire(ctx context.Context, name string, lease time.Duration) (carmy.Lock, error) {
+	return r.host().Acquire(ctx, name, lease)
+}
+
+func TestRecordKeepsOutputBytes(t *testing.T) {
+	c := newClient(t)
+	s := newStore(t, c, testPrefix(t, c))
+	ctx := context.Background()
+	key := carmy.IdempotencyKey{Principal: "a:b", Tool: "t", RequestID: "{x}"}
+	r, err := s.Begin(ctx, key, "d", time.Minute)
+	if err != nil || !r.Owned {
+		t.Fatalf("Begin = %+v, %v", r, err)
+	}
+	out := `{"html":"<b>&</b>", "n": 12345678901234567890}` // spacing and characters a JSON re-encoding would change
+	if err := s.Complete(ctx, key, r.Token, carmy.Record{Digest: "d", ExecutionID: "e", Output: []byte(out)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Begin(ctx, key, "d", time.Minute)
+	if err != nil || r.Record == nil {
+		t.Fatalf("Begin = %+v, %v", r, err)
+	}
+	if string(r.Record.Output) != out || r.Record.Error != nil || r.Record.ExecutionID != "e" {
+		t.Fatalf("record = %+v; want the output byte for byte", r.Record)
+	}
+}
+
+func TestKeysDoNotCollide(t *testing.T) {
+	c := newClient(t)
+	s := newStore(t, c, testPrefix(t, c))
+	ctx := context.Background()
+	// Each pair would make the same key if the parts were joined with ":".
+	pairs := [][2]carmy.IdempotencyKey{
+		{{Principal: "a:b", Tool: "t", RequestID: "c"}, {Principal: "a", Tool: "b:t", RequestID: "c"}},
+		{{Principal: "a", Tool: "t", RequestID: "b:c"}, {Principal: "a:t", Tool: "b", RequestID: "c"}},
+	}
+	for _, p := range pairs {
+		for _, k := range p {
+			if r, err := s.Begin(ctx, k, "d", time.Minute); err != nil || !r.Owned {
+				t.Fatalf("Begin(%+v) = %+v, %v; want owned", k, r, err)
+			}
+		}
+	}
+}
+
+func TestPrefixesAreSeparate(t *testing.T) {
+	c := newClient(t)
+	a := newStore(t, c, testPrefix(t, c))
+	b := newStore(t, c, testPrefix(t, c))
+	ctx := context.Background()
+	key := carmy.IdempotencyKey{Tool: "t", RequestID: "1"}
+	for _, s := range []*Store{a, b} {
+		if r, err := s.Begin(ctx, key, "d", time.Minute); err != nil || !r.Owned {
+			t.Fatalf("Begin = %+v, %v; want owned under each prefix", r, err)
+		}
+	}
+	la, err := a.Acquire(ctx, "tool", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Release(ctx)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	lb, err := b.Acquire(cctx, "tool", time.Minute)
+	if err != nil {
+		t.Fatalf("a lock under one prefix blocked the other: %v", err)
+	}
+	_ = lb.Release(ctx)
+}
+
+// Fences keep growing when Redis loses the counter, as after a restart
+// without persistence or a failover to a lagging replica.
+func TestFenceSurvivesLostCounter(t *testing.T) {
+	c := newClient(t)
+	s := newStore(t, c, testPrefix(t, c))
+	ctx := context.Background()
+	var last uint64
+	for i := range 5 {
+		l, err := s.Acquire(ctx, "tool", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("acquisition %d: fence %d after %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			if err := c.Del(ctx, s.fenceKey("tool")).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A lock whose lease lapsed while its holder still ran (a paused process)
+// reports it on Release, and the late Release leaves the new holder alone.
+func TestLostLockIsReported(t *testing.T) {
+	c := newClient(t)
+	prefix := testPrefix(t, c)
+	paused := newStore(t, c, prefix, WithLogger(quiet))
+	other := newStore(t, c, prefix)
+	ctx := context.Background()
+	l, err := paused.Acquire(ctx, "tool", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*lock).stopRenewal() // the process stops: no renewal, no release
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	next, err := other.Acquire(cctx, "tool", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Release(ctx)
+	if err := l.Release(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Release of a lapsed lock = %v; want ErrLockLost", err)
+	}
+	if next.Fence() <= l.Fence() {
+		t.Fatalf("the new holder's fence %d is not above the lapsed one's %d", next.Fence(), l.Fence())
+	}
+	if v, _ := c.HGet(ctx, other.lockKey("tool"), "t").Result(); v != next.(*lock).token {
+		t.Fatal("the late Release freed the new holder's lock")
+	}
+}
+
+// Waiters are woken by messages, not by polling: with a poll interval far
+// longer than the test, a completion on another host still wakes them.
+func TestWaitersWakeByMessage(t *testing.T) {
+	c := newClient(t)
+	prefix := testPrefix(t, c)
+	a := newStore(t, c, prefix, WithPollInterval(time.Hour))
+	b := newStore(t, c, prefix, WithPollInterval(time.Hour))
+	ctx := context.Background()
+	key := carmy.IdempotencyKey{Tool: "t", RequestID: "1"}
+	r, err := a.Begin(ctx, key, "d", time.Hour)
+	if err != nil || !r.Owned {
+		t.Fatalf("Begin = %+v, %v", r, err)
+	}
+	var wg sync.WaitGroup
+	woke := make(chan time.Duration, 8)
+	for range 8 {
+		wg.Go(func() {
+			start := time.Now()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := b.Wait(cctx, key); err != nil {
+				t.Error(err)
+				return
+			}
+			woke <- time.Since(start)
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := a.Complete(ctx, key, r.Token, carmy.Record{Digest: "d"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(woke)
+	n := 0
+	for d := range woke {
+		n++
+		if d > 5*time.Second {
+			t.Errorf("a waiter took %v", d)
+		}
+	}
+	if n != 8 {
+		t.Fatalf("%d of 8 waiters woke", n)
+	}
+
+	// The same for a lock.
+	l, err := a.Acquire(ctx, "tool", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		l2, err := b.Acquire(cctx, "tool", time.Hour)
+		if err == nil {
+			_ = l2.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter on another host did not get the released lock: %v", err)
+	}
+}
+
+func TestNewRefusesSplitHashTag(t *testing.T) {
+	for _, p := range []string{"app{", "a}b:", "{x:"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New with prefix %q did not panic", p)
+				}
+			}()
+			New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), WithPrefix(p))
+		}()
+	}
+	s := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), WithPrefix("{app}:"))
+	if s.lockKey("t") != "{app}:lock:{t}" {
+		t.Fatalf("lock key = %q", s.lockKey("t"))
+	}
+}
+
+func TestOpenURL(t *testing.T) {
+	for _, bad := range []string{
+		"redis://127.0.0.1:6379/0?prefix=a{",
+		"redis://127.0.0.1:6379/0?poll_interval=soon",
+		"redis://127.0.0.1:6379/0?no_such_option=1",
+		"redis://127.0.0.1:6379/notadb",
+	} {
+		if _, _, err := open(bad); err == nil {
+			t.Errorf("open(%q) succeeded", bad)
+		}
+	}
+	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&dial_timeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.(*Store)
+	if l != carmy.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || !s.owned {
+		t.Fatalf("opened %+v", s)
+	}
+	if o := s.client.(*redis.Client).Options(); o.DB != 3 || o.DialTimeout != time.Second || !o.ContextTimeoutEnabled {
+		t.Fatalf("client options: db %d, dial timeout %v, context timeouts %v", o.DB, o.DialTimeout, o.ContextTimeoutEnabled)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+}
+
+// Builder.StoreURL opens the store by its scheme, and the registry closes
+// the client it opened.
+func TestBuilderStoreURL(t *testing.T) {
+	u := redisURL(t)
+	c := newClient(t)
+	prefix := testPrefix(t, c)
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	reg, err := carmy.New().Tool(counterTool(new(atomic.Int64))).StoreURL(u + sep + "prefix=" + prefix).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := reg.Execute(ctx, carmy.Call{Tool: "count", RequestID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := reg.Execute(ctx, carmy.Call{Tool: "count", RequestID: "r1"})
+	if err != nil || !again.Replayed || again.ExecutionID != first.ExecutionID {
+		t.Fatalf("repeat = %+v, %v; want the replay of %s", again, err, first.ExecutionID)
+	}
+	if n, _ := c.Exists(ctx, prefix+"idem::count:r1").Result(); n != 1 {
+		t.Fatal("the record is not in Redis under the URL's prefix")
+	}
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// go-redis sends a script again when a network error or a timeout lost its
+// reply; each script then answers as if it had run once.
+func TestScriptsAreSafeToRunTwice(t *testing.T) {
+	c := newClient(t)
+	s := newStore(t, c, testPrefix(t, c))
+	ctx := context.Background()
+	key := s.idemKey(carmy.IdempotencyKey{Tool: "t", RequestID: "1"})
+	for range 2 {
+		v, err := beginScript.Run(ctx, c, []string{key}, "d", "tok", 60_000).Slice()
+		if err != nil || v[0] != int64(1) {
+			t.Fatalf("Begin sent twice = %v, %v; want owned both times", v, err)
+		}
+	}
+	for range 2 {
+		ok, err := completeScript.Run(ctx, c, []string{key}, "tok", "d", "e1", "1", "", 60_000, s.channel).Int64()
+		if err != nil || ok != 1 {
+			t.Fatalf("Complete sent twice = %v, %v; want done both times", ok, err)
+		}
+	}
+	if ok, _ := completeScript.Run(ctx, c, []string{key}, "tok", "d", "e2", "2", "", 60_000, s.channel).Int64(); ok != 0 {
+		t.Fatal("another Complete with the same token replaced the record")
+	}
+	lk, fk := s.lockKey("tool"), s.fenceKey("tool")
+	var fences []int64
+	for range 2 {
+		v, err := acquireScript.Run(ctx, c, []string{lk, fk}, "tok", 60_000, time.Now().UnixMicro()).Int64Slice()
+		if err != nil || v[0] != 1 {
+			t.Fatalf("Acquire sent twice = %v, %v; want held both times", v, err)
+		}
+		fences = append(fences, v[1])
+	}
+	if fences[0] != fences[1] {
+		t.Fatalf("Acquire sent twice got fences %v; want the same one", fences)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -22,7 +23,13 @@ import (
 // allocations of the baseline.
 //
 //	go test -run '^$' -bench 'Execute|Baseline' -benchmem -count 6 . > bench.txt
-//	go run golang.org/x/perf/cmd/benchstat@latest bench.txt
+//	sed -E 's#Benchmark(Execute|Baseline)/#BenchmarkCall/impl=\1/size=#' bench.txt > cols.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /impl cols.txt
+//
+// The tools are ParallelSafe, as the hand-written code has no serialization
+// either. Both sides decode one input over and over, so both profit fully
+// from the caches of repeated strings that go-json-experiment/json and
+// carmy's decoder keep; a real stream of calls profits less, on both sides.
 
 // benchCreateOrder is the small input: two fields.
 type benchCreateOrder struct {
@@ -240,7 +247,7 @@ func BenchmarkShape(b *testing.B) {
 // The models of types are cached process-wide (shape.Of), so a second
 // build of the same types skips modelling them. "cold" measures the first
 // build of new types: every iteration makes 1,000 types never seen before
-// (a struct tag carries the iteration), outside the timer. "warm" rebuilds
+// (a struct tag carries a generation number), outside the timer. "warm" rebuilds
 // one set of tools whose types are already cached, as a process that
 // builds a second registry does. Types made by StructOf are never freed, so
 // the cold benchmark grows the heap by its iterations.
@@ -248,9 +255,9 @@ func BenchmarkBuild(b *testing.B) {
 	const tools = 1000
 	b.Run("cold", func(b *testing.B) {
 		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
+		for b.Loop() {
 			b.StopTimer()
-			fns := benchFuncs(fmt.Sprintf("cold-%d", i), tools)
+			fns := benchFuncs(fmt.Sprintf("cold-%d", benchGeneration.Add(1)), tools)
 			b.StartTimer()
 			benchBuild(b, fns)
 		}
@@ -284,6 +291,10 @@ func benchBuild(b *testing.B, fns []any) {
 type benchBuildOut struct {
 	OK bool `json:"ok"`
 }
+
+// benchGeneration numbers the sets of types of the cold build, across
+// runs of the benchmark (-count) too, so that no set is ever made twice.
+var benchGeneration atomic.Int64
 
 var (
 	benchCtxType = reflect.TypeFor[context.Context]()

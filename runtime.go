@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,7 @@ type tool struct {
 	args    []reflect.Value
 	invoke  func(c *Context, in reflect.Value) (any, error)
 	handler Handler // the middleware chain around Registry.run
+	direct  bool    // no middleware: Execute calls run itself
 	confirm string  // "confirm:<name>"
 	mcpWrap bool    // MCP carries the output as {"result": …}
 }
@@ -57,12 +59,18 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 	if !ok {
 		return Result{}, r.unknownTool(c.Tool)
 	}
+	if t.direct {
+		// No middleware can keep the request: it stays on the stack.
+		req := Request{Tool: t.meta, Call: c}
+		return r.run(ctx, t, &req)
+	}
 	return t.handler(ctx, &Request{Tool: t.meta, Call: c})
 }
 
 // handlerFor builds a tool's middleware chain once.
 func (r *Registry) handlerFor(t *tool, mw []Middleware) Handler {
 	t.confirm = "confirm:" + t.meta.Name
+	t.direct = len(mw) == 0
 	h := Handler(func(ctx context.Context, req *Request) (Result, error) { return r.run(ctx, t, req) })
 	for i := len(mw) - 1; i >= 0; i-- {
 		h = mw[i](h)
@@ -81,7 +89,9 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (Result, erro
 	if err != nil {
 		return Result{}, r.internal(t, "", err, "cannot make an execution id")
 	}
-	cc := &Context{
+	ev := &execValue{}
+	cc := &ev.c
+	*cc = Context{
 		Context:     ctx,
 		ExecutionID: execID,
 		RequestID:   c.RequestID,
@@ -113,9 +123,9 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (Result, erro
 		}
 	}
 	if c.RequestID == "" {
-		return r.execute(ctx, t, req, cc, in, nil)
+		return r.execute(ctx, t, req, ev, in, nil)
 	}
-	return r.deduplicate(ctx, t, req, cc, in, digest)
+	return r.deduplicate(ctx, t, req, ev, in, digest)
 }
 
 // reservation is an idempotency key this call holds.
@@ -128,7 +138,7 @@ type reservation struct {
 // deduplicate runs a call with a request id at most once per key: it
 // executes, replays the recorded outcome, refuses another input, or waits
 // for the execution in flight.
-func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, cc *Context, in reflect.Value, digest string) (Result, error) {
+func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, digest string) (Result, error) {
 	c := &req.Call
 	if digest == "" {
 		var err error
@@ -143,7 +153,7 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, cc *C
 		case err != nil:
 			return Result{}, r.storeError(t, ctx, err)
 		case res.Owned:
-			return r.execute(ctx, t, req, cc, in, &reservation{key: key, token: res.Token, digest: digest})
+			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest})
 		case res.Digest != digest:
 			return Result{}, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name)
 		case res.Record != nil:
@@ -180,7 +190,8 @@ type outcome struct {
 
 // execute runs a decoded input under the tool's turn and deadline, and
 // records the outcome for the reservation, if any.
-func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Context, in reflect.Value, resv *reservation) (Result, error) {
+func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, resv *reservation) (Result, error) {
+	cc := &ev.c
 	var lock Lock
 	if err := ctx.Err(); err != nil {
 		r.finish(t, resv, outcome{err: stopError(t, ctx)})
@@ -197,37 +208,15 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Conte
 	}
 	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
 	defer cancel()
-	cc.Context = context.WithValue(execCtx, contextKey{}, cc)
+	ev.Context = execCtx
+	cc.Context = ev
 	req.ExecutionID = cc.ExecutionID
-	done := make(chan outcome, 1)
-	var abandoned atomic.Bool
-	r.workers.run(func() {
-		var o outcome
-		returned := false
-		// Deferred, so that a tool that ends its goroutine with
-		// runtime.Goexit still answers, records and releases.
-		defer func() {
-			if !returned {
-				r.logger.Error("carmy: tool exited its goroutine (runtime.Goexit) without returning", "tool", t.meta.Name, "execution_id", cc.ExecutionID)
-				o = outcome{err: &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s (execution %s)", t.meta.Name, cc.ExecutionID), Retryable: true, Details: map[string]any{"execution_id": cc.ExecutionID}}}
-			}
-			if abandoned.Load() {
-				r.overruns.Add(1)
-				r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
-			}
-			r.finish(t, resv, o)
-			if lock != nil {
-				if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
-					r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
-				}
-			}
-			done <- o
-		}()
-		o = r.invoke(t, cc, in, execCtx, ctx)
-		returned = true
-	})
+	j := jobs.Get().(*job)
+	j.r, j.t, j.cc, j.in, j.execCtx, j.ctx, j.resv, j.lock = r, t, cc, in, execCtx, ctx, resv, lock
+	r.workers.run(j)
 	select {
-	case o := <-done:
+	case o := <-j.done:
+		j.recycle()
 		return o.res, o.err
 	case <-execCtx.Done():
 		// A tool that honours its context returns within moments; only one
@@ -235,13 +224,79 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, cc *Conte
 		grace := time.NewTimer(deadlineGrace)
 		defer grace.Stop()
 		select {
-		case o := <-done:
+		case o := <-j.done:
+			j.recycle()
 			return o.res, o.err
 		case <-grace.C:
-			abandoned.Store(true)
+			j.abandoned.Store(true) // the job is not recycled
 			return Result{}, stopError(t, ctx)
 		}
 	}
+}
+
+// execValue is the context a tool sees, the execution's deadline context
+// carrying the tool's Context for ContextFrom: one allocation for both.
+type execValue struct {
+	context.Context
+	c Context
+}
+
+func (v *execValue) Value(key any) any {
+	if _, ok := key.(contextKey); ok {
+		return &v.c
+	}
+	return v.Context.Value(key)
+}
+
+// job is one execution handed to a worker. A job goes back to the pool
+// once its caller has received the outcome, which is the worker's last
+// use of it; an abandoned job is left to the collector.
+type job struct {
+	r         *Registry
+	t         *tool
+	cc        *Context
+	in        reflect.Value
+	execCtx   context.Context
+	ctx       context.Context
+	resv      *reservation
+	lock      Lock
+	done      chan outcome // buffered: the worker never waits for the caller
+	abandoned atomic.Bool
+}
+
+var jobs = sync.Pool{New: func() any { return &job{done: make(chan outcome, 1)} }}
+
+func (j *job) run() {
+	r, t, cc := j.r, j.t, j.cc
+	var o outcome
+	returned := false
+	// Deferred, so that a tool that ends its goroutine with
+	// runtime.Goexit still answers, records and releases.
+	defer func() {
+		if !returned {
+			r.logger.Error("carmy: tool exited its goroutine (runtime.Goexit) without returning", "tool", t.meta.Name, "execution_id", cc.ExecutionID)
+			o = outcome{err: &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s (execution %s)", t.meta.Name, cc.ExecutionID), Retryable: true, Details: map[string]any{"execution_id": cc.ExecutionID}}}
+		}
+		if j.abandoned.Load() {
+			r.overruns.Add(1)
+			r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
+		}
+		r.finish(t, j.resv, o)
+		if j.lock != nil {
+			if err := j.lock.Release(context.WithoutCancel(j.ctx)); err != nil {
+				r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
+			}
+		}
+		j.done <- o // the worker's last use of j
+	}()
+	o = r.invoke(t, cc, j.in, j.execCtx, j.ctx)
+	returned = true
+}
+
+// recycle returns a job whose outcome its caller received.
+func (j *job) recycle() {
+	j.r, j.t, j.cc, j.in, j.execCtx, j.ctx, j.resv, j.lock = nil, nil, nil, reflect.Value{}, nil, nil, nil, nil
+	jobs.Put(j)
 }
 
 // invoke calls the tool, recovering a panic, and encodes its output.
@@ -380,13 +435,16 @@ func (t *tool) encode(out any) ([]byte, error) {
 // callFunc is the invoker of a function declared with Tool.
 func (t *tool) callFunc(c *Context, in reflect.Value) (any, error) {
 	d := t.def
-	args := make([]reflect.Value, len(t.args))
-	copy(args, t.args)
+	var buf [6]reflect.Value // on the stack for the usual arity
+	args := append(buf[:0], t.args...)
 	if d.ctxParam >= 0 {
 		if d.carmyCtx {
 			args[d.ctxParam] = reflect.ValueOf(c).Elem()
 		} else {
-			args[d.ctxParam] = reflect.ValueOf(c.Context)
+			// A Value of the interface type itself, which Call passes
+			// as is; a Value of the dynamic type (*execValue) would be
+			// checked against context.Context and boxed on every call.
+			args[d.ctxParam] = reflect.ValueOf(&c.Context).Elem()
 		}
 	}
 	if d.inParam >= 0 {

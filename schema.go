@@ -3,6 +3,7 @@ package carmy
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 
 	"github.com/carmy-dev/carmy/internal/shape"
 )
@@ -15,7 +16,7 @@ func SchemaFor[T any]() json.RawMessage {
 	if err != nil {
 		return nil
 	}
-	return shape.Schema(n)
+	return slices.Clone(shape.Schema(n)) // the cached bytes are shared
 }
 
 // RegisterComments registers Go doc comments as schema descriptions and

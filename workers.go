@@ -17,17 +17,21 @@ const workerIdle = 500 * time.Millisecond
 // when the registry closes, so an idle registry holds no goroutine for
 // long.
 type workers struct {
-	jobs chan func()
+	jobs chan runner
 	stop chan struct{}
 	once sync.Once
 }
 
 func newWorkers() *workers {
-	return &workers{jobs: make(chan func()), stop: make(chan struct{})}
+	return &workers{jobs: make(chan runner), stop: make(chan struct{})}
 }
 
+// runner is one execution. An interface holding a pointer costs no
+// allocation, where a closure would.
+type runner interface{ run() }
+
 // run starts f on an idle worker, or on a new one when all are busy.
-func (w *workers) run(f func()) {
+func (w *workers) run(f runner) {
 	select {
 	case w.jobs <- f:
 	default:
@@ -35,14 +39,14 @@ func (w *workers) run(f func()) {
 	}
 }
 
-func (w *workers) work(f func()) {
-	f()
+func (w *workers) work(f runner) {
+	f.run()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
 		select {
 		case f := <-w.jobs:
-			f()
+			f.run()
 			idle.Reset(workerIdle)
 		case <-idle.C:
 			return

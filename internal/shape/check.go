@@ -306,7 +306,7 @@ func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
 			out = append(out, "must be one of "+enumList(r.Enum))
 		}
 	case KindString, KindSlice, KindArray, KindMap, KindBytes:
-		if r.MinLen != nil || r.MaxLen != nil {
+		if (r.MinLen != nil || r.MaxLen != nil) && !(n.Kind == KindString && lengthHolds(r, v.Len())) {
 			count := v.Len()
 			if n.Kind == KindString {
 				count = runeCount(v.String())
@@ -338,6 +338,14 @@ func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
 		}
 	}
 	return out
+}
+
+// lengthHolds reports whether a string of size bytes certainly keeps the
+// length rules of r, without counting its characters: there are never more
+// characters than bytes, and a string of one byte or more has at least one.
+func lengthHolds(r *Rules, size int) bool {
+	return (r.MaxLen == nil || size <= *r.MaxLen) &&
+		(r.MinLen == nil || *r.MinLen <= 0 || (*r.MinLen == 1 && size > 0))
 }
 
 func enumList(enum []Literal) string {

@@ -173,6 +173,7 @@ func Reset() {
 	cache.Lock()
 	defer cache.Unlock()
 	cache.nodes, cache.errs = nil, nil
+	schemas.Clear()
 }
 
 type builder struct {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 )
@@ -13,7 +14,22 @@ import (
 // Schema returns the JSON Schema (draft 2020-12) of the type n models. The
 // root is inline; only recursive types go to $defs. A pointer root is
 // nullable.
+//
+// Schemas are cached per node, so per Go type; the bytes returned are
+// shared and must not be modified.
 func Schema(n *Node) json.RawMessage {
+	if s, ok := schemas.Load(n); ok {
+		return s.(json.RawMessage)
+	}
+	s := emit(n)
+	schemas.Store(n, s)
+	return s
+}
+
+// schemas caches the schema of each node; Reset clears it with the nodes.
+var schemas sync.Map // *Node → json.RawMessage
+
+func emit(n *Node) json.RawMessage {
 	e := &emitter{names: map[string]*Node{}, defs: map[*Node]string{}}
 	root := e.use(n, nil, n.Kind == KindPtr, annotations{}, true)
 	if len(e.queue) > 0 {

@@ -2,7 +2,6 @@ package carmy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -136,11 +135,7 @@ func (b *Builder) RunStdio(ctx context.Context) error {
 // ServeStdio serves MCP over a pair of streams, as [Builder.RunStdio] does
 // over standard input and output.
 func (r *Registry) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	err := r.mcpServer().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
-	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
+	return r.ServeMCP(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
 }
 
 type nopWriteCloser struct{ io.Writer }

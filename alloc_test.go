@@ -1,0 +1,63 @@
+//go:build !race
+
+package carmy_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// maxExecuteAllocs is the number of heap allocations one Registry.Execute
+// of a small tool makes (two input fields, a one-field output, a
+// parallel-safe write, no request id): the figure measured when this check
+// was written, on Go 1.26 for linux/amd64. An allocation added to the call
+// path fails TestExecuteAllocs. When a change saves allocations, lower the
+// constant to the new figure, so that the saving is kept.
+//
+// The count covers every goroutine, the caller's and the worker's that
+// runs the tool, which is why it is measured with AllocsPerRun and not in
+// a benchmark of one goroutine. The race detector changes the counts,
+// hence the build tag.
+const maxExecuteAllocs = 13
+
+type allocCreateOrder struct {
+	SKU      string `json:"sku" validate:"required"`
+	Quantity uint32 `json:"quantity" validate:"min=1,max=100"`
+}
+
+type allocOrder struct {
+	OrderID uint64 `json:"order_id"`
+}
+
+func TestExecuteAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures allocations; not in -short")
+	}
+	createOrder := func(_ context.Context, in allocCreateOrder) (allocOrder, error) {
+		return allocOrder{OrderID: uint64(len(in.SKU)) + uint64(in.Quantity)}, nil
+	}
+	reg, err := carmy.New().
+		Tool(carmy.Tool(createOrder, carmy.Write, carmy.Name("create_order"), carmy.ParallelSafe(), carmy.Register(false))).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	ctx := context.Background()
+	call := carmy.Call{Tool: "create_order", Input: []byte(`{"sku":"A-100","quantity":3}`)}
+	execute := func() {
+		if _, err := reg.Execute(ctx, call); err != nil {
+			t.Fatal(err)
+		}
+	}
+	execute() // the worker goroutine, pools and caches are ready from here on
+	got := testing.AllocsPerRun(1000, execute)
+	if got > maxExecuteAllocs {
+		t.Fatalf("Execute of a small tool makes %v allocations, more than the %d it made when measured: an allocation was added to the call path (see maxExecuteAllocs)", got, maxExecuteAllocs)
+	}
+	if got < maxExecuteAllocs {
+		t.Logf("Execute of a small tool makes %v allocations, fewer than the %d allowed: lower maxExecuteAllocs to keep the saving", got, maxExecuteAllocs)
+	}
+}

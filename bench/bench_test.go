@@ -1,0 +1,570 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	mcpgoclient "github.com/mark3labs/mcp-go/client"
+	mcpgomcp "github.com/mark3labs/mcp-go/mcp"
+	mcpgo "github.com/mark3labs/mcp-go/server"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// Benchmark names are key=value pairs (size=small/impl=carmy), so that
+// benchstat can put the implementations side by side: -col /impl.
+
+// BenchmarkInProcess: carmy's Registry.Execute against the floor, the same
+// work written by hand (strict decode, validator, call, encode).
+func BenchmarkInProcess(b *testing.B) {
+	ctx := context.Background()
+	floors := Floors()
+	reg := carmyRegistry(b)
+	for _, c := range Cases {
+		input := []byte(c.Input)
+		b.Run("size="+c.Size+"/impl=floor", func(b *testing.B) {
+			floor := floors[c.Tool]
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := floor(ctx, input); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("size="+c.Size+"/impl=carmy", func(b *testing.B) {
+			call := carmy.Call{Tool: c.Tool, Input: input}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := reg.Execute(ctx, call); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMCPInMemory: one tools/call through an MCP server, from the
+// official SDK's client over an in-memory connection (net.Pipe with
+// newline-delimited JSON-RPC), one session reused across iterations.
+//
+//   - carmy: the registry's MCP server (Registry.ServeMCP) on
+//     mcp.NewInMemoryTransports;
+//   - gosdk: a go-sdk server with the tools added by typed mcp.AddTool, on
+//     mcp.NewInMemoryTransports;
+//   - mcpgo: an mcp-go server with input validation, served by its stdio
+//     server over the same kind of pipe, with the same framing; mcp-go has
+//     no transport of the official SDK's, and this is the same wire work;
+//   - mcpgo-inprocess: mcp-go's own in-process client, which hands the
+//     server the request bytes directly (no pipe, no reader goroutines). It
+//     is the closest thing mcp-go offers to an in-memory transport, shown for
+//     reference, not part of the targets.
+func BenchmarkMCPInMemory(b *testing.B) {
+	for _, c := range Cases {
+		args := json.RawMessage(c.Input)
+		for _, impl := range []string{"gosdk", "carmy", "mcpgo"} {
+			b.Run("size="+c.Size+"/impl="+impl, func(b *testing.B) {
+				session := inMemorySession(b, impl)
+				benchSDKCalls(b, session, c.Tool, args)
+			})
+		}
+		b.Run("size="+c.Size+"/impl=mcpgo-inprocess", func(b *testing.B) {
+			cl := mcpgoInProcess(b)
+			ctx := context.Background()
+			req := mcpgomcp.CallToolRequest{}
+			req.Params.Name = c.Tool
+			req.Params.Arguments = args
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := cl.CallTool(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.IsError {
+					b.Fatalf("tool error: %+v", res.Content)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHTTP: POST /tools/{name} on loopback, from 8 concurrent callers
+// sharing one http.Client: carmy's Handler against PlainHandler, a plain
+// net/http handler doing the floor's work. ns/op is wall time per call
+// (the inverse of throughput); calls/s is the throughput. Allocations count
+// the client's side too, which is the same for both.
+func BenchmarkHTTP(b *testing.B) {
+	for _, c := range Cases {
+		for _, impl := range []string{"plain", "carmy"} {
+			b.Run("size="+c.Size+"/impl="+impl, func(b *testing.B) {
+				var h http.Handler
+				if impl == "plain" {
+					h = PlainHandler()
+				} else {
+					h = carmyRegistry(b).Handler()
+				}
+				srv := httptest.NewServer(h)
+				defer srv.Close()
+				client := loopbackClient()
+				defer client.CloseIdleConnections()
+				url := srv.URL + "/tools/" + c.Tool
+				body := []byte(c.Input)
+				if err := post(client, url, body); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.SetParallelism(callers8())
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := post(client, url, body); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+			})
+		}
+	}
+}
+
+// BenchmarkMCPStreamable: one tools/call over MCP's streamable HTTP on
+// loopback, one session reused, from the official SDK's client: carmy's
+// /mcp endpoint against go-sdk's mcp.NewStreamableHTTPHandler (and
+// mcp-go's StreamableHTTPServer, for reference), each with default options.
+func BenchmarkMCPStreamable(b *testing.B) {
+	for _, c := range Cases {
+		args := json.RawMessage(c.Input)
+		for _, impl := range []string{"gosdk", "carmy", "mcpgo"} {
+			b.Run("size="+c.Size+"/impl="+impl, func(b *testing.B) {
+				session := streamableSession(b, impl)
+				benchSDKCalls(b, session, c.Tool, args)
+			})
+		}
+	}
+}
+
+// BenchmarkBuild1000: a server of 1,000 tools, each with its own input
+// type made by reflect.StructOf, all new to the process (made outside the
+// timer for every iteration, so neither library's caches of types help).
+//
+//   - gosdk: what mcp.AddTool does for each tool (infer and resolve the
+//     input and output schemas, Server.AddTool), written out because
+//     AddTool's type parameters need types known at compile time;
+//   - carmy: carmy.New().Tool(…1,000…).Build();
+//   - carmy-serving: the same, then Registry.Handler, which also builds
+//     the MCP server: the registry ready to serve, as go-sdk's is.
+func BenchmarkBuild1000(b *testing.B) {
+	const tools = 1000
+	gen := 0
+	for _, impl := range []string{"gosdk", "carmy", "carmy-serving"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				gen++
+				set := newToolSet(fmt.Sprintf("%s-%d", impl, gen), tools)
+				runtime.GC()
+				b.StartTimer()
+				var err error
+				switch impl {
+				case "gosdk":
+					err = set.buildGoSDK()
+				case "carmy":
+					err = set.buildCarmy(false)
+				case "carmy-serving":
+					err = set.buildCarmy(true)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRules: what carmy's runtime rules cost on the small tool: a
+// plain call, an idempotent first call (a new request id each time), an
+// idempotent replay (the same request id and input), a tool that is not
+// parallel-safe, and both under 8 concurrent callers.
+func BenchmarkRules(b *testing.B) {
+	parallel := carmy.Tool(CreateOrderFunc, carmy.Write, carmy.Name("parallel"), carmy.ParallelSafe(), carmy.Register(false))
+	serial := carmy.Tool(CreateOrderFunc, carmy.Write, carmy.Name("serialized"), carmy.Register(false))
+	reg, err := carmy.New().Tool(parallel, serial).Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = reg.Close() })
+	ctx := context.Background()
+	input := []byte(SmallInput)
+	run := func(b *testing.B, c carmy.Call) {
+		if _, err := reg.Execute(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("rule=plain", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			run(b, carmy.Call{Tool: "parallel", Input: input})
+		}
+	})
+	b.Run("rule=idempotent-first", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			run(b, carmy.Call{Tool: "parallel", Input: input, RequestID: "first-" + strconv.Itoa(i)})
+		}
+	})
+	b.Run("rule=idempotent-replay", func(b *testing.B) {
+		run(b, carmy.Call{Tool: "parallel", Input: input, RequestID: "replay"})
+		b.ReportAllocs()
+		for b.Loop() {
+			run(b, carmy.Call{Tool: "parallel", Input: input, RequestID: "replay"})
+		}
+	})
+	b.Run("rule=serialized", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			run(b, carmy.Call{Tool: "serialized", Input: input})
+		}
+	})
+	for _, name := range []string{"parallel", "serialized"} {
+		b.Run("rule="+name+"-8callers", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(callers8())
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := reg.Execute(ctx, carmy.Call{Tool: name, Input: input}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// callers8 is the parallelism that makes RunParallel use 8 goroutines (at
+// least 8 where GOMAXPROCS does not divide 8).
+func callers8() int {
+	p := runtime.GOMAXPROCS(0)
+	return (8 + p - 1) / p
+}
+
+func carmyRegistry(tb testing.TB) *carmy.Registry {
+	tb.Helper()
+	reg, err := CarmyRegistry()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = reg.Close() })
+	return reg
+}
+
+// benchSDKCalls calls a tool through an official-SDK client session.
+func benchSDKCalls(b *testing.B, session *mcp.ClientSession, tool string, args json.RawMessage) {
+	ctx := context.Background()
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if _, err := callSDK(ctx, session, params); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := session.CallTool(ctx, params)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.IsError {
+			b.Fatalf("tool error: %+v", res.Content)
+		}
+	}
+}
+
+// callSDK calls a tool and returns its structured content as JSON, or the
+// tool's error.
+func callSDK(ctx context.Context, session *mcp.ClientSession, params *mcp.CallToolParams) (json.RawMessage, error) {
+	res, err := session.CallTool(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		text := ""
+		if len(res.Content) > 0 {
+			if t, ok := res.Content[0].(*mcp.TextContent); ok {
+				text = t.Text
+			}
+		}
+		return nil, &toolError{text}
+	}
+	return json.Marshal(res.StructuredContent)
+}
+
+type toolError struct{ text string }
+
+func (e *toolError) Error() string { return "tool error: " + e.text }
+
+var sdkClient = &mcp.Implementation{Name: "bench-client", Version: "1"}
+
+// inMemorySession connects an official-SDK client to the implementation's
+// server over an in-memory pipe; everything is closed with the test.
+func inMemorySession(tb testing.TB, impl string) *mcp.ClientSession {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	var clientT mcp.Transport
+	switch impl {
+	case "carmy":
+		reg := carmyRegistry(tb)
+		serverT, ct := mcp.NewInMemoryTransports()
+		clientT = ct
+		go func() { served <- reg.ServeMCP(ctx, serverT) }()
+	case "gosdk":
+		s, err := GoSDKServer()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		serverT, ct := mcp.NewInMemoryTransports()
+		clientT = ct
+		go func() { served <- s.Run(ctx, serverT) }()
+	case "mcpgo":
+		serverEnd, clientEnd := net.Pipe()
+		clientT = &mcp.IOTransport{Reader: clientEnd, Writer: clientEnd}
+		go func() {
+			err := MCPGoStdio(ctx, MCPGoServer(), serverEnd, serverEnd)
+			serverEnd.Close()
+			served <- err
+		}()
+	default:
+		tb.Fatalf("no implementation %q", impl)
+	}
+	session, err := mcp.NewClient(sdkClient, nil).Connect(ctx, clientT, nil)
+	if err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		// Closing the client ends the server's session; ctx is the
+		// fallback for a server that would not notice.
+		_ = session.Close()
+		select {
+		case <-served:
+		case <-time.After(5 * time.Second):
+			cancel()
+			<-served
+		}
+		cancel()
+	})
+	return session
+}
+
+// streamableSession connects an official-SDK client to the
+// implementation's streamable HTTP endpoint on a loopback server.
+func streamableSession(tb testing.TB, impl string) *mcp.ClientSession {
+	tb.Helper()
+	var h http.Handler
+	path := "/mcp"
+	switch impl {
+	case "carmy":
+		h = carmyRegistry(tb).Handler()
+	case "gosdk":
+		s, err := GoSDKServer()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		path = ""
+	case "mcpgo":
+		h = mcpgo.NewStreamableHTTPServer(MCPGoServer())
+	default:
+		tb.Fatalf("no implementation %q", impl)
+	}
+	srv := httptest.NewServer(h)
+	client := loopbackClient()
+	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + path, HTTPClient: client, MaxRetries: -1}
+	session, err := mcp.NewClient(sdkClient, nil).Connect(context.Background(), tr, nil)
+	if err != nil {
+		srv.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = session.Close()
+		client.CloseIdleConnections()
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return session
+}
+
+// mcpgoInProcess is mcp-go's in-process client, initialized, on a server
+// of the reference tools.
+func mcpgoInProcess(tb testing.TB) *mcpgoclient.Client {
+	tb.Helper()
+	cl, err := mcpgoclient.NewInProcessClient(MCPGoServer())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := cl.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	init := mcpgomcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcpgomcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcpgomcp.Implementation{Name: "bench-client", Version: "1"}
+	if _, err := cl.Initialize(ctx, init); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// loopbackClient is an HTTP client that keeps a connection per caller.
+func loopbackClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, MaxConnsPerHost: 0}}
+}
+
+// post sends one call and reads the whole answer.
+func post(client *http.Client, url string, body []byte) error {
+	_, err := postRead(client, url, body)
+	return err
+}
+
+func postRead(client *http.Client, url string, body []byte) ([]byte, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return out, fmt.Errorf("%s: %s: %s", url, resp.Status, out)
+	}
+	return out, nil
+}
+
+// toolSet is n tools, each with an input type of its own.
+type toolSet struct {
+	types []reflect.Type
+	fns   []any
+}
+
+type buildOut struct {
+	OK bool `json:"ok"`
+}
+
+var (
+	ctxType = reflect.TypeFor[context.Context]()
+	errType = reflect.TypeFor[error]()
+	outType = reflect.TypeFor[buildOut]()
+)
+
+// newToolSet makes n input types, distinct from every type made before
+// (the generation is in a tag), and a function taking each.
+func newToolSet(generation string, n int) *toolSet {
+	s := &toolSet{types: make([]reflect.Type, n), fns: make([]any, n)}
+	for i := range n {
+		fields := []reflect.StructField{
+			{Name: "ID", Type: reflect.TypeFor[string](), Tag: reflect.StructTag(fmt.Sprintf(`json:"id" validate:"required" gen:"%s-%d"`, generation, i))},
+			{Name: "Count", Type: reflect.TypeFor[int32](), Tag: `json:"count" validate:"min=0,max=1000"`},
+			{Name: "Labels", Type: reflect.TypeFor[[]string](), Tag: `json:"labels,omitempty" validate:"max=8,dive,max=20"`},
+		}
+		if i%2 == 0 {
+			fields = append(fields, reflect.StructField{Name: "Note", Type: reflect.TypeFor[*string](), Tag: `json:"note"`})
+		}
+		if i%3 == 0 {
+			fields = append(fields, reflect.StructField{Name: "Kind", Type: reflect.TypeFor[string](), Tag: `json:"kind" validate:"oneof=a b c"`})
+		}
+		in := reflect.StructOf(fields)
+		ft := reflect.FuncOf([]reflect.Type{ctxType, in}, []reflect.Type{outType, errType}, false)
+		s.types[i] = in
+		s.fns[i] = reflect.MakeFunc(ft, func([]reflect.Value) []reflect.Value {
+			return []reflect.Value{reflect.ValueOf(buildOut{OK: true}), reflect.Zero(errType)}
+		}).Interface()
+	}
+	return s
+}
+
+func (s *toolSet) buildCarmy(serving bool) error {
+	bld := carmy.New()
+	for i, fn := range s.fns {
+		bld.Tool(carmy.Tool(fn, carmy.Read, carmy.Name("tool_"+strconv.Itoa(i)), carmy.Register(false)))
+	}
+	reg, err := bld.Build()
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	if serving {
+		_ = reg.Handler()
+	}
+	if got := len(reg.Tools()); got != len(s.fns) {
+		return fmt.Errorf("built %d tools, want %d", got, len(s.fns))
+	}
+	return nil
+}
+
+// buildGoSDK does for every tool what mcp.AddTool[In, Out] does: infer the
+// input and output schemas, resolve them, and add the tool with a handler
+// that validates the arguments, decodes them into the input type, calls
+// the function and returns its output as structured content.
+func (s *toolSet) buildGoSDK() error {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "go-sdk", Version: "1"}, nil)
+	for i, in := range s.types {
+		inSchema, err := jsonschema.ForType(in, &jsonschema.ForOptions{})
+		if err != nil {
+			return err
+		}
+		inResolved, err := inSchema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+		if err != nil {
+			return err
+		}
+		outSchema, err := jsonschema.ForType(outType, &jsonschema.ForOptions{})
+		if err != nil {
+			return err
+		}
+		if _, err := outSchema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
+			return err
+		}
+		fn := reflect.ValueOf(s.fns[i])
+		srv.AddTool(&mcp.Tool{Name: "tool_" + strconv.Itoa(i), InputSchema: inSchema, OutputSchema: outSchema},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var m map[string]any
+				if err := json.Unmarshal(req.Params.Arguments, &m); err != nil {
+					return nil, err
+				}
+				if err := inResolved.Validate(m); err != nil {
+					res := &mcp.CallToolResult{}
+					res.SetError(err)
+					return res, nil
+				}
+				v := reflect.New(in)
+				if err := json.Unmarshal(req.Params.Arguments, v.Interface()); err != nil {
+					return nil, err
+				}
+				out := fn.Call([]reflect.Value{reflect.ValueOf(ctx), v.Elem()})
+				return &mcp.CallToolResult{StructuredContent: out[0].Interface()}, nil
+			})
+	}
+	return nil
+}

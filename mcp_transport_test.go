@@ -1,0 +1,139 @@
+package carmy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy"
+)
+
+type transportGreet struct {
+	Name string `json:"name" validate:"required"`
+}
+
+type transportGreeting struct {
+	Text      string `json:"text"`
+	Principal string `json:"principal"`
+}
+
+// TestServeMCPInMemory serves a registry over the SDK's in-memory
+// transport: the tool is listed with its schema, a call runs with the stdio
+// identity, an invalid input is a tool error with carmy's error object, and
+// ServeMCP returns nil when the client goes away.
+func TestServeMCPInMemory(t *testing.T) {
+	greet := func(ctx carmy.Context, in transportGreet) (transportGreeting, error) {
+		return transportGreeting{Text: "hello " + in.Name, Principal: ctx.Principal}, nil
+	}
+	reg, err := carmy.New().
+		Tool(carmy.Tool(greet, carmy.Read, carmy.Name("greet"), carmy.Register(false))).
+		StdioIdentity(carmy.Identity{Principal: "local"}).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+
+	ctx := context.Background()
+	serverT, clientT := mcp.NewInMemoryTransports()
+	served := make(chan error, 1)
+	go func() { served <- reg.ServeMCP(ctx, serverT) }()
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, nil).Connect(ctx, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := session.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Tools) != 1 || list.Tools[0].Name != "greet" {
+		t.Fatalf("tools/list: %+v", list.Tools)
+	}
+	schema, _ := json.Marshal(list.Tools[0].InputSchema)
+	if want := string(carmy.SchemaFor[transportGreet]()); !transportJSONEqual(t, string(schema), want) {
+		t.Errorf("input schema %s, want %s", schema, want)
+	}
+
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "Ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("call failed: %+v", res.Content[0])
+	}
+	if got := structured(t, res); got["text"] != "hello Ada" || got["principal"] != "local" {
+		t.Errorf("structured content %v, want hello Ada from principal local", got)
+	}
+
+	res, err = session.CallTool(ctx, &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "Ada", "extra": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := errorObject(t, res); e["code"] != string(carmy.CodeInvalidInput) {
+		t.Errorf("error object %v, want code invalid_input", e)
+	}
+
+	if err := session.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeMCP returned %v after the client closed, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeMCP did not return after the client closed")
+	}
+}
+
+// TestServeMCPContextDone: ServeMCP returns nil when its context ends, the
+// usual way to stop it, and logs nothing about it.
+func TestServeMCPContextDone(t *testing.T) {
+	var logs bytes.Buffer
+	reg, err := carmy.New().Logger(slog.New(slog.NewTextHandler(&logs, nil))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	serverT, clientT := mcp.NewInMemoryTransports()
+	served := make(chan error, 1)
+	go func() { served <- reg.ServeMCP(ctx, serverT) }()
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, nil).Connect(context.Background(), clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeMCP returned %v after its context ended, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeMCP did not return after its context ended")
+	}
+	if logs.Len() > 0 {
+		t.Errorf("stopping logged:\n%s", logs.String())
+	}
+}
+
+func transportJSONEqual(t *testing.T, a, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal([]byte(a), &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatal(err)
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}

@@ -518,6 +518,10 @@ func TestBuildBuilderMistakes(t *testing.T) {
 		{"nil tool", func() (*carmy.Builder, string) { return carmy.New().Tool(nil), btHere() }, "nil *ToolDef"},
 		{"nil state", func() (*carmy.Builder, string) { return carmy.New().State(nil), btHere() }, "nil"},
 		{"zero builder timeout", func() (*carmy.Builder, string) { return carmy.New().Timeout(0), btHere() }, "positive"},
+		{"nil middleware", func() (*carmy.Builder, string) { return carmy.New().Use(nil), btHere() }, "nil Middleware"},
+		{"zero idempotency TTL", func() (*carmy.Builder, string) { return carmy.New().IdempotencyTTL(0), btHere() }, "IdempotencyTTL(0s) must be positive"},
+		{"zero idempotency limit", func() (*carmy.Builder, string) { return carmy.New().IdempotencyLimit(0), btHere() }, "IdempotencyLimit(0) must be positive"},
+		{"zero body limit", func() (*carmy.Builder, string) { return carmy.New().BodyLimit(0), btHere() }, "BodyLimit(0) must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -131,7 +131,7 @@ func App() *Builder {
 func (b *Builder) Tool(defs ...*ToolDef) *Builder {
 	for _, d := range defs {
 		if d == nil {
-			b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: errors.New("Builder.Tool was given a nil *ToolDef")})
+			b.misuse("Builder.Tool was given a nil *ToolDef")
 			continue
 		}
 		if !slices.Contains(b.defs, d) {
@@ -147,7 +147,7 @@ func (b *Builder) Tool(defs ...*ToolDef) *Builder {
 func (b *Builder) State(values ...any) *Builder {
 	for _, v := range values {
 		if v == nil {
-			b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: errors.New("Builder.State was given nil; provide a typed value")})
+			b.misuse("Builder.State was given nil; provide a typed value")
 			continue
 		}
 		b.states = append(b.states, v)
@@ -159,7 +159,7 @@ func (b *Builder) State(values ...any) *Builder {
 // set their own. The default is [DefaultTimeout].
 func (b *Builder) Timeout(d time.Duration) *Builder {
 	if d <= 0 {
-		b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: fmt.Errorf("Builder.Timeout(%v) must be positive", d)})
+		b.misuse("Builder.Timeout(%v) must be positive", d)
 		return b
 	}
 	b.timeout = d
@@ -173,12 +173,18 @@ func (b *Builder) Logger(l *slog.Logger) *Builder {
 	return b
 }
 
+// misuse records a wrong argument to a builder method, reported by Build
+// with the file:line of the call.
+func (b *Builder) misuse(format string, args ...any) {
+	b.errs = append(b.errs, &BuildError{Site: callerSite(3), Err: fmt.Errorf(format, args...)})
+}
+
 // Use adds middleware around every call of a found tool. The first
 // middleware given is the outermost.
 func (b *Builder) Use(mw ...Middleware) *Builder {
 	for _, m := range mw {
 		if m == nil {
-			b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: errors.New("Builder.Use was given a nil Middleware")})
+			b.misuse("Builder.Use was given a nil Middleware")
 			continue
 		}
 		b.middleware = append(b.middleware, m)
@@ -222,7 +228,7 @@ func (b *Builder) Locker(l Locker) *Builder {
 // is [DefaultIdempotencyTTL].
 func (b *Builder) IdempotencyTTL(d time.Duration) *Builder {
 	if d <= 0 {
-		b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: fmt.Errorf("Builder.IdempotencyTTL(%v) must be positive", d)})
+		b.misuse("Builder.IdempotencyTTL(%v) must be positive", d)
 		return b
 	}
 	b.ttl = d
@@ -234,7 +240,7 @@ func (b *Builder) IdempotencyTTL(d time.Duration) *Builder {
 // default is [DefaultIdempotencyLimit].
 func (b *Builder) IdempotencyLimit(n int) *Builder {
 	if n <= 0 {
-		b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: fmt.Errorf("Builder.IdempotencyLimit(%d) must be positive", n)})
+		b.misuse("Builder.IdempotencyLimit(%d) must be positive", n)
 		return b
 	}
 	b.limit = n

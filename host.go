@@ -43,7 +43,7 @@ func (b *Builder) AllowUnauthenticated() *Builder {
 // are refused with status 413. The default is [DefaultBodyLimit].
 func (b *Builder) BodyLimit(n int64) *Builder {
 	if n <= 0 {
-		b.errs = append(b.errs, &BuildError{Site: callerSite(2), Err: fmt.Errorf("Builder.BodyLimit(%d) must be positive", n)})
+		b.misuse("Builder.BodyLimit(%d) must be positive", n)
 		return b
 	}
 	b.bodyLimit = n

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
+
+	"github.com/carmy-dev/carmy/internal/naming"
 )
 
 // ToolDef is a tool declared with [Tool] or [Impl], ready to be added to a
@@ -273,7 +274,7 @@ func (d *ToolDef) derivedName() string {
 	if closureName.MatchString(last) || last == "" {
 		return ""
 	}
-	return snakeCase(last)
+	return naming.SnakeCase(last)
 }
 
 // closureName matches the last element of a closure's name: outer.func1,
@@ -281,29 +282,4 @@ func (d *ToolDef) derivedName() string {
 // of a range-over-func loop.
 var closureName = regexp.MustCompile(`^(func|gowrap)?\d+$|-range\d+$`)
 
-// snakeCase lowers a Go name, keeping runs of capitals together as one word:
-// getHTTPStatus → get_http_status, listV2Items → list_v2_items.
-func snakeCase(s string) string {
-	r := []rune(s)
-	var b strings.Builder
-	for i, c := range r {
-		if unicode.IsUpper(c) && i > 0 {
-			prev := r[i-1]
-			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
-			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
-				b.WriteByte('_')
-			}
-		}
-		b.WriteRune(unicode.ToLower(c))
-	}
-	return b.String()
-}
-
-var validName = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,128}$`)
-
-func checkName(name string) error {
-	if !validName.MatchString(name) {
-		return fmt.Errorf("has the invalid name %q; a name is 1 to 128 ASCII letters, digits, '_', '-' or '.'", name)
-	}
-	return nil
-}
+func checkName(name string) error { return naming.Check(name) }

@@ -12,15 +12,15 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/singlechecker"
 	"golang.org/x/tools/go/analysis/unitchecker"
+
+	"github.com/carmy-dev/carmy/internal/naming"
 )
 
 // Analyzer is carmy vet's analysis.
@@ -319,30 +319,13 @@ func hasTypeParam(t types.Type) bool {
 	return found
 }
 
-// snakeCase is carmy's rule for deriving a tool's name from its function's
-// (snakeCase in tool.go): getHTTPStatus → get_http_status.
-func snakeCase(s string) string {
-	r := []rune(s)
-	var b strings.Builder
-	for i, c := range r {
-		if unicode.IsUpper(c) && i > 0 {
-			prev := r[i-1]
-			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
-			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
-				b.WriteByte('_')
-			}
-		}
-		b.WriteRune(unicode.ToLower(c))
-	}
-	return b.String()
-}
+// snakeCase is carmy's rule for deriving a tool's name from its function's.
+func snakeCase(s string) string { return naming.SnakeCase(s) }
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,128}$`)
-
-// checkName is carmy's name rule (checkName in tool.go).
+// checkName is carmy's name rule, in Build's words; "" when the name is good.
 func checkName(name string) string {
-	if !validName.MatchString(name) {
-		return fmt.Sprintf("has the invalid name %q; a name is 1 to 128 ASCII letters, digits, '_', '-' or '.'", name)
+	if err := naming.Check(name); err != nil {
+		return err.Error()
 	}
 	return ""
 }

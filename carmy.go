@@ -46,6 +46,14 @@
 // fix its call. A tool chooses its code by returning an [*Error]; any other
 // error becomes internal, and its text is logged, never sent.
 //
+// # Serving
+//
+// [Registry.Handler] serves the HTTP API (GET /tools, POST /tools/{name}) and
+// MCP over streamable HTTP at /mcp; [Builder.RunStdio] serves MCP to local
+// clients. [App] and [Builder.Run] add carmy.toml, CARMY_* variables, bearer
+// tokens and graceful shutdown; identity and permissions always come from
+// the host's [Authenticator], never from the request.
+//
 // # Concurrency
 //
 // A [Registry] is immutable and safe for concurrent use. A tool without

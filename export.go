@@ -134,22 +134,11 @@ const (
 // [*ExportError] values. The definitions of the other tools are returned
 // either way.
 func (r *Registry) OpenAITools() ([]OpenAITool, error) {
-	var out []OpenAITool
-	var errs []error
-	for _, name := range r.names {
-		m := &r.tools[name].meta
-		x := &exporter{provider: providerOpenAI, tool: m.Name}
-		x.checkName(openAIName, "an OpenAI function name")
-		params := x.openAIRoot(m.InputSchema)
-		if len(x.errs) > 0 {
-			errs = append(errs, x.errs...)
-			continue
-		}
-		out = append(out, OpenAITool{Type: "function", Function: OpenAIFunction{
-			Name: m.Name, Description: m.Description, Parameters: params, Strict: true,
-		}})
-	}
-	return out, errors.Join(errs...)
+	return exportTools(r, providerOpenAI, openAIName, "an OpenAI function name", func(x *exporter, m *ToolMetadata) OpenAITool {
+		return OpenAITool{Type: "function", Function: OpenAIFunction{
+			Name: m.Name, Description: m.Description, Parameters: x.openAIRoot(m.InputSchema), Strict: true,
+		}}
+	})
 }
 
 // AnthropicTools returns the definitions of the registry's tools for
@@ -162,20 +151,9 @@ func (r *Registry) OpenAITools() ([]OpenAITool, error) {
 // says so, as [*ExportError] values. The definitions of the other tools
 // are returned either way.
 func (r *Registry) AnthropicTools() ([]AnthropicTool, error) {
-	var out []AnthropicTool
-	var errs []error
-	for _, name := range r.names {
-		m := &r.tools[name].meta
-		x := &exporter{provider: providerAnthropic, tool: m.Name}
-		x.checkName(anthropicName, "an Anthropic tool name")
-		schema := x.anthropicRoot(m.InputSchema)
-		if len(x.errs) > 0 {
-			errs = append(errs, x.errs...)
-			continue
-		}
-		out = append(out, AnthropicTool{Name: m.Name, Description: m.Description, InputSchema: schema})
-	}
-	return out, errors.Join(errs...)
+	return exportTools(r, providerAnthropic, anthropicName, "an Anthropic tool name", func(x *exporter, m *ToolMetadata) AnthropicTool {
+		return AnthropicTool{Name: m.Name, Description: m.Description, InputSchema: x.anthropicRoot(m.InputSchema)}
+	})
 }
 
 // GeminiFunctions returns the declarations of the registry's tools for
@@ -193,18 +171,26 @@ func (r *Registry) AnthropicTools() ([]AnthropicTool, error) {
 // such tool, as [*ExportError] values. The declarations of the other tools
 // are returned either way.
 func (r *Registry) GeminiFunctions() ([]GeminiFunction, error) {
-	var out []GeminiFunction
+	return exportTools(r, providerGemini, geminiName, "a Gemini function name", func(x *exporter, m *ToolMetadata) GeminiFunction {
+		return GeminiFunction{Name: m.Name, Description: m.Description, Parameters: x.geminiRoot(m.InputSchema)}
+	})
+}
+
+// exportTools converts every tool for one provider, sorted by name; a tool
+// the provider cannot take is left out, and its problems returned.
+func exportTools[T any](r *Registry, provider string, name *regexp.Regexp, what string, convert func(*exporter, *ToolMetadata) T) ([]T, error) {
+	var out []T
 	var errs []error
-	for _, name := range r.names {
-		m := &r.tools[name].meta
-		x := &exporter{provider: providerGemini, tool: m.Name}
-		x.checkName(geminiName, "a Gemini function name")
-		params := x.geminiRoot(m.InputSchema)
+	for _, n := range r.names {
+		m := &r.tools[n].meta
+		x := &exporter{provider: provider, tool: m.Name}
+		x.checkName(name, what)
+		v := convert(x, m)
 		if len(x.errs) > 0 {
 			errs = append(errs, x.errs...)
 			continue
 		}
-		out = append(out, GeminiFunction{Name: m.Name, Description: m.Description, Parameters: params})
+		out = append(out, v)
 	}
 	return out, errors.Join(errs...)
 }

@@ -53,16 +53,23 @@ type funcRef struct {
 	key string
 }
 
+// uninstantiated strips parentheses and type arguments from an expression
+// that names a function: f[int] names f.
+func uninstantiated(e ast.Expr) ast.Expr {
+	e = ast.Unparen(e)
+	switch x := e.(type) {
+	case *ast.IndexExpr:
+		return x.X
+	case *ast.IndexListExpr:
+		return x.X
+	}
+	return e
+}
+
 // carmyCall returns the library function a call calls, or nil when it is
 // not a call of a function of package carmy.
 func carmyCall(info *types.Info, call *ast.CallExpr) *types.Func {
-	fun := ast.Unparen(call.Fun)
-	switch f := fun.(type) {
-	case *ast.IndexExpr:
-		fun = f.X
-	case *ast.IndexListExpr:
-		fun = f.X
-	}
+	fun := uninstantiated(call.Fun)
 	var id *ast.Ident
 	switch f := fun.(type) {
 	case *ast.Ident:
@@ -367,13 +374,7 @@ func pkgKey(p *types.Package) string {
 // funcRefOf returns the declared function or method an expression names,
 // nil for anything else (a closure, a variable, a call's result).
 func funcRefOf(info *types.Info, e ast.Expr) *funcRef {
-	e = ast.Unparen(e)
-	switch x := e.(type) {
-	case *ast.IndexExpr:
-		e = x.X
-	case *ast.IndexListExpr:
-		e = x.X
-	}
+	e = uninstantiated(e)
 	var id *ast.Ident
 	switch x := e.(type) {
 	case *ast.Ident:

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/benchtools"
 )
 
 // maxExecuteAllocs is the number of heap allocations one Registry.Execute
@@ -22,31 +23,19 @@ import (
 // hence the build tag.
 const maxExecuteAllocs = 13
 
-type allocCreateOrder struct {
-	SKU      string `json:"sku" validate:"required"`
-	Quantity uint32 `json:"quantity" validate:"min=1,max=100"`
-}
-
-type allocOrder struct {
-	OrderID uint64 `json:"order_id"`
-}
-
 func TestExecuteAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures allocations; not in -short")
 	}
-	createOrder := func(_ context.Context, in allocCreateOrder) (allocOrder, error) {
-		return allocOrder{OrderID: uint64(len(in.SKU)) + uint64(in.Quantity)}, nil
-	}
 	reg, err := carmy.New().
-		Tool(carmy.Tool(createOrder, carmy.Write, carmy.Name("create_order"), carmy.ParallelSafe(), carmy.Register(false))).
+		Tool(carmy.Tool(benchtools.CreateOrderFunc, carmy.Write, carmy.Name("create_order"), carmy.ParallelSafe(), carmy.Register(false))).
 		Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Close()
 	ctx := context.Background()
-	call := carmy.Call{Tool: "create_order", Input: []byte(`{"sku":"A-100","quantity":3}`)}
+	call := carmy.Call{Tool: "create_order", Input: []byte(benchtools.SmallInput)}
 	execute := func() {
 		if _, err := reg.Execute(ctx, call); err != nil {
 			t.Fatal(err)

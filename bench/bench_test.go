@@ -22,6 +22,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
+
+	"github.com/carmy-dev/carmy/internal/benchtools"
 )
 
 // Benchmark names are key=value pairs (size=small/impl=carmy), so that
@@ -125,7 +127,7 @@ func BenchmarkHTTP(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
-				b.SetParallelism(callers8())
+				b.SetParallelism(benchtools.Callers8())
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
@@ -196,74 +198,12 @@ func BenchmarkBuild1000(b *testing.B) {
 	}
 }
 
-// BenchmarkRules: what carmy's runtime rules cost on the small tool: a
-// plain call, an idempotent first call (a new request id each time), an
-// idempotent replay (the same request id and input), a tool that is not
-// parallel-safe, and both under 8 concurrent callers.
-func BenchmarkRules(b *testing.B) {
-	parallel := carmy.Tool(CreateOrderFunc, carmy.Write, carmy.Name("parallel"), carmy.ParallelSafe(), carmy.Register(false))
-	serial := carmy.Tool(CreateOrderFunc, carmy.Write, carmy.Name("serialized"), carmy.Register(false))
-	reg, err := carmy.New().Tool(parallel, serial).Build()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = reg.Close() })
-	ctx := context.Background()
-	input := []byte(SmallInput)
-	run := func(b *testing.B, c carmy.Call) {
-		if _, err := reg.Execute(ctx, c); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.Run("rule=plain", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			run(b, carmy.Call{Tool: "parallel", Input: input})
-		}
-	})
-	b.Run("rule=idempotent-first", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			i++
-			run(b, carmy.Call{Tool: "parallel", Input: input, RequestID: "first-" + strconv.Itoa(i)})
-		}
-	})
-	b.Run("rule=idempotent-replay", func(b *testing.B) {
-		run(b, carmy.Call{Tool: "parallel", Input: input, RequestID: "replay"})
-		b.ReportAllocs()
-		for b.Loop() {
-			run(b, carmy.Call{Tool: "parallel", Input: input, RequestID: "replay"})
-		}
-	})
-	b.Run("rule=serialized", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			run(b, carmy.Call{Tool: "serialized", Input: input})
-		}
-	})
-	for _, name := range []string{"parallel", "serialized"} {
-		b.Run("rule="+name+"-8callers", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(callers8())
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := reg.Execute(ctx, carmy.Call{Tool: name, Input: input}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
-	}
-}
+// BenchmarkRules: what carmy's runtime rules cost on the small tool
+// (benchtools.Rules, which the root package's BenchmarkRules runs too).
+func BenchmarkRules(b *testing.B) { benchtools.Rules(b) }
 
 // callers8 is the parallelism that makes RunParallel use 8 goroutines (at
 // least 8 where GOMAXPROCS does not divide 8).
-func callers8() int {
-	p := runtime.GOMAXPROCS(0)
-	return (8 + p - 1) / p
-}
 
 func carmyRegistry(tb testing.TB) *carmy.Registry {
 	tb.Helper()
@@ -469,40 +409,9 @@ type toolSet struct {
 	fns   []any
 }
 
-type buildOut struct {
-	OK bool `json:"ok"`
-}
-
-var (
-	ctxType = reflect.TypeFor[context.Context]()
-	errType = reflect.TypeFor[error]()
-	outType = reflect.TypeFor[buildOut]()
-)
-
-// newToolSet makes n input types, distinct from every type made before
-// (the generation is in a tag), and a function taking each.
 func newToolSet(generation string, n int) *toolSet {
-	s := &toolSet{types: make([]reflect.Type, n), fns: make([]any, n)}
-	for i := range n {
-		fields := []reflect.StructField{
-			{Name: "ID", Type: reflect.TypeFor[string](), Tag: reflect.StructTag(fmt.Sprintf(`json:"id" validate:"required" gen:"%s-%d"`, generation, i))},
-			{Name: "Count", Type: reflect.TypeFor[int32](), Tag: `json:"count" validate:"min=0,max=1000"`},
-			{Name: "Labels", Type: reflect.TypeFor[[]string](), Tag: `json:"labels,omitempty" validate:"max=8,dive,max=20"`},
-		}
-		if i%2 == 0 {
-			fields = append(fields, reflect.StructField{Name: "Note", Type: reflect.TypeFor[*string](), Tag: `json:"note"`})
-		}
-		if i%3 == 0 {
-			fields = append(fields, reflect.StructField{Name: "Kind", Type: reflect.TypeFor[string](), Tag: `json:"kind" validate:"oneof=a b c"`})
-		}
-		in := reflect.StructOf(fields)
-		ft := reflect.FuncOf([]reflect.Type{ctxType, in}, []reflect.Type{outType, errType}, false)
-		s.types[i] = in
-		s.fns[i] = reflect.MakeFunc(ft, func([]reflect.Value) []reflect.Value {
-			return []reflect.Value{reflect.ValueOf(buildOut{OK: true}), reflect.Zero(errType)}
-		}).Interface()
-	}
-	return s
+	s := benchtools.NewToolSet(generation, n)
+	return &toolSet{types: s.Types, fns: s.Funcs}
 }
 
 func (s *toolSet) buildCarmy(serving bool) error {
@@ -539,7 +448,7 @@ func (s *toolSet) buildGoSDK() error {
 		if err != nil {
 			return err
 		}
-		outSchema, err := jsonschema.ForType(outType, &jsonschema.ForOptions{})
+		outSchema, err := jsonschema.ForType(reflect.TypeOf(s.fns[i]).Out(0), &jsonschema.ForOptions{})
 		if err != nil {
 			return err
 		}

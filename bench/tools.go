@@ -26,97 +26,38 @@ import (
 	"log"
 	"net/http"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-playground/validator/v10"
 	"github.com/google/jsonschema-go/jsonschema"
 	mcpgomcp "github.com/mark3labs/mcp-go/mcp"
 	mcpgo "github.com/mark3labs/mcp-go/server"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/benchtools"
 )
 
-// CreateOrder is the small input.
-type CreateOrder struct {
-	SKU      string `json:"sku" validate:"required"`
-	Quantity uint32 `json:"quantity" validate:"min=1,max=100"`
-}
+// The reference tools, defined once for the root package's benchmarks and
+// this module's (internal/benchtools).
+type (
+	CreateOrder = benchtools.CreateOrder
+	Order       = benchtools.Order
+	PlaceOrder  = benchtools.PlaceOrder
+	Address     = benchtools.Address
+	LineItem    = benchtools.LineItem
+	Placed      = benchtools.Placed
+	Floor       = benchtools.Floor
+)
 
-// Order is the small output.
-type Order struct {
-	OrderID uint64 `json:"order_id"`
-}
-
-// CreateOrderFunc is the function behind create_order.
-func CreateOrderFunc(_ context.Context, in CreateOrder) (Order, error) {
-	return Order{OrderID: uint64(len(in.SKU)) + uint64(in.Quantity)}, nil
-}
-
-// PlaceOrder is the medium input: 16 fields, a nested struct, a pointer to
-// one, a slice of structs and a map, with rules JSON Schema can state and
-// one it only annotates (email).
-type PlaceOrder struct {
-	CustomerID string             `json:"customer_id" validate:"required"`
-	Email      string             `json:"email" validate:"required,email"`
-	Currency   string             `json:"currency" validate:"oneof=EUR USD GBP"`
-	Shipping   Address            `json:"shipping"`
-	Billing    *Address           `json:"billing,omitempty"`
-	Items      []LineItem         `json:"items" validate:"min=1,max=50,dive"`
-	Priority   int                `json:"priority" validate:"min=0,max=9"`
-	Gift       bool               `json:"gift"`
-	Note       string             `json:"note,omitempty" validate:"max=500"`
-	Coupon     string             `json:"coupon,omitempty" validate:"max=16"`
-	Tags       []string           `json:"tags,omitempty" validate:"max=10,dive,max=32"`
-	Channel    string             `json:"channel" validate:"oneof=web app phone"`
-	Discount   float64            `json:"discount" validate:"gte=0,lte=1"`
-	Attempt    uint8              `json:"attempt" validate:"max=5"`
-	Reference  string             `json:"reference" validate:"max=64"`
-	Extra      map[string]float64 `json:"extra,omitempty"`
-}
-
-// Address is nested in PlaceOrder.
-type Address struct {
-	Street  string `json:"street" validate:"required"`
-	City    string `json:"city" validate:"required"`
-	Country string `json:"country" validate:"len=2"`
-	Zip     string `json:"zip,omitempty" validate:"max=10"`
-}
-
-// LineItem is an element of PlaceOrder.Items.
-type LineItem struct {
-	SKU        string `json:"sku" validate:"required"`
-	Quantity   uint32 `json:"quantity" validate:"min=1,max=100"`
-	PriceCents int64  `json:"price_cents" validate:"gte=0"`
-}
-
-// Placed is the medium output.
-type Placed struct {
-	OrderID    uint64     `json:"order_id"`
-	TotalCents int64      `json:"total_cents"`
-	Currency   string     `json:"currency"`
-	Lines      []LineItem `json:"lines"`
-	ShipTo     Address    `json:"ship_to"`
-	Gift       bool       `json:"gift"`
-}
-
-// PlaceOrderFunc is the function behind place_order.
-func PlaceOrderFunc(_ context.Context, in PlaceOrder) (Placed, error) {
-	var total int64
-	for _, it := range in.Items {
-		total += int64(it.Quantity) * it.PriceCents
-	}
-	return Placed{OrderID: 42, TotalCents: total, Currency: in.Currency, Lines: in.Items, ShipTo: in.Shipping, Gift: in.Gift}, nil
-}
+// The functions behind the tools, and the floors of the tools by name.
+var (
+	CreateOrderFunc = benchtools.CreateOrderFunc
+	PlaceOrderFunc  = benchtools.PlaceOrderFunc
+	Floors          = benchtools.Floors
+)
 
 // The arguments every benchmark sends.
 const (
-	SmallInput  = `{"sku":"A-100","quantity":3}`
-	MediumInput = `{"customer_id":"cus_8f3a2b","email":"ada@example.com","currency":"EUR",` +
-		`"shipping":{"street":"1 Analytical Way","city":"London","country":"GB","zip":"N1 9GU"},` +
-		`"billing":{"street":"12 Engine Row","city":"London","country":"GB"},` +
-		`"items":[{"sku":"A-100","quantity":2,"price_cents":1299},{"sku":"B-220","quantity":1,"price_cents":4999},{"sku":"C-031","quantity":5,"price_cents":250}],` +
-		`"priority":3,"gift":true,"note":"leave at the door","tags":["spring","promo"],"channel":"web",` +
-		`"discount":0.1,"attempt":1,"reference":"po-2024-0001"}`
+	SmallInput  = benchtools.SmallInput
+	MediumInput = benchtools.MediumInput
 )
 
 // Case is one reference tool.
@@ -144,37 +85,6 @@ func CarmyTools() []*carmy.ToolDef {
 // CarmyRegistry builds a registry of the reference tools.
 func CarmyRegistry() (*carmy.Registry, error) {
 	return carmy.New().Tool(CarmyTools()...).Build()
-}
-
-// Floor is the hand-written equivalent of one carmy call: a strict decode
-// (unknown members rejected), the validator, the call and the encoding of
-// the output. It is the least any library can do for the same guarantees.
-type Floor func(ctx context.Context, data []byte) ([]byte, error)
-
-// Floors are the floors of the reference tools, by name.
-func Floors() map[string]Floor {
-	v := validator.New()
-	return map[string]Floor{
-		"create_order": floorOf(v, CreateOrderFunc),
-		"place_order":  floorOf(v, PlaceOrderFunc),
-	}
-}
-
-func floorOf[In, Out any](v *validator.Validate, fn func(context.Context, In) (Out, error)) Floor {
-	return func(ctx context.Context, data []byte) ([]byte, error) {
-		var in In
-		if err := jsonv2.Unmarshal(data, &in, jsonv2.RejectUnknownMembers(true)); err != nil {
-			return nil, err
-		}
-		if err := v.Struct(&in); err != nil {
-			return nil, err
-		}
-		out, err := fn(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		return jsonv2.Marshal(out)
-	}
 }
 
 // PlainHandler is a plain net/http handler doing the work of carmy's

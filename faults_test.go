@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -121,4 +122,40 @@ func TestFaults(t *testing.T) {
 	if reg.Overruns() < 1 {
 		t.Fatal("the execution that outlived its deadline was not counted")
 	}
+}
+
+// TestInternalErrorsAreLogged: the cause a caller never sees is in the
+// host's log, under the execution id the caller was given.
+func TestInternalErrorsAreLogged(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	tool := carmy.Tool(func() error { return errors.New("disk on fire") }, carmy.Write, carmy.Name("fails"), carmy.Register(false))
+	reg, err := carmy.New().Logger(logger).Tool(tool).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	_, err = reg.Execute(context.Background(), carmy.Call{Tool: "fails"})
+	var e *carmy.Error
+	if !errors.As(err, &e) || e.Code != carmy.CodeInternal || strings.Contains(e.Message, "disk on fire") {
+		t.Fatalf("err = %v", err)
+	}
+	id, _ := e.Details["execution_id"].(string)
+	mu.Lock()
+	defer mu.Unlock()
+	if id == "" || !strings.Contains(logs.String(), "disk on fire") || !strings.Contains(logs.String(), id) {
+		t.Fatalf("execution id %q; log:\n%s", id, logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -78,6 +78,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/carmy-dev/carmy/store"
 )
 
 // DefaultTimeout is the deadline of an execution when neither the tool nor
@@ -94,8 +96,8 @@ type Builder struct {
 	logger     *slog.Logger
 	middleware []Middleware
 	authorize  func(Context, ToolMetadata) error
-	store      IdempotencyStore
-	locker     Locker
+	store      store.IdempotencyStore
+	locker     store.Locker
 	storeURL   string
 	ttl        time.Duration
 	limit      int
@@ -115,7 +117,7 @@ type Builder struct {
 // New returns an empty builder: no configuration file, no automatically
 // registered tools.
 func New() *Builder {
-	return &Builder{timeout: DefaultTimeout, ttl: DefaultIdempotencyTTL, limit: DefaultIdempotencyLimit, bodyLimit: DefaultBodyLimit}
+	return &Builder{timeout: DefaultTimeout, ttl: store.DefaultTTL, limit: store.DefaultLimit, bodyLimit: DefaultBodyLimit}
 }
 
 // App returns a builder holding every tool declared with [Tool] and not
@@ -217,9 +219,9 @@ func (b *Builder) Authorize(policy func(Context, ToolMetadata) error) *Builder {
 }
 
 // Store sets where idempotency records are kept. The default is an
-// in-memory store for this process; use a shared one when several hosts
-// serve the same tools.
-func (b *Builder) Store(s IdempotencyStore) *Builder {
+// in-memory store for this process ([store.NewMemoryStore]); use a shared
+// one when several hosts serve the same tools.
+func (b *Builder) Store(s store.IdempotencyStore) *Builder {
 	b.store = s
 	return b
 }
@@ -227,13 +229,13 @@ func (b *Builder) Store(s IdempotencyStore) *Builder {
 // Locker sets the lock service that serializes tools that are not
 // parallel-safe. The default serves this process; use a shared one when
 // several hosts serve the same tools.
-func (b *Builder) Locker(l Locker) *Builder {
+func (b *Builder) Locker(l store.Locker) *Builder {
 	b.locker = l
 	return b
 }
 
 // IdempotencyTTL sets how long an outcome is kept for replay. The default
-// is [DefaultIdempotencyTTL].
+// is [store.DefaultTTL].
 func (b *Builder) IdempotencyTTL(d time.Duration) *Builder {
 	if d <= 0 {
 		b.misuse("Builder.IdempotencyTTL(%v) must be positive", d)
@@ -243,9 +245,16 @@ func (b *Builder) IdempotencyTTL(d time.Duration) *Builder {
 	return b
 }
 
+// StoreURL sets the shared idempotency store and locker by URL, opened at
+// Build by the package registered for its scheme with [store.Register].
+func (b *Builder) StoreURL(url string) *Builder {
+	b.storeURL = url
+	return b
+}
+
 // IdempotencyLimit bounds the records of the default in-memory store; the
 // oldest are evicted first. In-flight reservations are never evicted. The
-// default is [DefaultIdempotencyLimit].
+// default is [store.DefaultLimit].
 func (b *Builder) IdempotencyLimit(n int) *Builder {
 	if n <= 0 {
 		b.misuse("Builder.IdempotencyLimit(%d) must be positive", n)
@@ -260,15 +269,15 @@ func (b *Builder) IdempotencyLimit(n int) *Builder {
 // and the file:line where it was declared.
 func (b *Builder) Build() (*Registry, error) {
 	errs := slices.Clone(b.errs)
-	store, locker := b.store, b.locker
+	idem, locker := b.store, b.locker
 	var storeClosers []func() error
 	if b.storeURL != "" {
-		s, l, err := b.openStore()
+		s, l, err := store.Open(b.storeURL)
 		if err != nil {
 			errs = append(errs, &BuildError{Err: fmt.Errorf("store: %w", err)})
 		} else {
-			if store == nil {
-				store = s
+			if idem == nil {
+				idem = s
 			}
 			if locker == nil {
 				locker = l
@@ -280,7 +289,7 @@ func (b *Builder) Build() (*Registry, error) {
 			}
 		}
 	}
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: store, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	if r.logger == nil {
@@ -311,16 +320,16 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	slices.Sort(r.names)
 	if r.store == nil {
-		m := newMemoryStore(b.limit)
-		r.store, r.closers = m, append(r.closers, m.Close)
+		r.store = store.NewMemoryStore(b.limit)
+		r.closers = append(r.closers, r.store.(io.Closer).Close)
 	}
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;
 		// keeping the in-memory locker would serialize per host only.
-		if l, ok := r.store.(Locker); ok && b.store != nil {
+		if l, ok := r.store.(store.Locker); ok && b.store != nil {
 			r.locker = l
 		} else {
-			r.locker = NewMemoryLocker()
+			r.locker = store.NewMemoryLocker()
 		}
 	}
 	for _, t := range r.tools {

@@ -32,7 +32,7 @@ import (
 //	drain_timeout = "30s"              # how long a shutdown lets running calls finish
 //	log_level = "info"                 # debug, info, warn or error: log to standard error
 //	allow_unauthenticated = false      # serve a non-loopback address without authentication
-//	store_url = "redis://redis:6379/0" # shared idempotency store and locker (see RegisterStore); redis_url is the same
+//	store_url = "redis://redis:6379/0" # shared idempotency store and locker (see store.Register); redis_url is the same
 //
 //	[[tokens]]                         # a bearer token, known by its hash (see HashToken)
 //	sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

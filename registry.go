@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/store"
 )
 
 // Confirmation says whether a tool's calls need a grant from the host.
@@ -62,8 +64,8 @@ type Registry struct {
 	names     []string // sorted
 	logger    *slog.Logger
 	authorize func(Context, ToolMetadata) error
-	store     IdempotencyStore
-	locker    Locker
+	store     store.IdempotencyStore
+	locker    store.Locker
 	ttl       time.Duration
 	overruns  atomic.Int64
 	workers   *workers

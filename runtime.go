@@ -17,6 +17,7 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/shape"
+	"github.com/carmy-dev/carmy/store"
 )
 
 // tool is a prepared, runnable tool.
@@ -130,7 +131,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (Result, erro
 
 // reservation is an idempotency key this call holds.
 type reservation struct {
-	key    IdempotencyKey
+	key    store.Key
 	token  string
 	digest string
 }
@@ -146,7 +147,7 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
 		}
 	}
-	key := IdempotencyKey{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
+	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
 	for {
 		res, err := r.store.Begin(ctx, key, digest, t.meta.Timeout+leaseMargin)
 		switch {
@@ -158,9 +159,8 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 			return Result{}, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name)
 		case res.Record != nil:
 			req.ExecutionID, req.Replayed = res.Record.ExecutionID, true
-			if e := res.Record.Error; e != nil {
-				replay := *e
-				return Result{}, &replay
+			if res.Record.Error != nil {
+				return Result{}, replayError(res.Record.Error)
 			}
 			return Result{ExecutionID: res.Record.ExecutionID, Output: res.Record.Output, Replayed: true}, nil
 		}
@@ -192,7 +192,7 @@ type outcome struct {
 // records the outcome for the reservation, if any.
 func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, resv *reservation) (Result, error) {
 	cc := &ev.c
-	var lock Lock
+	var lock store.Lock
 	if err := ctx.Err(); err != nil {
 		r.finish(t, resv, outcome{err: stopError(t, ctx)})
 		return Result{}, stopError(t, ctx)
@@ -259,7 +259,7 @@ type job struct {
 	execCtx   context.Context
 	ctx       context.Context
 	resv      *reservation
-	lock      Lock
+	lock      store.Lock
 	done      chan outcome // buffered: the worker never waits for the caller
 	abandoned atomic.Bool
 }
@@ -329,11 +329,9 @@ func (r *Registry) finish(t *tool, resv *reservation, o outcome) {
 	var e *Error
 	switch {
 	case o.err == nil:
-		err = r.store.Complete(ctx, resv.key, resv.token, Record{Digest: resv.digest, ExecutionID: o.res.ExecutionID, Output: o.res.Output}, r.ttl)
+		err = r.store.Complete(ctx, resv.key, resv.token, store.Record{Digest: resv.digest, ExecutionID: o.res.ExecutionID, Output: o.res.Output}, r.ttl)
 	case errors.As(o.err, &e) && !e.Retryable:
-		public := *e
-		public.Err = nil
-		err = r.store.Complete(ctx, resv.key, resv.token, Record{Digest: resv.digest, Error: &public}, r.ttl)
+		err = r.store.Complete(ctx, resv.key, resv.token, store.Record{Digest: resv.digest, Error: recordError(e)}, r.ttl)
 	default:
 		err = r.store.Release(ctx, resv.key, resv.token)
 	}

@@ -7,37 +7,25 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy"
-	"github.com/carmy-dev/carmy/storetest"
+	"github.com/carmy-dev/carmy/store"
 )
-
-func TestMemoryStoreConformance(t *testing.T) {
-	storetest.TestIdempotencyStore(t, func(t *testing.T) carmy.IdempotencyStore {
-		s := carmy.NewMemoryStore(0)
-		t.Cleanup(func() { _ = s.(io.Closer).Close() })
-		return s
-	})
-}
-
-func TestMemoryLockerConformance(t *testing.T) {
-	storetest.TestLocker(t, func(*testing.T) carmy.Locker { return carmy.NewMemoryLocker() })
-}
 
 // sharedStore is a store that is also a locker, as shared stores are.
 type sharedStore struct {
-	carmy.IdempotencyStore
-	carmy.Locker
+	store.IdempotencyStore
+	store.Locker
 	acquired int
 }
 
-func (s *sharedStore) Acquire(ctx context.Context, name string, lease time.Duration) (carmy.Lock, error) {
+func (s *sharedStore) Acquire(ctx context.Context, name string, lease time.Duration) (store.Lock, error) {
 	s.acquired++
 	return s.Locker.Acquire(ctx, name, lease)
 }
 
 func TestStoreThatIsALockerSerializes(t *testing.T) {
-	mem := carmy.NewMemoryStore(0)
+	mem := store.NewMemoryStore(0)
 	defer mem.(io.Closer).Close()
-	s := &sharedStore{IdempotencyStore: mem, Locker: carmy.NewMemoryLocker()}
+	s := &sharedStore{IdempotencyStore: mem, Locker: store.NewMemoryLocker()}
 	tool := carmy.Tool(func() error { return nil }, carmy.Write, carmy.Name("serial"), carmy.Register(false))
 	reg, err := carmy.New().Tool(tool).Store(s).Build()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 // freePort returns a loopback port where nothing listens.
@@ -169,7 +170,7 @@ func TestRedisRestart(t *testing.T) {
 	// Both hosts subscribe (a wait starts a host's subscription).
 	for _, s := range stores {
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		_ = s.Wait(wctx, carmy.IdempotencyKey{Tool: "pay", RequestID: "warm-up"})
+		_ = s.Wait(wctx, store.Key{Tool: "pay", RequestID: "warm-up"})
 		cancel()
 	}
 
@@ -206,7 +207,7 @@ func TestRedisRestart(t *testing.T) {
 
 	// The subscriptions came back: a completion on one host wakes a waiter
 	// on the other, whose poll interval is an hour.
-	key := carmy.IdempotencyKey{Tool: "pay", RequestID: "r3"}
+	key := store.Key{Tool: "pay", RequestID: "r3"}
 	r, err := stores[0].Begin(ctx, key, "d", time.Hour)
 	if err != nil || !r.Owned {
 		t.Fatalf("Begin = %+v, %v", r, err)
@@ -218,7 +219,7 @@ func TestRedisRestart(t *testing.T) {
 		woke <- stores[1].Wait(wctx, key)
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if err := stores[0].Complete(ctx, key, r.Token, carmy.Record{Digest: "d"}, time.Minute); err != nil {
+	if err := stores[0].Complete(ctx, key, r.Token, store.Record{Digest: "d"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-woke; err != nil {

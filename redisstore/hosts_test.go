@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 type countIn struct {
@@ -209,7 +211,7 @@ func TestHostDiesMidExecution(t *testing.T) {
 
 	input := `{"n":7}`
 	sum := sha256.Sum256([]byte(input)) // the canonical form of this input is itself
-	key := carmy.IdempotencyKey{Principal: "agent", Tool: "count", RequestID: "r1"}
+	key := store.Key{Principal: "agent", Tool: "count", RequestID: "r1"}
 	const lease = 300 * time.Millisecond
 	ctx := context.Background()
 	r, err := dead.store.Begin(ctx, key, hex.EncodeToString(sum[:]), lease)
@@ -230,8 +232,8 @@ func TestHostDiesMidExecution(t *testing.T) {
 	if res.Replayed || executions.Load() != 1 {
 		t.Fatalf("result %+v after %d executions; want a fresh execution on the live host", res, executions.Load())
 	}
-	if err := dead.store.Complete(ctx, key, r.Token, carmy.Record{Digest: "late"}, time.Minute); carmy.CodeOf(err) != carmy.CodeConflict {
-		t.Fatalf("the dead host's late Complete = %v; want conflict", err)
+	if err := dead.store.Complete(ctx, key, r.Token, store.Record{Digest: "late"}, time.Minute); !errors.Is(err, store.ErrLostReservation) {
+		t.Fatalf("the dead host's late Complete = %v; want ErrLostReservation", err)
 	}
 	again, err := alive.reg.Execute(ctx, carmy.Call{Tool: "count", Input: []byte(input), RequestID: "r1", Principal: "agent"})
 	if err != nil || !again.Replayed || again.ExecutionID != res.ExecutionID {

@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 // An idempotency key is a hash with the fields
@@ -20,7 +18,7 @@ import (
 //	t  the reservation token, while in flight
 //	e  the execution id, once recorded
 //	o  the output, byte for byte, once recorded ("" for none)
-//	x  the recorded *carmy.Error as JSON, once recorded ("" for none)
+//	x  the recorded error as JSON, once recorded ("" for none)
 //	w  set while someone waits for the reservation to end
 //	k  the token of the reservation the record replaced
 //
@@ -91,23 +89,19 @@ redis.call('HSET', KEYS[1], 'w', '1')
 return redis.call('PTTL', KEYS[1])
 `)
 
-// errLostReservation is the cause of the conflict that Complete and
-// Release report when the reservation is no longer the caller's.
-var errLostReservation = errors.New("the idempotency reservation was lost: its lease ran out before the execution finished, or the token is not the holder's")
-
 // Begin reserves key for an execution of the input with this digest, for
 // at most lease, unless the key is reserved or recorded already.
-func (s *Store) Begin(ctx context.Context, key carmy.IdempotencyKey, digest string, lease time.Duration) (carmy.Reservation, error) {
+func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease time.Duration) (store.Reservation, error) {
 	token := newToken()
 	v, err := beginScript.Run(ctx, s.client, []string{s.idemKey(key)}, digest, token, millis(lease)).Slice()
 	if err != nil {
-		return carmy.Reservation{}, failure(ctx, err)
+		return store.Reservation{}, failure(ctx, err)
 	}
 	if owned, _ := v[0].(int64); owned == 1 {
-		return carmy.Reservation{Owned: true, Token: token}, nil
+		return store.Reservation{Owned: true, Token: token}, nil
 	}
 	if len(v) < 2 {
-		return carmy.Reservation{}, fmt.Errorf("redisstore: unexpected reply %v to Begin", v)
+		return store.Reservation{}, fmt.Errorf("redisstore: unexpected reply %v to Begin", v)
 	}
 	str := func(i int) string {
 		if i < len(v) {
@@ -117,19 +111,16 @@ func (s *Store) Begin(ctx context.Context, key carmy.IdempotencyKey, digest stri
 		}
 		return ""
 	}
-	r := carmy.Reservation{Digest: str(1)}
+	r := store.Reservation{Digest: str(1)}
 	if str(2) != "" { // in flight
 		return r, nil
 	}
-	rec := &carmy.Record{Digest: r.Digest, ExecutionID: str(3)}
+	rec := &store.Record{Digest: r.Digest, ExecutionID: str(3)}
 	if o := str(4); o != "" {
-		rec.Output = json.RawMessage(o)
+		rec.Output = []byte(o)
 	}
 	if x := str(5); x != "" {
-		rec.Error = new(carmy.Error)
-		if err := json.Unmarshal([]byte(x), rec.Error); err != nil {
-			return carmy.Reservation{}, fmt.Errorf("redisstore: the record of %s holds an error that does not decode: %w", s.idemKey(key), err)
-		}
+		rec.Error = []byte(x)
 	}
 	r.Record = rec
 	return r, nil
@@ -140,7 +131,7 @@ func (s *Store) Begin(ctx context.Context, key carmy.IdempotencyKey, digest stri
 // or released on any host (the reservation is marked as awaited, so that
 // only awaited ones cost a message); it also looks again when the
 // reservation's lease runs out, and at least every poll interval.
-func (s *Store) Wait(ctx context.Context, key carmy.IdempotencyKey) error {
+func (s *Store) Wait(ctx context.Context, key store.Key) error {
 	k := s.idemKey(key)
 	w := s.hub.add(k)
 	defer s.hub.remove(k, w)
@@ -164,16 +155,9 @@ func (s *Store) Wait(ctx context.Context, key carmy.IdempotencyKey) error {
 
 // Complete replaces the reservation held by token with rec, kept for ttl,
 // and wakes the waiters on every host. When the reservation is no longer
-// token's, it changes nothing and returns a [carmy.CodeConflict] error.
-func (s *Store) Complete(ctx context.Context, key carmy.IdempotencyKey, token string, rec carmy.Record, ttl time.Duration) error {
-	var x []byte
-	if rec.Error != nil {
-		var err error
-		if x, err = json.Marshal(rec.Error); err != nil {
-			return fmt.Errorf("redisstore: cannot encode the recorded error: %w", err)
-		}
-	}
-	ok, err := completeScript.Run(ctx, s.client, []string{s.idemKey(key)}, token, rec.Digest, rec.ExecutionID, []byte(rec.Output), x, millis(ttl), s.channel).Int64()
+// token's, it changes nothing and returns an error wrapping [store.ErrLostReservation].
+func (s *Store) Complete(ctx context.Context, key store.Key, token string, rec store.Record, ttl time.Duration) error {
+	ok, err := completeScript.Run(ctx, s.client, []string{s.idemKey(key)}, token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error, millis(ttl), s.channel).Int64()
 	if err != nil {
 		return failure(ctx, err)
 	}
@@ -185,8 +169,8 @@ func (s *Store) Complete(ctx context.Context, key carmy.IdempotencyKey, token st
 
 // Release drops the reservation held by token without a record, and wakes
 // the waiters on every host. When the reservation is no longer token's, it
-// changes nothing and returns a [carmy.CodeConflict] error.
-func (s *Store) Release(ctx context.Context, key carmy.IdempotencyKey, token string) error {
+// changes nothing and returns an error wrapping [store.ErrLostReservation].
+func (s *Store) Release(ctx context.Context, key store.Key, token string) error {
 	ok, err := releaseScript.Run(ctx, s.client, []string{s.idemKey(key)}, token, s.channel).Int64()
 	if err != nil {
 		return failure(ctx, err)
@@ -198,7 +182,7 @@ func (s *Store) Release(ctx context.Context, key carmy.IdempotencyKey, token str
 }
 
 func lost() error {
-	return &carmy.Error{Code: carmy.CodeConflict, Message: errLostReservation.Error(), Err: errLostReservation}
+	return fmt.Errorf("redisstore: %w", store.ErrLostReservation)
 }
 
 func newToken() string {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 // A lock is a hash with the fields t (the holder's token) and f (its
@@ -79,7 +79,7 @@ var ErrLockLost = errors.New("redisstore: the lock's lease ran out before it was
 // one of them at a time contends in Redis with the other hosts. The lock is
 // not fair between hosts: a released lock goes to whichever waiter takes
 // it first.
-func (s *Store) Acquire(ctx context.Context, name string, lease time.Duration) (carmy.Lock, error) {
+func (s *Store) Acquire(ctx context.Context, name string, lease time.Duration) (store.Lock, error) {
 	gate := s.gate(name)
 	select {
 	case gate <- struct{}{}:

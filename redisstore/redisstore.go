@@ -4,8 +4,8 @@
 // and a tool that is not parallel-safe never runs on two hosts at once.
 //
 // It is a module of its own, so that programs that do not use Redis never
-// depend on go-redis. A [Store] is both a [carmy.IdempotencyStore] and a
-// [carmy.Locker]; give it to the builder as both:
+// depend on go-redis. A [Store] is both a [store.IdempotencyStore] and a
+// [store.Locker]; give it to the builder as both:
 //
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
 //	s := redisstore.New(client)
@@ -46,7 +46,7 @@
 // host dies. A host that is only paused (a long GC pause, a suspended VM, a
 // partition from Redis) can outlive its lease while another host takes the
 // lock: then two executions overlap, and only the fence, which grows with
-// every acquisition and which the tool reads as [carmy.Context.Fence], lets
+// every acquisition and which the tool reads as the Fence of its carmy.Context, lets
 // the resource it writes refuse the stale one. docs/deployment.md explains.
 //
 // # Bounds
@@ -73,12 +73,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 func init() {
-	carmy.RegisterStore("redis", open)
-	carmy.RegisterStore("rediss", open)
+	store.Register("redis", open)
+	store.Register("rediss", open)
 }
 
 // DefaultPrefix starts every key the store writes.
@@ -88,7 +88,7 @@ const DefaultPrefix = "carmy:"
 // looks at Redis when no message wakes it first.
 const DefaultPollInterval = time.Second
 
-// Store is a [carmy.IdempotencyStore] and a [carmy.Locker] kept in Redis.
+// Store is a [store.IdempotencyStore] and a [store.Locker] kept in Redis.
 // It is safe for concurrent use. Several Stores, in one process or many,
 // that use the same Redis and prefix share their records and locks.
 type Store struct {
@@ -109,8 +109,8 @@ type Store struct {
 }
 
 var (
-	_ carmy.IdempotencyStore = (*Store)(nil)
-	_ carmy.Locker           = (*Store)(nil)
+	_ store.IdempotencyStore = (*Store)(nil)
+	_ store.Locker           = (*Store)(nil)
 	_ io.Closer              = (*Store)(nil)
 )
 
@@ -197,14 +197,15 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// open opens the store a URL names, for [carmy.Builder.StoreURL]:
+// open opens the store a URL names, for [store.Open] (and so for the
+// builder's StoreURL):
 // redis://[user:password@]host:port/db, or rediss:// for TLS, with the
 // query parameters of go-redis's ParseURL (dial_timeout, read_timeout,
 // max_retries, pool_size, ...), and two of carmy's own: prefix (the key
 // prefix, [WithPrefix]) and poll_interval (a Go duration,
 // [WithPollInterval]). The client respects its callers' contexts
 // (ContextTimeoutEnabled) and is the store's, closed with it.
-func open(raw string) (carmy.IdempotencyStore, carmy.Locker, error) {
+func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redisstore: %w", err)
@@ -240,7 +241,7 @@ func open(raw string) (carmy.IdempotencyStore, carmy.Locker, error) {
 
 // keys
 
-func (s *Store) idemKey(k carmy.IdempotencyKey) string {
+func (s *Store) idemKey(k store.Key) string {
 	return s.prefix + "idem:" + url.QueryEscape(k.Principal) + ":" + url.QueryEscape(k.Tool) + ":" + url.QueryEscape(k.RequestID)
 }
 

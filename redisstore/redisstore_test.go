@@ -12,20 +12,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/carmy-dev/carmy"
-	"github.com/carmy-dev/carmy/storetest"
+	"github.com/carmy-dev/carmy/store"
+	"github.com/carmy-dev/carmy/store/storetest"
 )
 
 // The shared contract: the same suites the in-memory store passes.
 func TestIdempotencyStoreConformance(t *testing.T) {
 	c := newClient(t)
-	storetest.TestIdempotencyStore(t, func(t *testing.T) carmy.IdempotencyStore {
+	storetest.TestIdempotencyStore(t, func(t *testing.T) store.IdempotencyStore {
 		return newStore(t, c, testPrefix(t, c))
 	})
 }
 
 func TestLockerConformance(t *testing.T) {
 	c := newClient(t)
-	storetest.TestLocker(t, func(t *testing.T) carmy.Locker {
+	storetest.TestLocker(t, func(t *testing.T) store.Locker {
 		return newStore(t, c, testPrefix(t, c), WithLogger(quiet))
 	})
 }
@@ -35,12 +36,12 @@ func TestLockerConformance(t *testing.T) {
 func TestConformanceAcrossHosts(t *testing.T) {
 	c := newClient(t)
 	t.Run("store", func(t *testing.T) {
-		storetest.TestIdempotencyStore(t, func(t *testing.T) carmy.IdempotencyStore {
+		storetest.TestIdempotencyStore(t, func(t *testing.T) store.IdempotencyStore {
 			return &roundRobin{hosts: hosts(t, c, testPrefix(t, c), 3)}
 		})
 	})
 	t.Run("locker", func(t *testing.T) {
-		storetest.TestLocker(t, func(t *testing.T) carmy.Locker {
+		storetest.TestLocker(t, func(t *testing.T) store.Locker {
 			return &roundRobin{hosts: hosts(t, c, testPrefix(t, c), 3)}
 		})
 	})
@@ -62,19 +63,19 @@ type roundRobin struct {
 
 func (r *roundRobin) host() *Store { return r.hosts[int(r.next.Add(1))%len(r.hosts)] }
 
-func (r *roundRobin) Begin(ctx context.Context, key carmy.IdempotencyKey, digest string, lease time.Duration) (carmy.Reservation, error) {
+func (r *roundRobin) Begin(ctx context.Context, key store.Key, digest string, lease time.Duration) (store.Reservation, error) {
 	return r.host().Begin(ctx, key, digest, lease)
 }
-func (r *roundRobin) Wait(ctx context.Context, key carmy.IdempotencyKey) error {
+func (r *roundRobin) Wait(ctx context.Context, key store.Key) error {
 	return r.host().Wait(ctx, key)
 }
-func (r *roundRobin) Complete(ctx context.Context, key carmy.IdempotencyKey, token string, rec carmy.Record, ttl time.Duration) error {
+func (r *roundRobin) Complete(ctx context.Context, key store.Key, token string, rec store.Record, ttl time.Duration) error {
 	return r.host().Complete(ctx, key, token, rec, ttl)
 }
-func (r *roundRobin) Release(ctx context.Context, key carmy.IdempotencyKey, token string) error {
+func (r *roundRobin) Release(ctx context.Context, key store.Key, token string) error {
 	return r.host().Release(ctx, key, token)
 }
-func (r *roundRobin) Acquire(ctx context.Context, name string, lease time.Duration) (carmy.Lock, error) {
+func (r *roundRobin) Acquire(ctx context.Context, name string, lease time.Duration) (store.Lock, error) {
 	return r.host().Acquire(ctx, name, lease)
 }
 
@@ -82,13 +83,13 @@ func TestRecordKeepsOutputBytes(t *testing.T) {
 	c := newClient(t)
 	s := newStore(t, c, testPrefix(t, c))
 	ctx := context.Background()
-	key := carmy.IdempotencyKey{Principal: "a:b", Tool: "t", RequestID: "{x}"}
+	key := store.Key{Principal: "a:b", Tool: "t", RequestID: "{x}"}
 	r, err := s.Begin(ctx, key, "d", time.Minute)
 	if err != nil || !r.Owned {
 		t.Fatalf("Begin = %+v, %v", r, err)
 	}
 	out := `{"html":"<b>&</b>", "n": 12345678901234567890}` // spacing and characters a JSON re-encoding would change
-	if err := s.Complete(ctx, key, r.Token, carmy.Record{Digest: "d", ExecutionID: "e", Output: []byte(out)}, time.Minute); err != nil {
+	if err := s.Complete(ctx, key, r.Token, store.Record{Digest: "d", ExecutionID: "e", Output: []byte(out)}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	r, err = s.Begin(ctx, key, "d", time.Minute)
@@ -105,7 +106,7 @@ func TestKeysDoNotCollide(t *testing.T) {
 	s := newStore(t, c, testPrefix(t, c))
 	ctx := context.Background()
 	// Each pair would make the same key if the parts were joined with ":".
-	pairs := [][2]carmy.IdempotencyKey{
+	pairs := [][2]store.Key{
 		{{Principal: "a:b", Tool: "t", RequestID: "c"}, {Principal: "a", Tool: "b:t", RequestID: "c"}},
 		{{Principal: "a", Tool: "t", RequestID: "b:c"}, {Principal: "a:t", Tool: "b", RequestID: "c"}},
 	}
@@ -123,7 +124,7 @@ func TestPrefixesAreSeparate(t *testing.T) {
 	a := newStore(t, c, testPrefix(t, c))
 	b := newStore(t, c, testPrefix(t, c))
 	ctx := context.Background()
-	key := carmy.IdempotencyKey{Tool: "t", RequestID: "1"}
+	key := store.Key{Tool: "t", RequestID: "1"}
 	for _, s := range []*Store{a, b} {
 		if r, err := s.Begin(ctx, key, "d", time.Minute); err != nil || !r.Owned {
 			t.Fatalf("Begin = %+v, %v; want owned under each prefix", r, err)
@@ -209,7 +210,7 @@ func TestWaitersWakeByMessage(t *testing.T) {
 	a := newStore(t, c, prefix, WithPollInterval(time.Hour))
 	b := newStore(t, c, prefix, WithPollInterval(time.Hour))
 	ctx := context.Background()
-	key := carmy.IdempotencyKey{Tool: "t", RequestID: "1"}
+	key := store.Key{Tool: "t", RequestID: "1"}
 	r, err := a.Begin(ctx, key, "d", time.Hour)
 	if err != nil || !r.Owned {
 		t.Fatalf("Begin = %+v, %v", r, err)
@@ -229,7 +230,7 @@ func TestWaitersWakeByMessage(t *testing.T) {
 		})
 	}
 	time.Sleep(100 * time.Millisecond)
-	if err := a.Complete(ctx, key, r.Token, carmy.Record{Digest: "d"}, time.Minute); err != nil {
+	if err := a.Complete(ctx, key, r.Token, store.Record{Digest: "d"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -302,7 +303,7 @@ func TestOpenURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := st.(*Store)
-	if l != carmy.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || !s.owned {
+	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || !s.owned {
 		t.Fatalf("opened %+v", s)
 	}
 	if o := s.client.(*redis.Client).Options(); o.DB != 3 || o.DialTimeout != time.Second || !o.ContextTimeoutEnabled {
@@ -353,7 +354,7 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 	c := newClient(t)
 	s := newStore(t, c, testPrefix(t, c))
 	ctx := context.Background()
-	key := s.idemKey(carmy.IdempotencyKey{Tool: "t", RequestID: "1"})
+	key := s.idemKey(store.Key{Tool: "t", RequestID: "1"})
 	for range 2 {
 		v, err := beginScript.Run(ctx, c, []string{key}, "d", "tok", 60_000).Slice()
 		if err != nil || v[0] != int64(1) {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 type Reserve struct {
@@ -116,13 +117,13 @@ func run(calls, conns, limit int, ttl, timeout time.Duration) error {
 	baseline := heap()
 
 	c := &counters{}
-	store := carmy.NewMemoryStore(limit)
-	defer store.(io.Closer).Close()
+	mem := store.NewMemoryStore(limit)
+	defer mem.(io.Closer).Close()
 	auth := carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("plain"), Principal: "load"},
 		carmy.Token{SHA256: carmy.HashToken("granted"), Principal: "load", Permissions: []string{"confirm:delete"}},
 	)
-	reg, err := carmy.New().Tool(c.tools()...).Store(store).IdempotencyTTL(ttl).Authenticate(auth).Build()
+	reg, err := carmy.New().Tool(c.tools()...).Store(mem).IdempotencyTTL(ttl).Authenticate(auth).Build()
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func run(calls, conns, limit int, ttl, timeout time.Duration) error {
 		for {
 			select {
 			case <-sampler.C:
-				if n := int64(store.(interface{ Len() int }).Len()); n > mostInStore.Load() {
+				if n := int64(mem.(interface{ Len() int }).Len()); n > mostInStore.Load() {
 					mostInStore.Store(n)
 				}
 			case <-serveCtx.Done():
@@ -210,7 +211,7 @@ func run(calls, conns, limit int, ttl, timeout time.Duration) error {
 	}
 	client.CloseIdleConnections()
 	after := heap()
-	left := store.(interface{ Len() int }).Len()
+	left := mem.(interface{ Len() int }).Len()
 
 	done := int(min(next.Load(), int64(calls)))
 	slices.Sort(latencies[:done])

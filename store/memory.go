@@ -1,24 +1,23 @@
-// Package memstore holds carmy's in-memory idempotency store and locker,
-// for a single process.
-package memstore
+package store
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"sync"
 	"time"
 )
 
-// Store is the in-memory idempotency store, keyed by K with records of
-// type R: at most limit records, the oldest evicted first, and a sweeper
-// that drops expired records so that memory returns to its baseline when
-// traffic stops. Its methods follow carmy.IdempotencyStore.
-type Store[K comparable, R any] struct {
+// memoryStore is the in-memory [IdempotencyStore]: at most limit records,
+// the oldest evicted first, and a sweeper that drops expired records so
+// that memory returns to its baseline when traffic stops. The records list
+// and the entries map are the only bookkeeping, so a bound per principal
+// is one more map from principal to its own list.
+type memoryStore struct {
 	mu      sync.Mutex
-	entries map[K]*entry[K, R]
+	entries map[Key]*entry
 	records list.List // of *entry, oldest first
 	limit   int
 	sweep   time.Duration
@@ -30,38 +29,35 @@ type Store[K comparable, R any] struct {
 	swept            sync.WaitGroup
 }
 
-// Reservation is what Begin found or took.
-type Reservation[R any] struct {
-	Owned  bool
-	Token  string
-	Digest string
-	Record *R
-}
-
-// ErrLostReservation reports a Complete or Release whose reservation is
-// gone: its lease ran out and another execution took the key.
-var ErrLostReservation = errors.New("the idempotency reservation was lost: its lease ran out before the execution finished")
-
-type entry[K comparable, R any] struct {
-	key     K
+type entry struct {
+	key     Key
 	digest  string
 	token   string        // of the reservation; "" once recorded
 	lease   time.Time     // when an in-flight reservation lapses
 	done    chan struct{} // closed when the reservation ends
-	record  *R
+	record  *Record
 	expires time.Time
 	elem    *list.Element // in records
 }
 
-// NewStore returns a store holding at most limit records. While it holds
-// records, a sweeper drops the expired ones, every quarter of the shortest
-// TTL seen (at least every minute); it stops when the store is empty or
-// closed, so an idle store holds no goroutine.
-func NewStore[K comparable, R any](limit int) *Store[K, R] {
-	return &Store[K, R]{entries: map[K]*entry[K, R]{}, limit: limit, sweep: time.Minute, now: time.Now, stop: make(chan struct{})}
+// NewMemoryStore returns the in-memory [IdempotencyStore] that a builder
+// uses by default: records of this process only, at most limit of them
+// (limit <= 0 means [DefaultLimit]), the oldest evicted first. It keeps
+// copies of the records it is given and hands out copies, as a store that
+// serializes them does. While it holds records, a goroutine drops the
+// expired ones, every quarter of the shortest TTL seen (at least every
+// minute); it stops when the store is empty or closed, so an idle store
+// holds no goroutine. The store implements io.Closer, to stop it, and
+// Len() int, the records and reservations it holds, for load tests that
+// check its bound.
+func NewMemoryStore(limit int) IdempotencyStore {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	return &memoryStore{entries: map[Key]*entry{}, limit: limit, sweep: time.Minute, now: time.Now, stop: make(chan struct{})}
 }
 
-func (s *Store[K, R]) sweeper(every time.Duration) {
+func (s *memoryStore) sweeper(every time.Duration) {
 	defer s.swept.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -84,7 +80,7 @@ func (s *Store[K, R]) sweeper(every time.Duration) {
 
 // Close stops the sweeper. The store keeps working, expiring records as
 // it is used.
-func (s *Store[K, R]) Close() error {
+func (s *memoryStore) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -94,7 +90,7 @@ func (s *Store[K, R]) Close() error {
 }
 
 // Len returns the number of records and reservations held.
-func (s *Store[K, R]) Len() int {
+func (s *memoryStore) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.entries)
@@ -103,9 +99,9 @@ func (s *Store[K, R]) Len() int {
 // expire drops expired records. Records are kept in completion order and,
 // with one TTL, expire in that order; a record with a shorter TTL behind a
 // longer one waits for it, which only delays its removal.
-func (s *Store[K, R]) expire(now time.Time) {
+func (s *memoryStore) expire(now time.Time) {
 	for e := s.records.Front(); e != nil; e = s.records.Front() {
-		en := e.Value.(*entry[K, R])
+		en := e.Value.(*entry)
 		if now.Before(en.expires) {
 			return
 		}
@@ -113,7 +109,7 @@ func (s *Store[K, R]) expire(now time.Time) {
 	}
 }
 
-func (s *Store[K, R]) drop(en *entry[K, R]) {
+func (s *memoryStore) drop(en *entry) {
 	if en.elem != nil {
 		s.records.Remove(en.elem)
 		en.elem = nil
@@ -124,16 +120,16 @@ func (s *Store[K, R]) drop(en *entry[K, R]) {
 }
 
 // Begin reserves key unless it is in flight or recorded.
-func (s *Store[K, R]) Begin(key K, digest string, lease time.Duration) Reservation[R] {
+func (s *memoryStore) Begin(_ context.Context, key Key, digest string, lease time.Duration) (Reservation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	if en, ok := s.entries[key]; ok {
 		switch {
 		case en.record != nil && now.Before(en.expires):
-			return Reservation[R]{Digest: en.digest, Record: en.record}
+			return Reservation{Digest: en.digest, Record: en.record.clone()}, nil
 		case en.record == nil && now.Before(en.lease):
-			return Reservation[R]{Digest: en.digest}
+			return Reservation{Digest: en.digest}, nil
 		}
 		// An expired record, or a reservation whose holder vanished.
 		if en.record == nil {
@@ -141,13 +137,13 @@ func (s *Store[K, R]) Begin(key K, digest string, lease time.Duration) Reservati
 		}
 		s.drop(en)
 	}
-	en := &entry[K, R]{key: key, digest: digest, token: newToken(), lease: now.Add(lease), done: make(chan struct{})}
+	en := &entry{key: key, digest: digest, token: newToken(), lease: now.Add(lease), done: make(chan struct{})}
 	s.entries[key] = en
-	return Reservation[R]{Owned: true, Token: en.token}
+	return Reservation{Owned: true, Token: en.token}, nil
 }
 
 // Wait returns once key is not in flight, or ctx is done.
-func (s *Store[K, R]) Wait(ctx context.Context, key K) error {
+func (s *memoryStore) Wait(ctx context.Context, key Key) error {
 	s.mu.Lock()
 	en, ok := s.entries[key]
 	if !ok || en.record != nil {
@@ -169,7 +165,7 @@ func (s *Store[K, R]) Wait(ctx context.Context, key K) error {
 }
 
 // Complete replaces the reservation held by token with rec, for ttl.
-func (s *Store[K, R]) Complete(key K, token string, rec R, ttl time.Duration) error {
+func (s *memoryStore) Complete(_ context.Context, key Key, token string, rec Record, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	en, ok := s.entries[key]
@@ -178,12 +174,11 @@ func (s *Store[K, R]) Complete(key K, token string, rec R, ttl time.Duration) er
 	}
 	now := s.now()
 	s.expire(now)
-	r := rec
-	en.record, en.token, en.expires = &r, "", now.Add(ttl)
+	en.record, en.token, en.expires = rec.clone(), "", now.Add(ttl)
 	en.elem = s.records.PushBack(en)
 	close(en.done)
 	for s.records.Len() > s.limit {
-		s.drop(s.records.Front().Value.(*entry[K, R]))
+		s.drop(s.records.Front().Value.(*entry))
 	}
 	s.sweep = min(s.sweep, max(ttl/4, 10*time.Millisecond))
 	if !s.sweeping && !s.closed {
@@ -195,7 +190,7 @@ func (s *Store[K, R]) Complete(key K, token string, rec R, ttl time.Duration) er
 }
 
 // Release drops the reservation held by token.
-func (s *Store[K, R]) Release(key K, token string) error {
+func (s *memoryStore) Release(_ context.Context, key Key, token string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	en, ok := s.entries[key]
@@ -213,9 +208,16 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Locker is the in-memory lock service: one lock per name, with a fence
-// counter. Its methods follow carmy.Locker.
-type Locker struct {
+// clone returns a copy of r that shares no memory with it.
+func (r *Record) clone() *Record {
+	c := *r
+	c.Output, c.Error = bytes.Clone(r.Output), bytes.Clone(r.Error)
+	return &c
+}
+
+// memoryLocker is the in-memory [Locker]: one lock per name, with a fence
+// counter.
+type memoryLocker struct {
 	mu    sync.Mutex
 	locks map[string]*lock
 }
@@ -225,12 +227,14 @@ type lock struct {
 	fence uint64
 }
 
-// NewLocker returns an empty locker.
-func NewLocker() *Locker { return &Locker{locks: map[string]*lock{}} }
+// NewMemoryLocker returns the in-memory [Locker] that a builder uses by
+// default: locks of this process only. In one process a holder cannot
+// vanish without returning, so its locks have no lease: Acquire ignores
+// its lease argument.
+func NewMemoryLocker() Locker { return &memoryLocker{locks: map[string]*lock{}} }
 
-// Acquire waits for the lock of that name. In one process a holder cannot
-// vanish without returning, so there is no lease to free the lock.
-func (l *Locker) Acquire(ctx context.Context, name string) (*Held, error) {
+// Acquire waits for the lock of that name.
+func (l *memoryLocker) Acquire(ctx context.Context, name string, _ time.Duration) (Lock, error) {
 	l.mu.Lock()
 	lk, ok := l.locks[name]
 	if !ok {
@@ -245,23 +249,23 @@ func (l *Locker) Acquire(ctx context.Context, name string) (*Held, error) {
 	}
 	l.mu.Lock()
 	lk.fence++
-	h := &Held{lk: lk, fence: lk.fence}
+	h := &held{lk: lk, fence: lk.fence}
 	l.mu.Unlock()
 	return h, nil
 }
 
-// Held is a held lock.
-type Held struct {
+// held is a held in-memory lock.
+type held struct {
 	lk    *lock
 	fence uint64
 	once  sync.Once
 }
 
 // Fence returns the acquisition's number.
-func (h *Held) Fence() uint64 { return h.fence }
+func (h *held) Fence() uint64 { return h.fence }
 
 // Release gives the lock up; a second call does nothing.
-func (h *Held) Release(context.Context) error {
+func (h *held) Release(context.Context) error {
 	h.once.Do(func() { <-h.lk.turn })
 	return nil
 }

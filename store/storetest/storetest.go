@@ -1,9 +1,9 @@
-// Package storetest checks that an [carmy.IdempotencyStore] or a
-// [carmy.Locker] keeps the promises the runtime relies on, in the manner of
+// Package storetest checks that a [store.IdempotencyStore] or a
+// [store.Locker] keeps the promises the runtime relies on, in the manner of
 // testing/slogtest: call its functions from a test of your store.
 //
 //	func TestMyStore(t *testing.T) {
-//		storetest.TestIdempotencyStore(t, func(t *testing.T) carmy.IdempotencyStore {
+//		storetest.TestIdempotencyStore(t, func(t *testing.T) store.IdempotencyStore {
 //			return mystore.New(...) // a fresh, empty store
 //		})
 //	}
@@ -15,14 +15,12 @@ package storetest
 import (
 	"context"
 	"errors"
-	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 const (
@@ -34,10 +32,10 @@ const (
 
 // TestIdempotencyStore runs the store suite. newStore must return a fresh
 // store each time, whose keys no other store shares.
-func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.IdempotencyStore) {
+func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.IdempotencyStore) {
 	ctx := context.Background()
-	key := func(id string) carmy.IdempotencyKey {
-		return carmy.IdempotencyKey{Principal: "alice", Tool: "create_order", RequestID: id}
+	key := func(id string) store.Key {
+		return store.Key{Principal: "alice", Tool: "create_order", RequestID: id}
 	}
 
 	t.Run("first Begin owns the key", func(t *testing.T) {
@@ -60,7 +58,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 	t.Run("Complete records the outcome", func(t *testing.T) {
 		s := newStore(t)
 		tok := mustOwn(t, s, key("1"), "d1", long)
-		rec := carmy.Record{Digest: "d1", ExecutionID: "e1", Output: []byte(`{"order_id":7}`)}
+		rec := store.Record{Digest: "d1", ExecutionID: "e1", Output: []byte(`{"order_id":7}`)}
 		if err := s.Complete(ctx, key("1"), tok, rec, long); err != nil {
 			t.Fatal(err)
 		}
@@ -76,17 +74,32 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 	t.Run("errors round-trip", func(t *testing.T) {
 		s := newStore(t)
 		tok := mustOwn(t, s, key("1"), "d1", long)
-		want := &carmy.Error{Code: carmy.CodeInvalidInput, Message: "bad", Fields: []carmy.FieldError{{Path: "items[0].sku", Message: "is required"}}, Details: map[string]any{"k": "v"}}
-		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1", ExecutionID: "e1", Error: want}, long); err != nil {
+		want := `{"code":"invalid_input","message":"bad","fields":[{"path":"items[0].sku","message":"is required"}],"details":{"k":"v"},"retryable":false}`
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e1", Error: []byte(want)}, long); err != nil {
 			t.Fatal(err)
 		}
 		r, _ := s.Begin(ctx, key("1"), "d1", long)
-		if r.Record == nil || r.Record.Error == nil {
-			t.Fatalf("Begin = %+v; want the recorded error", r)
+		if r.Record == nil || string(r.Record.Error) != want || r.Record.Output != nil {
+			t.Fatalf("Begin = %+v; want the recorded error, byte for byte, and no output", r)
 		}
-		got := r.Record.Error
-		if got.Code != want.Code || got.Message != want.Message || !reflect.DeepEqual(got.Fields, want.Fields) || fmt.Sprint(got.Details) != fmt.Sprint(want.Details) || got.Retryable {
-			t.Fatalf("recorded error = %+v; want %+v", got, want)
+	})
+
+	t.Run("a replay is a copy", func(t *testing.T) {
+		s := newStore(t)
+		tok := mustOwn(t, s, key("1"), "d1", long)
+		out, x := []byte(`{"order_id":7}`), []byte(`{"code":"not_found"}`)
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e1", Output: out, Error: x}, long); err != nil {
+			t.Fatal(err)
+		}
+		out[0], x[0] = 'X', 'X' // the caller reuses its buffers
+		r, _ := s.Begin(ctx, key("1"), "d1", long)
+		if r.Record == nil {
+			t.Fatalf("Begin = %+v; want the record", r)
+		}
+		r.Record.Output[0], r.Record.Error[0] = 'Y', 'Y' // a replay changes its copy
+		r, _ = s.Begin(ctx, key("1"), "d1", long)
+		if string(r.Record.Output) != `{"order_id":7}` || string(r.Record.Error) != `{"code":"not_found"}` {
+			t.Fatalf("record = %q, %q; want the bytes as completed, untouched by the callers", r.Record.Output, r.Record.Error)
 		}
 	})
 
@@ -102,11 +115,11 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 	t.Run("a wrong token changes nothing", func(t *testing.T) {
 		s := newStore(t)
 		tok := mustOwn(t, s, key("1"), "d1", long)
-		if err := s.Complete(ctx, key("1"), tok+"x", carmy.Record{Digest: "d1"}, long); err == nil {
-			t.Error("Complete with a wrong token succeeded")
+		if err := s.Complete(ctx, key("1"), tok+"x", store.Record{Digest: "d1"}, long); !errors.Is(err, store.ErrLostReservation) {
+			t.Errorf("Complete with a wrong token = %v; want ErrLostReservation", err)
 		}
-		if err := s.Release(ctx, key("1"), tok+"x"); err == nil {
-			t.Error("Release with a wrong token succeeded")
+		if err := s.Release(ctx, key("1"), tok+"x"); !errors.Is(err, store.ErrLostReservation) {
+			t.Errorf("Release with a wrong token = %v; want ErrLostReservation", err)
 		}
 		if r, _ := s.Begin(ctx, key("1"), "d1", long); r.Owned || r.Record != nil {
 			t.Fatalf("Begin = %+v; want still in flight", r)
@@ -116,9 +129,9 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 	t.Run("keys are independent", func(t *testing.T) {
 		s := newStore(t)
 		mustOwn(t, s, key("1"), "d1", long)
-		mustOwn(t, s, carmy.IdempotencyKey{Principal: "bob", Tool: "create_order", RequestID: "1"}, "d1", long)
-		mustOwn(t, s, carmy.IdempotencyKey{Principal: "", Tool: "create_order", RequestID: "1"}, "d1", long)
-		mustOwn(t, s, carmy.IdempotencyKey{Principal: "alice", Tool: "cancel_order", RequestID: "1"}, "d1", long)
+		mustOwn(t, s, store.Key{Principal: "bob", Tool: "create_order", RequestID: "1"}, "d1", long)
+		mustOwn(t, s, store.Key{Principal: "", Tool: "create_order", RequestID: "1"}, "d1", long)
+		mustOwn(t, s, store.Key{Principal: "alice", Tool: "cancel_order", RequestID: "1"}, "d1", long)
 		mustOwn(t, s, key("2"), "d1", long)
 	})
 
@@ -153,7 +166,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 			t.Fatalf("Wait returned %v while the execution was in flight", err)
 		case <-time.After(brief):
 		}
-		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1", ExecutionID: "e1"}, long); err != nil {
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e1"}, long); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -202,7 +215,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 			t.Fatal(err)
 		}
 		tok := mustOwn(t, s, key("1"), "d1", long)
-		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1"}, long); err != nil {
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1"}, long); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Wait(cctx, key("1")); err != nil {
@@ -213,14 +226,14 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 	t.Run("a token works once", func(t *testing.T) {
 		s := newStore(t)
 		tok := mustOwn(t, s, key("1"), "d1", long)
-		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1", ExecutionID: "e1"}, long); err != nil {
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e1"}, long); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1", ExecutionID: "e2"}, long); err == nil {
-			t.Error("a second Complete with the same token succeeded")
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e2"}, long); !errors.Is(err, store.ErrLostReservation) {
+			t.Errorf("a second Complete with the same token = %v; want ErrLostReservation", err)
 		}
-		if err := s.Release(ctx, key("1"), tok); err == nil {
-			t.Error("Release after Complete succeeded")
+		if err := s.Release(ctx, key("1"), tok); !errors.Is(err, store.ErrLostReservation) {
+			t.Errorf("Release after Complete = %v; want ErrLostReservation", err)
 		}
 		if r, _ := s.Begin(ctx, key("1"), "d1", long); r.Record == nil || r.Record.ExecutionID != "e1" {
 			t.Fatalf("Begin = %+v; want the first record, untouched", r)
@@ -255,15 +268,15 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 			}
 			time.Sleep(short / 2)
 		}
-		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1"}, long); err == nil {
-			t.Fatal("Complete by the holder whose lease lapsed succeeded")
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1"}, long); !errors.Is(err, store.ErrLostReservation) {
+			t.Fatalf("Complete by the holder whose lease lapsed = %v; want ErrLostReservation", err)
 		}
 	})
 
 	t.Run("a record expires after its TTL", func(t *testing.T) {
 		s := newStore(t)
 		tok := mustOwn(t, s, key("1"), "d1", long)
-		if err := s.Complete(ctx, key("1"), tok, carmy.Record{Digest: "d1"}, short); err != nil {
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1"}, short); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(patient)
@@ -283,7 +296,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) carmy.Idempo
 	})
 }
 
-func mustOwn(t *testing.T, s carmy.IdempotencyStore, key carmy.IdempotencyKey, digest string, lease time.Duration) string {
+func mustOwn(t *testing.T, s store.IdempotencyStore, key store.Key, digest string, lease time.Duration) string {
 	t.Helper()
 	r, err := s.Begin(context.Background(), key, digest, lease)
 	if err != nil || !r.Owned {
@@ -292,7 +305,7 @@ func mustOwn(t *testing.T, s carmy.IdempotencyStore, key carmy.IdempotencyKey, d
 	return r.Token
 }
 
-// Abandoner is an optional capability of a [carmy.Lock] with a lease: Abandon
+// Abandoner is an optional capability of a [store.Lock] with a lease: Abandon
 // stops renewing the lock without releasing it, as the death of its host
 // would. TestLocker uses it to check that the lock of a host that died frees
 // itself when its lease runs out; locks without it (in-process locks, whose
@@ -303,7 +316,7 @@ type Abandoner interface {
 
 // TestLocker runs the locker suite. newLocker must return a fresh locker
 // each time, whose lock names no other locker shares.
-func TestLocker(t *testing.T, newLocker func(t *testing.T) carmy.Locker) {
+func TestLocker(t *testing.T, newLocker func(t *testing.T) store.Locker) {
 	ctx := context.Background()
 
 	t.Run("a held lock blocks others until released", func(t *testing.T) {
@@ -403,7 +416,7 @@ func TestLocker(t *testing.T, newLocker func(t *testing.T) carmy.Locker) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan carmy.Lock, 1)
+		got := make(chan store.Lock, 1)
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, patient)
 			defer cancel()

@@ -1,0 +1,119 @@
+// Package store defines what carmy needs from the services that keep
+// idempotency records and serialize tools, for those who implement them, as
+// database/sql/driver does for database/sql. Hosts rarely import it: they
+// name a store by URL ([Open], and the root package's Builder.StoreURL) or
+// pass an implementation to Builder.Store and Builder.Locker.
+//
+// The package holds the interfaces ([IdempotencyStore], [Locker], [Lock])
+// and their record types, the in-memory implementations a builder uses by
+// default ([NewMemoryStore], [NewMemoryLocker]), and the registry of store
+// implementations by URL scheme ([Register], [Open]). The storetest package
+// checks that an implementation keeps the promises the runtime relies on.
+//
+// A store never sees the runtime's types: outputs and errors are recorded as
+// JSON bytes, so that every replay decodes a copy of its own.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Key identifies one logical call: the same principal asking the same tool
+// with the same request id. "" is a principal of its own, so
+// unauthenticated callers never share records with authenticated ones.
+type Key struct {
+	Principal string
+	Tool      string
+	RequestID string
+}
+
+// Record is the recorded outcome of an execution: an output, or an error
+// that calling again would not change.
+type Record struct {
+	// Digest is the hex SHA-256 of the canonical input.
+	Digest      string
+	ExecutionID string
+	// Output is the JSON output of a successful execution.
+	Output []byte
+	// Error is the JSON form of the error the execution returned, as
+	// callers receive it; nil for a success.
+	Error []byte
+}
+
+// Reservation is what [IdempotencyStore.Begin] found or took for a key.
+type Reservation struct {
+	// Owned: the key was free and is now reserved for the caller, who must
+	// execute and then call Complete or Release with Token.
+	Owned bool
+	Token string
+	// Digest is the input digest of the execution that holds or held the
+	// key, when the caller does not own it.
+	Digest string
+	// Record is the recorded outcome, when the key's execution finished.
+	// A reservation that is neither owned nor recorded is in flight.
+	Record *Record
+}
+
+// IdempotencyStore records executions by [Key], so that a request id runs
+// once. The in-memory default serves one process; a shared store (such as
+// the Redis one in the redisstore module) serves several. Implementations
+// must be safe for concurrent use and pass the suite in the storetest
+// package.
+//
+// A reservation is in flight from Begin until Complete or Release, or until
+// its lease runs out (its holder died); in-flight reservations are never
+// evicted. Records expire after their TTL; a store may evict the oldest
+// records to stay within a bound.
+type IdempotencyStore interface {
+	// Begin reserves key for an execution of the input with this digest,
+	// for at most lease, unless the key is reserved or recorded already:
+	// then it reports that reservation or record and reserves nothing.
+	Begin(ctx context.Context, key Key, digest string, lease time.Duration) (Reservation, error)
+	// Wait returns once key is no longer in flight, or with ctx's error
+	// when ctx is done first. It must not poll without pause.
+	Wait(ctx context.Context, key Key) error
+	// Complete replaces the reservation held by token with rec, kept for
+	// ttl, and wakes the waiters. When the reservation is no longer
+	// token's, it changes nothing and returns an error wrapping
+	// [ErrLostReservation].
+	Complete(ctx context.Context, key Key, token string, rec Record, ttl time.Duration) error
+	// Release drops the reservation held by token without a record, and
+	// wakes the waiters. When the reservation is no longer token's, it
+	// changes nothing and returns an error wrapping [ErrLostReservation].
+	Release(ctx context.Context, key Key, token string) error
+}
+
+// ErrLostReservation reports a Complete or Release whose reservation is no
+// longer the caller's: its lease ran out and another execution took the
+// key, or the token is not the holder's.
+var ErrLostReservation = errors.New("the idempotency reservation was lost: its lease ran out before the execution finished, or the token is not the holder's")
+
+// Locker serializes the executions of tools that are not parallel-safe.
+// The in-memory default serves one process; a shared one serves several.
+// Implementations must be safe for concurrent use and pass the suite in
+// the storetest package.
+type Locker interface {
+	// Acquire blocks until it holds the lock of that name, for at most
+	// lease unless renewed, or returns ctx's error when ctx is done first.
+	Acquire(ctx context.Context, name string, lease time.Duration) (Lock, error)
+}
+
+// Lock is a held lock.
+type Lock interface {
+	// Fence returns a number that grows with every acquisition of the
+	// lock, for the resource the tool writes to reject stale holders.
+	Fence() uint64
+	// Release gives the lock up. Releasing twice is harmless.
+	Release(ctx context.Context) error
+}
+
+// Defaults of the idempotency records, which a builder uses unless told
+// otherwise.
+const (
+	// DefaultTTL is how long a record is kept for replay.
+	DefaultTTL = 24 * time.Hour
+	// DefaultLimit is how many records the in-memory store keeps.
+	DefaultLimit = 100_000
+)

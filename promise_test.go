@@ -18,6 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/corpus"
 )
 
 // The promise of DESIGN.md §6: every input the runtime accepts conforms to
@@ -101,14 +102,14 @@ func TestPromise(t *testing.T) {
 	}
 	var targets []*target
 	byCorpus := map[string]*target{}
-	for _, c := range corpus {
-		if c.tool == nil {
+	for _, c := range corpus.Types {
+		if c.Tool == nil {
 			continue
 		}
-		tg := &target{corpus: c.name, tool: "promise_" + c.name}
+		tg := &target{corpus: c.Name, tool: "promise_" + c.Name}
 		targets = append(targets, tg)
-		byCorpus[c.name] = tg
-		b.Tool(c.tool(tg.tool))
+		byCorpus[c.Name] = tg
+		b.Tool(c.Tool(tg.tool))
 	}
 	reg, err := b.Build()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden schemas in testdata/schemas")
@@ -31,16 +32,16 @@ func TestSchemaGolden(t *testing.T) {
 		}
 	}
 	seen := map[string]bool{}
-	for _, c := range corpus {
-		t.Run(c.name, func(t *testing.T) {
-			if seen[c.name] {
-				t.Fatalf("two corpus types are named %s", c.name)
+	for _, c := range corpus.Types {
+		t.Run(c.Name, func(t *testing.T) {
+			if seen[c.Name] {
+				t.Fatalf("two corpus types are named %s", c.Name)
 			}
-			seen[c.name] = true
-			raw := c.schema()
+			seen[c.Name] = true
+			raw := c.Schema()
 			if raw == nil {
-				if c.tool != nil {
-					_, err := carmy.New().Tool(c.tool("t")).Build()
+				if c.Tool != nil {
+					_, err := carmy.New().Tool(c.Tool("t")).Build()
 					t.Fatalf("SchemaFor returned nil; Build says: %v", err)
 				}
 				t.Fatal("SchemaFor returned nil")
@@ -51,7 +52,7 @@ func TestSchemaGolden(t *testing.T) {
 			}
 			buf.WriteByte('\n')
 			got := buf.Bytes()
-			file := filepath.Join(goldenDir, c.name+".json")
+			file := filepath.Join(goldenDir, c.Name+".json")
 			if *update {
 				if err := os.WriteFile(file, got, 0o644); err != nil {
 					t.Fatal(err)
@@ -65,7 +66,7 @@ func TestSchemaGolden(t *testing.T) {
 					t.Errorf("schema differs from %s (run go test -run TestSchemaGolden -update after checking the change)\n%s", file, firstDiff(string(want), string(got)))
 				}
 			}
-			checkSchema(t, c.name, got, c.tool != nil)
+			checkSchema(t, c.Name, got, c.Tool != nil)
 		})
 	}
 	// A golden file no corpus type writes is stale.

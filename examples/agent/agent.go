@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/llm"
 )
 
 // The conversation, in the JSON of OpenAI's Chat Completions API, reduced
@@ -15,9 +16,9 @@ import (
 
 // Request is what the agent sends the model each turn.
 type Request struct {
-	Model    string             `json:"model,omitempty"`
-	Messages []Message          `json:"messages"`
-	Tools    []carmy.OpenAITool `json:"tools,omitempty"`
+	Model    string           `json:"model,omitempty"`
+	Messages []Message        `json:"messages"`
+	Tools    []llm.OpenAITool `json:"tools,omitempty"`
 }
 
 // Message is one message of the conversation: the system prompt, the
@@ -66,7 +67,7 @@ func (a *Agent) Run(ctx context.Context, question string) (string, error) {
 	// The tool definitions, for strict mode. An agent that can do without
 	// some tools could log the error and go on with the rest: the
 	// definitions of the tools that do export are returned either way.
-	tools, err := a.Tools.OpenAITools()
+	tools, err := llm.OpenAITools(a.Tools)
 	if err != nil {
 		return "", err
 	}
@@ -104,7 +105,7 @@ func (a *Agent) call(ctx context.Context, call ToolCall) string {
 	// registry. The call id is the request id: a loop that repeats a call
 	// after a failure of its own gets the recorded result, not a second
 	// loan.
-	res, err := a.Tools.Dispatch(ctx, call.Function.Name, call.Function.Arguments,
+	res, err := llm.Dispatch(ctx, a.Tools, call.Function.Name, call.Function.Arguments,
 		carmy.WithPrincipal(a.Principal),
 		carmy.WithRequestID(call.ID),
 	)

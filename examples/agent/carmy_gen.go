@@ -8,7 +8,7 @@ func init() {
 	carmy.RegisterComments(map[string]string{
 		"main.Book":       "Book is a book of the library.",
 		"main.BorrowBook": "BorrowBook is the input of borrow_book.",
-		"main.FindBooks":  "FindBooks is the input of find_books. Every field is optional: OpenAI's strict mode makes the model send each one, null when it has nothing to say, and Registry.Dispatch drops those nulls again.",
+		"main.FindBooks":  "FindBooks is the input of find_books. Every field is optional: OpenAI's strict mode makes the model send each one, null when it has nothing to say, and llm.Dispatch drops those nulls again.",
 		"main.Loan":       "Loan is a book lent to someone.",
 	})
 }

@@ -54,7 +54,7 @@ func (l *Library) Loans() []Loan {
 
 // FindBooks is the input of find_books. Every field is optional: OpenAI's
 // strict mode makes the model send each one, null when it has nothing to
-// say, and Registry.Dispatch drops those nulls again.
+// say, and llm.Dispatch drops those nulls again.
 type FindBooks struct {
 	Title         *string `json:"title" jsonschema:"description=Words from the title"`
 	Author        *string `json:"author" jsonschema:"description=Part of the author's name"`

@@ -1,10 +1,11 @@
-package carmy_test
+package llm_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,7 +19,11 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/corpus"
+	"github.com/carmy-dev/carmy/llm"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden exports in testdata/export")
 
 // The export fixture: tools whose inputs hold what each provider must
 // rewrite or refuse. Their exports are kept as golden files in
@@ -126,14 +131,14 @@ func exportRegistry(t *testing.T) *carmy.Registry {
 
 // exportErrors returns the ExportErrors an export returned, as
 // "tool|path|message".
-func exportErrors(t *testing.T, err error) []*carmy.ExportError {
+func exportErrors(t *testing.T, err error) []*llm.ExportError {
 	t.Helper()
 	if err == nil {
 		return nil
 	}
-	var out []*carmy.ExportError
+	var out []*llm.ExportError
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		var x *carmy.ExportError
+		var x *llm.ExportError
 		if !errors.As(e, &x) {
 			t.Fatalf("export error %v is not an *ExportError", e)
 		}
@@ -144,9 +149,9 @@ func exportErrors(t *testing.T, err error) []*carmy.ExportError {
 
 func TestExportGolden(t *testing.T) {
 	reg := exportRegistry(t)
-	openai, oerr := reg.OpenAITools()
-	anthropic, aerr := reg.AnthropicTools()
-	gemini, gerr := reg.GeminiFunctions()
+	openai, oerr := llm.OpenAITools(reg)
+	anthropic, aerr := llm.AnthropicTools(reg)
+	gemini, gerr := llm.GeminiFunctions(reg)
 	for _, c := range []struct {
 		file  string
 		tools any
@@ -204,9 +209,9 @@ func TestExportRefusals(t *testing.T) {
 		}
 		return out
 	}
-	openai, oerr := reg.OpenAITools()
-	anthropic, aerr := reg.AnthropicTools()
-	gemini, gerr := reg.GeminiFunctions()
+	openai, oerr := llm.OpenAITools(reg)
+	anthropic, aerr := llm.AnthropicTools(reg)
+	gemini, gerr := llm.GeminiFunctions(reg)
 	for _, c := range []struct {
 		provider string
 		tools    any
@@ -267,32 +272,32 @@ func TestExportRulesCorpus(t *testing.T) {
 			"root_generic_recursive": "is of the recursive type Tree2_string",
 		},
 	}
-	for _, c := range corpus {
-		if c.tool == nil {
+	for _, c := range corpus.Types {
+		if c.Tool == nil {
 			continue
 		}
-		t.Run(c.name, func(t *testing.T) {
-			reg, err := carmy.New().Tool(c.tool(c.name)).Build()
+		t.Run(c.Name, func(t *testing.T) {
+			reg, err := carmy.New().Tool(c.Tool(c.Name)).Build()
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer reg.Close()
-			meta, _ := reg.Lookup(c.name)
+			meta, _ := reg.Lookup(c.Name)
 
-			openai, err := reg.OpenAITools()
-			checkRefusal(t, "OpenAI", refusedBy["OpenAI"][c.name], len(openai), err)
+			openai, err := llm.OpenAITools(reg)
+			checkRefusal(t, "OpenAI", refusedBy["OpenAI"][c.Name], len(openai), err)
 			if len(openai) == 1 {
 				checkOpenAITool(t, openai[0], meta.InputSchema)
 			}
 
-			anthropic, err := reg.AnthropicTools()
+			anthropic, err := llm.AnthropicTools(reg)
 			checkRefusal(t, "Anthropic", "", len(anthropic), err)
 			if len(anthropic) == 1 {
 				checkAnthropicTool(t, anthropic[0], meta.InputSchema)
 			}
 
-			gemini, err := reg.GeminiFunctions()
-			checkRefusal(t, "Gemini", refusedBy["Gemini"][c.name], len(gemini), err)
+			gemini, err := llm.GeminiFunctions(reg)
+			checkRefusal(t, "Gemini", refusedBy["Gemini"][c.Name], len(gemini), err)
 			if len(gemini) == 1 {
 				checkGeminiFunction(t, gemini[0], meta.InputSchema)
 			}
@@ -366,7 +371,7 @@ var (
 //     fixture's sizes elsewhere).
 var openAIKeywords = []string{"type", "description", "properties", "required", "additionalProperties", "items", "enum", "anyOf", "$ref"}
 
-func checkOpenAITool(t *testing.T, tool carmy.OpenAITool, original json.RawMessage) {
+func checkOpenAITool(t *testing.T, tool llm.OpenAITool, original json.RawMessage) {
 	t.Helper()
 	if tool.Type != "function" || !tool.Function.Strict {
 		t.Errorf("tool = {type %q, strict %v}, want function, strict", tool.Type, tool.Function.Strict)
@@ -558,7 +563,7 @@ func stringsOf(v any) []string {
 // "input_schema" is a JSON Schema whose root is {"type": "object"}; the
 // rest of JSON Schema is Anthropic's to read, so carmy's schema goes as it
 // is.
-func checkAnthropicTool(t *testing.T, tool carmy.AnthropicTool, original json.RawMessage) {
+func checkAnthropicTool(t *testing.T, tool llm.AnthropicTool, original json.RawMessage) {
 	t.Helper()
 	if !providerName.MatchString(tool.Name) {
 		t.Errorf("name %q breaks Anthropic's rule", tool.Name)
@@ -590,7 +595,7 @@ func checkAnthropicTool(t *testing.T, tool carmy.AnthropicTool, original json.Ra
 // A function with no parameters has none.
 var geminiKeywords = []string{"type", "format", "description", "nullable", "enum", "properties", "required", "items", "minItems", "maxItems", "minimum", "maximum"}
 
-func checkGeminiFunction(t *testing.T, fn carmy.GeminiFunction, original json.RawMessage) {
+func checkGeminiFunction(t *testing.T, fn llm.GeminiFunction, original json.RawMessage) {
 	t.Helper()
 	if !geminiFnName.MatchString(fn.Name) {
 		t.Errorf("name %q breaks Gemini's rule", fn.Name)
@@ -670,8 +675,8 @@ func checkGeminiFunction(t *testing.T, fn carmy.GeminiFunction, original json.Ra
 // exportedInput returns the schema each provider got for place_order.
 func exportedInputs(t *testing.T, reg *carmy.Registry) (openai, gemini map[string]any) {
 	t.Helper()
-	o, _ := reg.OpenAITools()
-	g, _ := reg.GeminiFunctions()
+	o, _ := llm.OpenAITools(reg)
+	g, _ := llm.GeminiFunctions(reg)
 	for _, tool := range o {
 		if tool.Function.Name == "place_order" {
 			openai = decode(t, tool.Function.Parameters)
@@ -766,7 +771,7 @@ func TestExportFields(t *testing.T) {
 // null, and a description next to $ref moves into anyOf.
 func TestExportRecursiveOpenAI(t *testing.T) {
 	reg := exportRegistry(t)
-	tools, _ := reg.OpenAITools()
+	tools, _ := llm.OpenAITools(reg)
 	var params map[string]any
 	for _, tool := range tools {
 		if tool.Function.Name == "build_tree" {
@@ -815,11 +820,11 @@ func TestExportOpenAILimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	_, err = reg.OpenAITools()
+	_, err = llm.OpenAITools(reg)
 	if err == nil || !strings.Contains(err.Error(), "nests objects 11 levels deep; OpenAI strict mode takes at most 10") {
 		t.Errorf("got %v, want the nesting limit", err)
 	}
-	if _, err := reg.GeminiFunctions(); err != nil {
+	if _, err := llm.GeminiFunctions(reg); err != nil {
 		t.Errorf("Gemini: %v", err)
 	}
 }
@@ -905,7 +910,7 @@ func TestDispatch(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := reg.Dispatch(ctx, c.tool, c.args)
+			res, err := llm.Dispatch(ctx, reg, c.tool, c.args)
 			if c.code != "" {
 				var e *carmy.Error
 				if !errors.As(err, &e) || e.Code != c.code {
@@ -947,7 +952,7 @@ func compact(t *testing.T, b []byte) string {
 // are fail: the rewriting is needed both ways.
 func TestDispatchStrictArguments(t *testing.T) {
 	reg := exportRegistry(t)
-	tools, _ := reg.OpenAITools()
+	tools, _ := llm.OpenAITools(reg)
 	schemas := map[string]*jsonschema.Schema{}
 	for _, tool := range tools {
 		schemas[tool.Function.Name] = compile(t, tool.Function.Parameters)
@@ -968,7 +973,7 @@ func TestDispatchStrictArguments(t *testing.T) {
 			if err := schemas[c.tool].Validate(doc); err != nil {
 				t.Fatalf("the arguments do not conform to the exported schema: %v", err)
 			}
-			if _, err := reg.Dispatch(context.Background(), c.tool, c.args); err != nil {
+			if _, err := llm.Dispatch(context.Background(), reg, c.tool, c.args); err != nil {
 				t.Fatalf("Dispatch: %v", err)
 			}
 			if c.tool != "ping" {
@@ -992,7 +997,7 @@ func TestDispatchOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	res, err := reg.Dispatch(context.Background(), "whoami", `{}`,
+	res, err := llm.Dispatch(context.Background(), reg, "whoami", `{}`,
 		carmy.WithPrincipal("ann"), carmy.WithRequestID("call_1"), carmy.WithSession("s"), carmy.WithMetadata("k", "v"))
 	if err != nil {
 		t.Fatal(err)
@@ -1000,7 +1005,7 @@ func TestDispatchOptions(t *testing.T) {
 	if string(res.Output) != `"ann"` || got.RequestID != "call_1" || got.Session != "s" || got.Metadata["k"] != "v" {
 		t.Errorf("output %s, context %+v", res.Output, got)
 	}
-	again, err := reg.Dispatch(context.Background(), "whoami", `{}`, carmy.WithPrincipal("ann"), carmy.WithRequestID("call_1"))
+	again, err := llm.Dispatch(context.Background(), reg, "whoami", `{}`, carmy.WithPrincipal("ann"), carmy.WithRequestID("call_1"))
 	if err != nil || !again.Replayed || again.ExecutionID != res.ExecutionID {
 		t.Errorf("a repeated request id was not replayed: %+v, %v", again, err)
 	}
@@ -1021,7 +1026,7 @@ func BenchmarkDispatch(b *testing.B) {
 		"tags":null,"note":null,"labels":[{"key":"a","value":"x"}],"by_date":[],"extra":null,"window":null,"meta":null}`
 	ctx := context.Background()
 	for b.Loop() {
-		if _, err := reg.Dispatch(ctx, "place_order", args); err != nil {
+		if _, err := llm.Dispatch(ctx, reg, "place_order", args); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -1113,19 +1118,19 @@ func TestExportHandWritten(t *testing.T) {
 					t.Errorf("%s:\n got %s\nwant %s", provider, got, want)
 				}
 			}
-			o, err := reg.OpenAITools()
+			o, err := llm.OpenAITools(reg)
 			var params json.RawMessage
 			if len(o) == 1 {
 				params = o[0].Function.Parameters
 			}
 			check("OpenAI", params, err, c.openai)
-			g, err := reg.GeminiFunctions()
+			g, err := llm.GeminiFunctions(reg)
 			params = nil
 			if len(g) == 1 {
 				params = g[0].Parameters
 			}
 			check("Gemini", params, err, c.gemini)
-			a, err := reg.AnthropicTools()
+			a, err := llm.AnthropicTools(reg)
 			if err != nil || len(a) != 1 || string(a[0].InputSchema) != c.schema {
 				t.Errorf("Anthropic: %v, %s: want the schema as written", err, a)
 			}

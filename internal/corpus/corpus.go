@@ -1,4 +1,9 @@
-package carmy_test
+// Package corpus holds the schema corpus: Go types that exercise every part
+// of schema derivation, as tool inputs. The root package's tests keep their
+// schemas as golden files and prove the runtime accepts exactly what those
+// schemas allow; the llm package's tests check every provider's rules on
+// their exports.
+package corpus
 
 import (
 	"context"
@@ -13,24 +18,19 @@ import (
 	"github.com/carmy-dev/carmy/internal/shape/testdata/othertypes"
 )
 
-// The schema corpus: Go types that exercise every part of schema derivation
-// (DESIGN.md §6). schema_test.go keeps their schemas as golden files and
-// compiles them with an independent validator; promise_test.go proves that
-// the runtime accepts exactly what those schemas allow.
-
-// corpusType is one type of the corpus.
-type corpusType struct {
-	name   string                 // golden file testdata/schemas/<name>.json
-	schema func() json.RawMessage // carmy.SchemaFor[T]
-	// tool declares a tool taking the type as input; nil when the type's
+// Type is one type of the corpus.
+type Type struct {
+	Name   string                 // golden file testdata/schemas/<name>.json of the root package
+	Schema func() json.RawMessage // carmy.SchemaFor[T]
+	// Tool declares a tool taking the type as input; nil when the type's
 	// root is not an object and so cannot be an input.
-	tool func(name string) *carmy.ToolDef
+	Tool func(name string) *carmy.ToolDef
 }
 
-func entry[T any](name string) corpusType {
-	c := corpusType{name: name, schema: carmy.SchemaFor[T]}
+func entry[T any](name string) Type {
+	c := Type{Name: name, Schema: carmy.SchemaFor[T]}
 	if reflect.TypeFor[T]().Kind() == reflect.Struct {
-		c.tool = func(tool string) *carmy.ToolDef {
+		c.Tool = func(tool string) *carmy.ToolDef {
 			return carmy.Tool(func(context.Context, T) error { return nil }, carmy.Write,
 				carmy.Register(false), carmy.Name(tool))
 		}
@@ -38,7 +38,8 @@ func entry[T any](name string) corpusType {
 	return c
 }
 
-var corpus = []corpusType{
+// Types is the corpus, one entry per golden file.
+var Types = []Type{
 	entry[Scalars]("scalars"),
 	entry[SizedNumbers]("sized_numbers"),
 	entry[Order]("nested"),
@@ -438,7 +439,7 @@ type Described struct {
 
 // The comments `carmy gen` would register for Commented.
 func init() {
-	const pkg = "github.com/carmy-dev/carmy_test."
+	const pkg = "github.com/carmy-dev/carmy/internal/corpus."
 	carmy.RegisterComments(map[string]string{
 		pkg + "Commented":        "Commented is described by its doc comment.",
 		pkg + "Commented.Plain":  "Plain is described by its comment.",

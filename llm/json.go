@@ -1,0 +1,172 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// jnode is a JSON value that keeps the order of object members and the
+// exact text of scalars, so that schemas read as carmy wrote them and
+// numbers keep every digit.
+type jnode struct {
+	kind byte     // '{', '[', or the kind of a scalar: '"', '0', 't', 'f', 'n'
+	raw  []byte   // the text of a scalar
+	keys []string // the member names of an object
+	vals []*jnode // the member values of an object, the items of an array
+	done bool     // already rewritten for the provider
+}
+
+func parseJSON(b []byte) (*jnode, error) {
+	d := jsontext.NewDecoder(bytes.NewReader(b))
+	n, err := readJSON(d)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return nil, errors.New("data after the JSON value")
+	}
+	return n, nil
+}
+
+func readJSON(d *jsontext.Decoder) (*jnode, error) {
+	k := d.PeekKind()
+	if k != '{' && k != '[' {
+		v, err := d.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		return &jnode{kind: byte(v.Kind()), raw: slices.Clone(v)}, nil
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, err
+	}
+	n := &jnode{kind: byte(k)}
+	end := jsontext.Kind('}')
+	if k == '[' {
+		end = ']'
+	}
+	for d.PeekKind() != end {
+		if k == '{' {
+			name, err := d.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			n.keys = append(n.keys, name.String())
+		}
+		v, err := readJSON(d)
+		if err != nil {
+			return nil, err
+		}
+		n.vals = append(n.vals, v)
+	}
+	_, err := d.ReadToken()
+	return n, err
+}
+
+func (n *jnode) appendTo(b []byte) []byte {
+	switch n.kind {
+	case '{':
+		b = append(b, '{')
+		for i, k := range n.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, _ = jsontext.AppendQuote(b, k) // names are valid UTF-8: they were read as JSON or written here
+			b = append(b, ':')
+			b = n.vals[i].appendTo(b)
+		}
+		return append(b, '}')
+	case '[':
+		b = append(b, '[')
+		for i, v := range n.vals {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = v.appendTo(b)
+		}
+		return append(b, ']')
+	}
+	return append(b, n.raw...)
+}
+
+func (n *jnode) bytes() json.RawMessage { return n.appendTo(nil) }
+
+func (n *jnode) index(k string) int {
+	if n.kind != '{' {
+		return -1
+	}
+	return slices.Index(n.keys, k)
+}
+
+func (n *jnode) get(k string) *jnode {
+	if i := n.index(k); i >= 0 {
+		return n.vals[i]
+	}
+	return nil
+}
+
+// set replaces a member's value, or adds the member at the end.
+func (n *jnode) set(k string, v *jnode) {
+	if i := n.index(k); i >= 0 {
+		n.vals[i] = v
+		return
+	}
+	n.keys = append(n.keys, k)
+	n.vals = append(n.vals, v)
+}
+
+// del removes a member and returns its value.
+func (n *jnode) del(k string) *jnode {
+	i := n.index(k)
+	if i < 0 {
+		return nil
+	}
+	v := n.vals[i]
+	n.keys = slices.Delete(n.keys, i, i+1)
+	n.vals = slices.Delete(n.vals, i, i+1)
+	return v
+}
+
+// str returns the value of a JSON string.
+func (n *jnode) str() (string, bool) {
+	if n == nil || n.kind != '"' {
+		return "", false
+	}
+	s, err := jsontext.AppendUnquote(nil, n.raw)
+	return string(s), err == nil
+}
+
+func (n *jnode) isNull() bool  { return n != nil && n.kind == 'n' }
+func (n *jnode) isFalse() bool { return n != nil && n.kind == 'f' }
+
+func jstr(s string) *jnode {
+	b, _ := jsontext.AppendQuote(nil, s)
+	return &jnode{kind: '"', raw: b}
+}
+
+func jfalse() *jnode { return &jnode{kind: 'f', raw: []byte("false")} }
+func jtrue() *jnode  { return &jnode{kind: 't', raw: []byte("true")} }
+
+func jarr(items ...*jnode) *jnode { return &jnode{kind: '[', vals: items} }
+
+func jstrs(s []string) *jnode {
+	a := jarr()
+	for _, v := range s {
+		a.vals = append(a.vals, jstr(v))
+	}
+	return a
+}
+
+// jobj builds an object from name, value pairs.
+func jobj(kv ...any) *jnode {
+	o := &jnode{kind: '{'}
+	for i := 0; i < len(kv); i += 2 {
+		o.set(kv[i].(string), kv[i+1].(*jnode))
+	}
+	return o
+}

@@ -1,0 +1,232 @@
+// Package llm turns a [carmy.Registry]'s tools into the tool definitions of
+// LLM provider APIs (OpenAI function calling in strict mode, Anthropic tool
+// use, Gemini function calling), and a model's tool call back into a call
+// of the registry ([Dispatch]). It works over the registry's public API
+// alone: [carmy.Registry.Tools], [carmy.Registry.Lookup] and
+// [carmy.Registry.Execute].
+//
+// Each provider's schema dialect has rules of its own, which the exports
+// follow; docs/llm-sdks.md in the repository explains them and their
+// reasons.
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// OpenAITool is the definition of one tool for OpenAI function calling, as
+// an element of the "tools" array of a Chat Completions request. Encode it
+// with encoding/json, or copy its fields into an SDK's type.
+type OpenAITool struct {
+	Type     string         `json:"type"` // always "function"
+	Function OpenAIFunction `json:"function"`
+}
+
+// OpenAIFunction is the function of an [OpenAITool]: the tool's name,
+// description and input schema, rewritten for strict mode.
+type OpenAIFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"` // always true
+}
+
+// AnthropicTool is the definition of one tool for Anthropic tool use, as
+// an element of the "tools" array of a Messages request.
+type AnthropicTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// GeminiFunction is the declaration of one tool for Gemini function
+// calling, as an element of the "functionDeclarations" array of a tool in
+// a generateContent request. Parameters is nil for a tool that takes no
+// input fields.
+type GeminiFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ExportError is one reason a provider's tool format cannot express a
+// tool. The exports return all of them at once, joined with
+// [errors.Join]; reach each with errors.As or by unwrapping the join.
+type ExportError struct {
+	Provider string // "OpenAI", "Anthropic" or "Gemini"
+	Tool     string
+	// Path locates the problem in the tool's input, in the notation of
+	// [carmy.FieldError] paths, with "[]" for any item of an array and "[*]" for
+	// any value of a map: "lines[].tags[*]". "" is the tool itself or its
+	// input as a whole.
+	Path string
+	Err  error
+}
+
+// Error names the tool, the provider and the place in the input.
+func (e *ExportError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "carmy: tool %q for %s: ", e.Tool, e.Provider)
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns the problem.
+func (e *ExportError) Unwrap() error { return e.Err }
+
+// Provider names, as ExportError.Provider reads.
+const (
+	providerOpenAI    = "OpenAI"
+	providerAnthropic = "Anthropic"
+	providerGemini    = "Gemini"
+)
+
+// Tool names each provider accepts. carmy's names may also hold "." and
+// be up to 128 long; OpenAI and Anthropic document ^[a-zA-Z0-9_-]{1,64}$.
+// Gemini's documents differ between its APIs; this is what all of them
+// accept: a letter or "_" first, then letters, digits, "_" and "-", at
+// most 64 in all.
+var (
+	openAIName    = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	anthropicName = openAIName
+	geminiName    = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$`)
+)
+
+// OpenAI strict mode's documented limits on one schema.
+const (
+	openAIMaxProperties   = 5000    // object properties in all
+	openAIMaxDepth        = 10      // levels of object nesting
+	openAIMaxEnumValues   = 1000    // enum values in all
+	openAIMaxChars        = 120_000 // property names, $defs names and enum strings, in all
+	openAILargeEnum       = 250     // an enum with more values than this...
+	openAILargeEnumMaxLen = 15_000  // ...may hold at most this many characters of strings
+)
+
+// OpenAITools returns the definitions of r's tools for OpenAI
+// function calling in strict mode, sorted by name. Each input schema is
+// rewritten to strict mode's rules: every property listed in "required",
+// an optional property made nullable (a null union), "additionalProperties"
+// false on every object, a map given as a list of {"key", "value"}
+// entries, and the keywords strict mode may refuse removed, the constraints
+// among them restated in the description. carmy still validates every call
+// against the full schema; send calls through [Dispatch], which
+// undoes the rewriting.
+//
+// A tool that strict mode cannot express (a field that takes any JSON
+// value, a name OpenAI does not accept, a schema over its documented
+// limits) is left out, and the error says why, for each such tool, as
+// [*ExportError] values. The definitions of the other tools are returned
+// either way.
+func OpenAITools(r *carmy.Registry) ([]OpenAITool, error) {
+	return exportTools(r, providerOpenAI, openAIName, "an OpenAI function name", func(x *exporter, m *carmy.ToolMetadata) OpenAITool {
+		return OpenAITool{Type: "function", Function: OpenAIFunction{
+			Name: m.Name, Description: m.Description, Parameters: x.openAIRoot(m.InputSchema), Strict: true,
+		}}
+	})
+}
+
+// AnthropicTools returns the definitions of r's tools for
+// Anthropic tool use, sorted by name. The input schema is carmy's, which
+// Anthropic takes as it is, except that a nullable root (a tool whose
+// input is a pointer) is declared as a plain object: a call always sends
+// an object, and carmy reads an absent input as {}.
+//
+// A tool whose name Anthropic does not accept is left out, and the error
+// says so, as [*ExportError] values. The definitions of the other tools
+// are returned either way.
+func AnthropicTools(r *carmy.Registry) ([]AnthropicTool, error) {
+	return exportTools(r, providerAnthropic, anthropicName, "an Anthropic tool name", func(x *exporter, m *carmy.ToolMetadata) AnthropicTool {
+		return AnthropicTool{Name: m.Name, Description: m.Description, InputSchema: x.anthropicRoot(m.InputSchema)}
+	})
+}
+
+// GeminiFunctions returns the declarations of r's tools for
+// Gemini function calling, sorted by name. Each input schema is rewritten
+// into Gemini's OpenAPI subset: references inlined, "nullable": true
+// instead of a null type, upper-case type names, enums for strings only, a
+// map given as a list of {"key", "value"} entries, and every keyword
+// outside the subset removed, the constraints among them restated in the
+// description. Send calls through [Dispatch], which undoes the
+// rewriting.
+//
+// A tool that Gemini cannot declare (a recursive input type, which would
+// have to be inlined forever; a field that takes any JSON value; a name
+// Gemini does not accept) is left out, and the error says why, for each
+// such tool, as [*ExportError] values. The declarations of the other tools
+// are returned either way.
+func GeminiFunctions(r *carmy.Registry) ([]GeminiFunction, error) {
+	return exportTools(r, providerGemini, geminiName, "a Gemini function name", func(x *exporter, m *carmy.ToolMetadata) GeminiFunction {
+		return GeminiFunction{Name: m.Name, Description: m.Description, Parameters: x.geminiRoot(m.InputSchema)}
+	})
+}
+
+// exportTools converts every tool for one provider, sorted by name; a tool
+// the provider cannot take is left out, and its problems returned.
+func exportTools[T any](r *carmy.Registry, provider string, name *regexp.Regexp, what string, convert func(*exporter, *carmy.ToolMetadata) T) ([]T, error) {
+	var out []T
+	var errs []error
+	for _, meta := range r.Tools() {
+		m := &meta
+		x := &exporter{provider: provider, tool: m.Name}
+		x.checkName(name, what)
+		v := convert(x, m)
+		if len(x.errs) > 0 {
+			errs = append(errs, x.errs...)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Dispatch runs a tool call as a model wrote it: the tool's name and its
+// arguments, the JSON text the provider returned (OpenAI's
+// "function.arguments", Anthropic's "input", Gemini's "args", encoded). It
+// undoes what the exports did to the schema, then calls r's
+// [carmy.Registry.Execute] with the options applied:
+//
+//   - a null member for a field that is optional in the tool's own schema
+//     is dropped, as if the model had left it out: strict mode makes a model
+//     send every field, null for those it means to omit. A null for a
+//     required field stays, and validation reports it;
+//   - a list of {"key", "value"} entries where the schema has a map becomes
+//     that map. Entries that are not of that form, or repeat a key, are
+//     [carmy.CodeInvalidInput] before the tool is reached.
+//
+// At every depth: in nested objects, in arrays of objects and in map
+// values. Arguments that are not JSON, and calls of unknown tools, go to
+// Execute as they are, which reports them.
+//
+// The tool's input schema is read from [carmy.Registry.Lookup] at every
+// call: the time it takes is small beside a model's turn, and keeping no
+// cache keeps no state outside the registry.
+func Dispatch(ctx context.Context, r *carmy.Registry, name, arguments string, opts ...carmy.CallOption) (carmy.Result, error) {
+	c := carmy.Call{Tool: name, Input: json.RawMessage(arguments)}
+	for _, o := range opts {
+		o(&c)
+	}
+	c.Tool = name
+	if m, ok := r.Lookup(name); ok {
+		s, err := parseJSON(m.InputSchema)
+		if err != nil {
+			s = nil // a schema that does not parse has nothing to undo
+		}
+		in, err := modelArguments(name, s, c.Input)
+		if err != nil {
+			return carmy.Result{}, err
+		}
+		c.Input = in
+	}
+	return r.Execute(ctx, c)
+}

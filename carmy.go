@@ -122,10 +122,34 @@ func New() *Builder {
 
 // App returns a builder holding every tool declared with [Tool] and not
 // Register(false), configured by carmy.toml and CARMY_* environment
-// variables (see [AppConfig] and [Config]); its [Builder.Run] also stops on
-// SIGINT and SIGTERM. A bad configuration is reported by Build, Listen and
-// Run, with the file and line or the variable's name. Settings made on the
-// builder afterwards override the configuration.
+// variables; its [Builder.Run] also stops on SIGINT and SIGTERM. A bad
+// configuration is reported by Build, Listen and Run, every problem at
+// once, each a [*BuildError] whose Site is the file and line
+// ("carmy.toml:7") or the variable's name: App().Build() is also how a
+// deploy step checks a configuration. Settings made on the builder
+// afterwards override the configuration.
+//
+// The file is the one CARMY_CONFIG names, else ./carmy.toml when it
+// exists. Unknown keys and bad values are errors. A carmy.toml with every
+// key:
+//
+//	listen = "127.0.0.1:3000"          # Builder.Run's address
+//	body_limit = "1MiB"                # bytes: an integer, or with B, KB, KiB, MB, MiB, GB, GiB
+//	timeout = "60s"                    # default deadline of an execution
+//	drain_timeout = "30s"              # how long a shutdown lets running calls finish
+//	log_level = "info"                 # debug, info, warn or error: log to standard error
+//	allow_unauthenticated = false      # serve a non-loopback address without authentication
+//	store_url = "redis://redis:6379/0" # shared idempotency store and locker (see store.Register); redis_url is the same
+//
+//	[[tokens]]                         # a bearer token, known by its hash (see HashToken)
+//	sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+//	principal = "alice"
+//	permissions = ["confirm:cancel_order"]
+//
+// CARMY_LISTEN, CARMY_BODY_LIMIT, CARMY_TIMEOUT, CARMY_DRAIN_TIMEOUT,
+// CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED and CARMY_STORE_URL, when
+// set and not empty, override the file's values; the tokens authenticate
+// with [BearerTokens].
 func App() *Builder {
 	b := New()
 	b.signals = true

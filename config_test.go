@@ -2,12 +2,10 @@ package carmy_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,51 +18,6 @@ const (
 	bobToken   = "bob-token"
 )
 
-// configProblems returns the *BuildError values of a joined error, as
-// "site: message" strings.
-func configProblems(t *testing.T, err error) []string {
-	t.Helper()
-	var out []string
-	var walk func(error)
-	walk = func(err error) {
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-			return
-		}
-		var be *carmy.BuildError
-		if !errors.As(err, &be) {
-			t.Fatalf("problem %q (%T) is not a *carmy.BuildError", err, err)
-		}
-		out = append(out, be.Site+": "+be.Err.Error())
-	}
-	if err != nil {
-		walk(err)
-	}
-	return out
-}
-
-// wantProblems checks that every problem is found, each once, and no other.
-func wantProblems(t *testing.T, err error, want ...string) {
-	t.Helper()
-	got := configProblems(t, err)
-	for _, w := range want {
-		n := 0
-		for _, g := range got {
-			if strings.HasPrefix(g, w) {
-				n++
-			}
-		}
-		if n != 1 {
-			t.Errorf("problem %q found %d times in:\n  %s", w, n, strings.Join(got, "\n  "))
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("%d problems, want %d:\n  %s", len(got), len(want), strings.Join(got, "\n  "))
-	}
-}
-
 func writeConfig(t *testing.T, src string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "carmy.toml")
@@ -74,295 +27,10 @@ func writeConfig(t *testing.T, src string) string {
 	return path
 }
 
-func TestLoadConfig(t *testing.T) {
-	tests := []struct {
-		file string
-		want carmy.Config
-	}{
-		{"empty.toml", carmy.Config{}},
-		{"full.toml", carmy.Config{
-			Listen:       "127.0.0.1:3100",
-			BodyLimit:    512 << 10,
-			Timeout:      15 * time.Second,
-			DrainTimeout: 5 * time.Second,
-			LogLevel:     "warn",
-			StoreURL:     "redis://redis:6379/0",
-			Tokens: []carmy.Token{
-				{SHA256: carmy.HashToken(aliceToken), Principal: "alice", Permissions: []string{"confirm:cancel_order", "orders:write"}},
-				{SHA256: carmy.HashToken(bobToken), Principal: "bob"},
-			},
-		}},
-		{"inline_tokens.toml", carmy.Config{
-			Listen:    ":3000",
-			BodyLimit: 4096,
-			Tokens: []carmy.Token{
-				{SHA256: carmy.HashToken(aliceToken), Principal: "alice"},
-				{SHA256: carmy.HashToken(bobToken), Principal: "bob", Permissions: []string{"read"}},
-			},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			got, err := carmy.LoadConfig(filepath.Join("testdata", "config", tt.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("LoadConfig:\n got %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-// A bad file names the file and the line of every problem, and the key.
-func TestLoadConfigErrors(t *testing.T) {
-	dir := filepath.Join("testdata", "config")
-	tests := []struct {
-		file string
-		want []string // prefixes of "site: message"
-	}{
-		{"syntax.toml", []string{"syntax.toml:3: "}},
-		{"unknown.toml", []string{
-			`unknown.toml:3: unknown key "time_out"; carmy.toml has listen, body_limit, timeout`,
-			`unknown.toml:5: unknown key "server"`, // not server.port too
-		}},
-		{"bad_values.toml", []string{
-			`bad_values.toml:2: listen must be an address such as "127.0.0.1:3000", not the integer 3000`,
-			`bad_values.toml:3: body_limit: "1.5MiB" is not a size`,
-			`bad_values.toml:4: timeout: "5x" is not a duration such as "30s"`,
-			`bad_values.toml:5: drain_timeout: "-1s" must be positive`,
-			`bad_values.toml:6: log_level: "loud" is not a log level: use debug, info, warn or error`,
-			`bad_values.toml:7: allow_unauthenticated must be true or false, not "yes"`,
-			`bad_values.toml:8: store_url: not a URL with a scheme, such as "redis://redis:6379/0" (the value is not shown: it may hold a password)`,
-		}},
-		{"bad_tokens.toml", []string{
-			"bad_tokens.toml:7: tokens[1]: sha256 must be 64 hex digits, the SHA-256 of the token, not 16 characters",
-			`bad_tokens.toml:9: tokens[1]: unknown key "name"`,
-			"bad_tokens.toml:12: tokens[2]: the same token as tokens[0]",
-			"bad_tokens.toml:13: tokens[2]: permissions must be a list of strings",
-			"bad_tokens.toml:11: tokens[2]: principal is required", // no principal line: the table's header
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			_, err := carmy.LoadConfig(filepath.Join(dir, tt.file))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			want := make([]string, len(tt.want))
-			for i, w := range tt.want {
-				want[i] = dir + string(filepath.Separator) + w
-			}
-			wantProblems(t, err, want...)
-			for _, secret := range []string{"bob-secret-token", "redis-host"} {
-				if strings.Contains(err.Error(), secret) {
-					t.Errorf("the error repeats %q, which may be secret: %v", secret, err)
-				}
-			}
-		})
-	}
-
-	t.Run("missing file", func(t *testing.T) {
-		_, err := carmy.LoadConfig(filepath.Join(t.TempDir(), "carmy.toml"))
-		if err == nil || !strings.Contains(err.Error(), "carmy.toml: reading the configuration") {
-			t.Errorf("error %v, want one naming the file", err)
-		}
-	})
-
-	t.Run("message", func(t *testing.T) {
-		path := writeConfig(t, "\n\ntimeout = \"soon\"\n")
-		_, err := carmy.LoadConfig(path)
-		want := "carmy: " + path + `:3: timeout: "soon" is not a duration such as "30s", "2m" or "1m30s"`
-		if err == nil || err.Error() != want {
-			t.Errorf("error\n  %v\nwant\n  %s", err, want)
-		}
-	})
-}
-
-func TestLoadConfigSizes(t *testing.T) {
-	tests := []struct {
-		value string // as written in the file
-		want  int64  // 0: an error
-	}{
-		{`1048576`, 1 << 20},
-		{`"1048576"`, 1 << 20},
-		{`"1MiB"`, 1 << 20},
-		{`"1 MiB"`, 1 << 20},
-		{`"512KiB"`, 512 << 10},
-		{`"512kib"`, 512 << 10},
-		{`"64K"`, 64 << 10},
-		{`"2M"`, 2 << 20},
-		{`"1GiB"`, 1 << 30},
-		{`"2KB"`, 2000},
-		{`"3MB"`, 3_000_000},
-		{`"1GB"`, 1_000_000_000},
-		{`"100B"`, 100},
-		{`0`, 0},
-		{`-1`, 0},
-		{`"0KiB"`, 0},
-		{`"1.5MiB"`, 0},
-		{`"MiB"`, 0},
-		{`"+5"`, 0},
-		{`"5 TiB"`, 0},
-		{`"9999999999GiB"`, 0},
-		{`1.5`, 0},
-		{`true`, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.value, func(t *testing.T) {
-			c, err := carmy.LoadConfig(writeConfig(t, "body_limit = "+tt.value+"\n"))
-			if tt.want == 0 {
-				if err == nil || !strings.Contains(err.Error(), ":1: body_limit") {
-					t.Errorf("body_limit = %s: error %v, want one at line 1 naming body_limit", tt.value, err)
-				}
-				return
-			}
-			if err != nil || c.BodyLimit != tt.want {
-				t.Errorf("body_limit = %s: %d, %v; want %d", tt.value, c.BodyLimit, err, tt.want)
-			}
-		})
-	}
-}
-
-// The key finder reads the layouts people write: quoted and dotted keys,
-// comments, values spanning lines, multi-line strings.
-func TestLoadConfigLines(t *testing.T) {
-	src := `# comment = "not a key"
-"listen" = "127.0.0.1:3000" # a quoted key
-extra = """
-timeout = "not a key either"
-"""
-list = [
-  "a",
-  "b",
-]
-timeout = "later"
-`
-	_, err := carmy.LoadConfig(writeConfig(t, src))
-	got := configProblems(t, err)
-	want := []string{`:3: unknown key "extra"`, `:6: unknown key "list"`, `:10: timeout: "later" is not a duration`}
-	if len(got) != len(want) {
-		t.Fatalf("problems %q, want %d", got, len(want))
-	}
-	for _, w := range want {
-		found := false
-		for _, g := range got {
-			found = found || strings.Contains(g, w)
-		}
-		if !found {
-			t.Errorf("no problem %q in %q", w, got)
-		}
-	}
-}
-
-// AppConfig reads CARMY_CONFIG, else ./carmy.toml, then the environment.
-func TestAppConfig(t *testing.T) {
-	full := filepath.Join("testdata", "config", "full.toml")
-	clearEnv := func(t *testing.T) {
-		for _, v := range []string{"CARMY_CONFIG", "CARMY_LISTEN", "CARMY_BODY_LIMIT", "CARMY_TIMEOUT", "CARMY_DRAIN_TIMEOUT", "CARMY_LOG_LEVEL", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL"} {
-			t.Setenv(v, "")
-		}
-	}
-
-	t.Run("no file", func(t *testing.T) {
-		clearEnv(t)
-		t.Chdir(t.TempDir())
-		c, err := carmy.AppConfig()
-		if err != nil || !reflect.DeepEqual(c, carmy.Config{}) {
-			t.Errorf("AppConfig() = %+v, %v; want the zero Config", c, err)
-		}
-	})
-
-	t.Run("./carmy.toml", func(t *testing.T) {
-		clearEnv(t)
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "carmy.toml"), []byte("listen = \"127.0.0.1:4000\"\n\nlog_level = \"DEBUG\"\nbogus = 1\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		t.Chdir(dir)
-		c, err := carmy.AppConfig()
-		if c.Listen != "127.0.0.1:4000" || c.LogLevel != "debug" {
-			t.Errorf("AppConfig() = %+v", c)
-		}
-		wantProblems(t, err, `carmy.toml:4: unknown key "bogus"`)
-	})
-
-	t.Run("CARMY_CONFIG and overrides", func(t *testing.T) {
-		clearEnv(t)
-		t.Setenv("CARMY_CONFIG", full)
-		t.Setenv("CARMY_LISTEN", "127.0.0.1:0")
-		t.Setenv("CARMY_BODY_LIMIT", "2MiB")
-		t.Setenv("CARMY_TIMEOUT", "1m")
-		t.Setenv("CARMY_DRAIN_TIMEOUT", "250ms")
-		t.Setenv("CARMY_LOG_LEVEL", "error")
-		t.Setenv("CARMY_ALLOW_UNAUTHENTICATED", "true")
-		t.Setenv("CARMY_STORE_URL", "rediss://:pw@cache:6380/1")
-		c, err := carmy.AppConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _ := carmy.LoadConfig(full)
-		want.Listen, want.BodyLimit, want.Timeout, want.DrainTimeout, want.LogLevel, want.AllowUnauthenticated, want.StoreURL =
-			"127.0.0.1:0", 2<<20, time.Minute, 250*time.Millisecond, "error", true, "rediss://:pw@cache:6380/1"
-		if !reflect.DeepEqual(c, want) {
-			t.Errorf("AppConfig():\n got %+v\nwant %+v", c, want)
-		}
-	})
-
-	t.Run("a variable turns allow_unauthenticated off", func(t *testing.T) {
-		clearEnv(t)
-		t.Setenv("CARMY_CONFIG", writeConfig(t, "allow_unauthenticated = true\n"))
-		t.Setenv("CARMY_ALLOW_UNAUTHENTICATED", "0")
-		if c, err := carmy.AppConfig(); err != nil || c.AllowUnauthenticated {
-			t.Errorf("AppConfig() = %+v, %v; want AllowUnauthenticated false", c, err)
-		}
-	})
-
-	t.Run("bad variables", func(t *testing.T) {
-		clearEnv(t)
-		t.Chdir(t.TempDir())
-		t.Setenv("CARMY_LISTEN", "3000")
-		t.Setenv("CARMY_BODY_LIMIT", "lots")
-		t.Setenv("CARMY_TIMEOUT", "5x")
-		t.Setenv("CARMY_DRAIN_TIMEOUT", "0s")
-		t.Setenv("CARMY_LOG_LEVEL", "verbose")
-		t.Setenv("CARMY_ALLOW_UNAUTHENTICATED", "maybe")
-		t.Setenv("CARMY_STORE_URL", "cache:6379")
-		_, err := carmy.AppConfig()
-		wantProblems(t, err,
-			`CARMY_LISTEN: "3000" is not an address`,
-			`CARMY_BODY_LIMIT: "lots" is not a size`,
-			`CARMY_TIMEOUT: "5x" is not a duration`,
-			`CARMY_DRAIN_TIMEOUT: "0s" must be positive`,
-			`CARMY_LOG_LEVEL: "verbose" is not a log level`,
-			`CARMY_ALLOW_UNAUTHENTICATED: "maybe" is not true or false`,
-			`CARMY_STORE_URL: not a URL with a scheme`,
-		)
-	})
-
-	t.Run("CARMY_CONFIG names a missing file", func(t *testing.T) {
-		clearEnv(t)
-		t.Setenv("CARMY_CONFIG", filepath.Join(t.TempDir(), "nope.toml"))
-		_, err := carmy.AppConfig()
-		wantProblems(t, err, "CARMY_CONFIG: cannot read the configuration file it names")
-	})
-
-	t.Run("a bad file and bad variables at once", func(t *testing.T) {
-		clearEnv(t)
-		t.Setenv("CARMY_CONFIG", writeConfig(t, "timeout = 5\n"))
-		t.Setenv("CARMY_LOG_LEVEL", "loud")
-		_, err := carmy.AppConfig()
-		got := configProblems(t, err)
-		if len(got) != 2 || !strings.Contains(got[0], `:1: timeout must be a duration such as "30s", not the integer 5`) || !strings.HasPrefix(got[1], "CARMY_LOG_LEVEL: ") {
-			t.Errorf("problems %q", got)
-		}
-	})
-}
-
 // App applies the configuration to its builder, and reports a bad one from
 // Build, Listen and Run.
 func TestAppSettings(t *testing.T) {
-	t.Setenv("CARMY_CONFIG", filepath.Join("testdata", "config", "full.toml"))
+	t.Setenv("CARMY_CONFIG", filepath.Join("internal", "config", "testdata", "full.toml"))
 	t.Setenv("CARMY_LISTEN", "")
 	t.Setenv("CARMY_BODY_LIMIT", "")
 	t.Setenv("CARMY_TIMEOUT", "")
@@ -418,7 +86,7 @@ func TestAppSettings(t *testing.T) {
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		dir := filepath.Join("testdata", "config")
+		dir := filepath.Join("internal", "config", "testdata")
 		t.Setenv("CARMY_CONFIG", filepath.Join(dir, "bad_values.toml"))
 		t.Setenv("CARMY_TIMEOUT", "soon")
 		b := carmy.App()
@@ -446,23 +114,4 @@ func TestAppSettings(t *testing.T) {
 		check("Listen", b.Listen(ctx, "0.0.0.0:0"))
 		check("Run", b.Run(ctx))
 	})
-}
-
-func TestLoadConfigRedisURL(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, src string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	c, err := carmy.LoadConfig(write("redis.toml", "redis_url = \"redis://127.0.0.1:6379/0\"\n"))
-	if err != nil || c.StoreURL != "redis://127.0.0.1:6379/0" {
-		t.Fatalf("redis_url: %+v, %v", c, err)
-	}
-	_, err = carmy.LoadConfig(write("both.toml", "store_url = \"redis://a:1/0\"\nredis_url = \"redis://b:1/0\"\n"))
-	if err == nil || !strings.Contains(err.Error(), "both.toml:2") || !strings.Contains(err.Error(), "keep one") {
-		t.Fatalf("both set: %v", err)
-	}
 }

@@ -73,7 +73,8 @@ func TestMCPToolsList(t *testing.T) {
 	for _, tool := range res.Tools {
 		byName[tool.Name] = tool
 	}
-	// DESIGN.md §5: every hint explicit, from the effect.
+	// Every hint explicit, from the effect: MCP's defaults are
+	// "destructive" and "open world".
 	tests := []struct {
 		tool                               string
 		readOnly, destructive, open, idemp bool

@@ -21,7 +21,7 @@ import (
 	"github.com/carmy-dev/carmy/internal/corpus"
 )
 
-// The promise of DESIGN.md §6: every input the runtime accepts conforms to
+// The schema promise: every input the runtime accepts conforms to
 // the published input schema, and every input that conforms is accepted.
 // TestPromise checks it for every corpus type that can be an input, against
 // an independent validator (santhosh-tekuri/jsonschema, draft 2020-12,
@@ -214,7 +214,7 @@ func execute(t *testing.T, reg *carmy.Registry, tool, input string) (bool, []car
 }
 
 // oracle validates an input against the compiled schema. An absent input
-// and null count as {} (DESIGN.md §1).
+// and null count as {}, as they do for a tool's input.
 func oracle(s *jsonschema.Schema, input string) (bool, error) {
 	text := strings.TrimSpace(input)
 	if text == "" || text == "null" {

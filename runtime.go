@@ -44,7 +44,7 @@ const leaseMargin = 30 * time.Second
 // waits for it to notice before answering without it.
 const deadlineGrace = 10 * time.Millisecond
 
-// Execute runs one call, in the order DESIGN.md gives: find the tool (an
+// Execute runs one call, in this order: find the tool (an
 // unknown name is [CodeUnknownTool], with the closest name suggested), then,
 // inside any middleware: decode and validate the input, ask the host's
 // policy, check confirmation, deduplicate by request id, wait for the

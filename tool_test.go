@@ -10,9 +10,9 @@ import (
 	"github.com/carmy-dev/carmy"
 )
 
-// The functions below exist for their names. The spelling examples of
-// DESIGN.md are methods, so that their names cannot collide with other
-// files of this package.
+// The functions below exist for their names. The spelling examples are
+// methods, so that their names cannot collide with other files of this
+// package.
 
 type tdNamer struct{}
 

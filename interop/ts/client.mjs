@@ -146,8 +146,8 @@ async function run(client) {
   check(JSON.stringify(names) === JSON.stringify(TOOLS), `tools/list must list exactly ${TOOLS.join(", ")}`, names);
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   for (const t of tools) {
-    // DESIGN.md §5: MCP's defaults are "destructive" and "open world", so
-    // carmy sets every hint explicitly.
+    // MCP's defaults are "destructive" and "open world", so carmy sets
+    // every hint explicitly, from the tool's effect.
     for (const h of HINTS) {
       check(typeof t.annotations?.[h] === "boolean", `${t.name}: annotations.${h} must be set explicitly`, t.annotations);
     }

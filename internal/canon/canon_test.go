@@ -1,6 +1,10 @@
 package canon
 
-import "testing"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+)
 
 func TestForm(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -41,5 +45,35 @@ func TestDigest(t *testing.T) {
 	c, _ := Digest([]byte(`{"b":[3],"a":1}`))
 	if a != b || a == c || len(a) != 64 {
 		t.Fatalf("digests %s %s %s", a, b, c)
+	}
+}
+
+// TestFormKeepsEveryDigitOfIntegers: integers are never rounded through
+// float64, so integers that differ beyond its precision have different
+// forms.
+func TestFormKeepsEveryDigitOfIntegers(t *testing.T) {
+	tests := []struct{ a, b string }{
+		{`{"n":9007199254740992}`, `{"n":9007199254740993}`},
+		{`{"n":-9223372036854775808}`, `{"n":-9223372036854775807}`},
+		{`{"n":[18446744073709551614]}`, `{"n":[18446744073709551615]}`},
+	}
+	for _, tt := range tests {
+		a, errA := Form([]byte(tt.a))
+		b, errB := Form([]byte(tt.b))
+		if errA != nil || errB != nil || string(a) == string(b) {
+			t.Errorf("Form(%s) = %s, Form(%s) = %s (%v, %v); want two forms", tt.a, a, tt.b, b, errA, errB)
+		}
+	}
+}
+
+func TestDigestIsTheSHA256OfTheForm(t *testing.T) {
+	doc := []byte(`{"b":[2.0],"a":"x"}`)
+	form, err := Form(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(form)
+	if d, err := Digest(doc); err != nil || d != hex.EncodeToString(sum[:]) {
+		t.Fatalf("Digest = %s, %v; want the hex SHA-256 of %s", d, err, form)
 	}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // Regression tests for the bugs that the schema corpus and the promise
-// test (corpus_test.go, promise_test.go in the root package) found in this
+// test (internal/corpus, and promise_test.go in the root package) found in this
 // package. Each decodes and checks as the runtime does.
 
 // run decodes data into a new T and checks it, returning the value and

@@ -67,6 +67,16 @@
 // deadline passes or it gives up, even if the tool ignores its context;
 // the tool's context is cancelled and its serialization turn is released
 // only when its code returns.
+//
+// # Other packages
+//
+// This package is the contract for tool authors and hosts. Package
+// github.com/carmy-dev/carmy/store is for those who implement the
+// idempotency store and locker that [Builder.Store], [Builder.Locker] and
+// [Builder.StoreURL] take (its in-memory ones are the defaults), as
+// database/sql/driver is beside database/sql. Package
+// github.com/carmy-dev/carmy/llm turns a registry's tools into the tool
+// definitions of LLM provider APIs and runs a model's tool calls.
 package carmy
 
 import (

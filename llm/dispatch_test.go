@@ -1,0 +1,216 @@
+package llm_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/llm"
+)
+
+func TestDispatch(t *testing.T) {
+	reg := exportRegistry(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, tool, args string
+		want             string // the tool's output: the input as decoded
+		code             carmy.Code
+		fields           []string // "path: message fragment"
+	}{
+		{
+			name: "strict nulls for optional fields are dropped, at every depth",
+			tool: "place_order",
+			args: `{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":null,
+				"lines":[{"sku":"A","quantity":1,"comment":null,"size":null},{"sku":"B","quantity":2,"comment":"gift","size":"L"}],
+				"status":"new","rush":null,"gift":null,"priority":1,"tags":null,"note":null,
+				"labels":[{"key":"a.b","value":"x"}],"by_date":[{"key":"2024-01-02","value":{"sku":"C","quantity":3,"comment":null,"size":null}}],
+				"extra":null,"window":null,"meta":[{"key":"m","value":{"value":"v","color":null}}]}`,
+			want: `{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":null,` +
+				`"lines":[{"sku":"A","quantity":1,"comment":null},{"sku":"B","quantity":2,"comment":"gift","size":"L"}],` +
+				`"status":"new","rush":null,"priority":1,"labels":{"a.b":"x"},"by_date":{"2024-01-02":{"sku":"C","quantity":3,"comment":null}},` +
+				`"window":null,"meta":{"m":{"value":"v","color":null}}}`,
+		},
+		{
+			name: "Anthropic and Gemini arguments: maps as objects, fields left out",
+			tool: "place_order",
+			args: `{"customer":{"name":"Ann","email":"ann@example.com"},"lines":[{"sku":"A","quantity":1}],"status":"paid","priority":2,
+				"labels":{"k":"v"},"by_date":{},"extra":{"n":null,"m":7}}`,
+			want: `{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":null,"lines":[{"sku":"A","quantity":1,"comment":null}],` +
+				`"status":"paid","rush":null,"priority":2,"labels":{"k":"v"},"by_date":{},"extra":{"m":7,"n":null},"window":null}`,
+		},
+		{
+			name: "a null for a required field stays, and validation reports it",
+			tool: "place_order",
+			args: `{"customer":{"name":null,"email":"ann@example.com","phone":null},"lines":[{"sku":"A","quantity":null,"comment":null,"size":null}],
+				"status":null,"priority":1,"labels":[],"by_date":[]}`,
+			code:   carmy.CodeInvalidInput,
+			fields: []string{"customer.name: must be a string, not null", "lines[0].quantity: must be an integer, not null", "status: must be a string, not null"},
+		},
+		{
+			name:   "entries that repeat a key or are not entries",
+			tool:   "place_order",
+			args:   `{"customer":{"name":"Ann","email":"ann@example.com"},"lines":[],"status":"new","priority":1,"labels":[{"key":"a","value":"1"},{"key":"a","value":"2"},{"value":"3"}],"by_date":[{"key":1,"value":{}}]}`,
+			code:   carmy.CodeInvalidInput,
+			fields: []string{"labels[1].key: repeats the key \"a\"", "labels[2]: must be an entry", "by_date[0].key: must be a string"},
+		},
+		{
+			name: "recursive types, through $ref",
+			tool: "build_tree",
+			args: `{"name":"root","children":[{"name":"a","children":null,"parent":null,"weight":null},{"name":"b","children":[{"name":"c","children":[],"parent":null,"weight":1.5}],"parent":null,"weight":null}],"parent":null,"weight":null}`,
+			want: `{"name":"root","children":[{"name":"a","parent":null,"weight":null},{"name":"b","children":[{"name":"c","parent":null,"weight":1.5}],"parent":null,"weight":null}],"parent":null,"weight":null}`,
+		},
+		{
+			name: "a tool without input, and empty arguments",
+			tool: "ping",
+			args: ``,
+			want: `"pong"`,
+		},
+		{
+			name:   "arguments that are not JSON go to Execute, which reports them",
+			tool:   "ping",
+			args:   `{"x":`,
+			code:   carmy.CodeInvalidInput,
+			fields: []string{"x: malformed JSON"},
+		},
+		{
+			name:   "unknown fields are still unknown",
+			tool:   "ping",
+			args:   `{"x":null}`,
+			code:   carmy.CodeInvalidInput,
+			fields: []string{`x: unknown field "x"`},
+		},
+		{
+			name: "an unknown tool",
+			tool: "plase_order",
+			args: `{}`,
+			code: carmy.CodeUnknownTool,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := llm.Dispatch(ctx, reg, c.tool, c.args)
+			if c.code != "" {
+				var e *carmy.Error
+				if !errors.As(err, &e) || e.Code != c.code {
+					t.Fatalf("got %v, want code %s", err, c.code)
+				}
+				if len(e.Fields) != len(c.fields) {
+					t.Fatalf("got fields %v, want %v", e.Fields, c.fields)
+				}
+				for i, f := range e.Fields {
+					path, msg, _ := strings.Cut(c.fields[i], ": ")
+					if f.Path != path || !strings.Contains(f.Message, msg) {
+						t.Errorf("field %d = %q %q, want %q ...%q...", i, f.Path, f.Message, path, msg)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := compact(t, res.Output); got != compact(t, []byte(c.want)) {
+				t.Errorf("output\n got %s\nwant %s", got, compact(t, []byte(c.want)))
+			}
+		})
+	}
+}
+
+func compact(t *testing.T, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return buf.String()
+}
+
+// TestDispatchStrictArguments: arguments that conform to the exported
+// strict schema (checked with an independent validator) run once Dispatch
+// has undone the rewriting, and the same arguments sent to Execute as they
+// are fail: the rewriting is needed both ways.
+func TestDispatchStrictArguments(t *testing.T) {
+	reg := exportRegistry(t)
+	tools, _ := llm.OpenAITools(reg)
+	schemas := map[string]*jsonschema.Schema{}
+	for _, tool := range tools {
+		schemas[tool.Function.Name] = compile(t, tool.Function.Parameters)
+	}
+	for _, c := range []struct{ tool, args string }{
+		{"place_order", `{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":{"street":"1 Main St","city":"Oslo","zip":"01234"},
+			"lines":[{"sku":"A","quantity":1,"comment":null,"size":null}],"status":"new","rush":"same_day","gift":null,"priority":3,
+			"tags":null,"note":null,"labels":[],"by_date":[{"key":"d","value":{"sku":"B","quantity":2,"comment":null,"size":"M"}}],
+			"extra":[{"key":"x","value":null}],"window":{"from":"2024-01-01T10:00:00Z","to":"2024-01-01T12:00:00Z"},"meta":null}`},
+		{"build_tree", `{"name":"r","children":[{"name":"k","children":null,"parent":null,"weight":null}],"parent":null,"weight":2}`},
+		{"ping", `{}`},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			doc, err := jsonschema.UnmarshalJSON(strings.NewReader(c.args))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas[c.tool].Validate(doc); err != nil {
+				t.Fatalf("the arguments do not conform to the exported schema: %v", err)
+			}
+			if _, err := llm.Dispatch(context.Background(), reg, c.tool, c.args); err != nil {
+				t.Fatalf("Dispatch: %v", err)
+			}
+			if c.tool != "ping" {
+				if _, err := reg.Execute(context.Background(), carmy.Call{Tool: c.tool, Input: json.RawMessage(c.args)}); carmy.CodeOf(err) != carmy.CodeInvalidInput {
+					t.Errorf("Execute took strict-mode arguments as they are: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestDispatchOptions: the call options reach Execute.
+func TestDispatchOptions(t *testing.T) {
+	var got carmy.Context
+	whoami := carmy.Tool(func(ctx carmy.Context) (string, error) {
+		got = ctx
+		return ctx.Principal, nil
+	}, carmy.Read, carmy.Name("whoami"), carmy.Register(false))
+	reg, err := carmy.New().Tool(whoami).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	res, err := llm.Dispatch(context.Background(), reg, "whoami", `{}`,
+		carmy.WithPrincipal("ann"), carmy.WithRequestID("call_1"), carmy.WithSession("s"), carmy.WithMetadata("k", "v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output) != `"ann"` || got.RequestID != "call_1" || got.Session != "s" || got.Metadata["k"] != "v" {
+		t.Errorf("output %s, context %+v", res.Output, got)
+	}
+	again, err := llm.Dispatch(context.Background(), reg, "whoami", `{}`, carmy.WithPrincipal("ann"), carmy.WithRequestID("call_1"))
+	if err != nil || !again.Replayed || again.ExecutionID != res.ExecutionID {
+		t.Errorf("a repeated request id was not replayed: %+v, %v", again, err)
+	}
+}
+
+// BenchmarkDispatch measures what Dispatch adds to Execute for strict-mode
+// arguments of place_order: reading the schema and the arguments, and
+// rewriting them.
+func BenchmarkDispatch(b *testing.B) {
+	reg, err := carmy.New().Tool(carmy.Tool(exportPlaceOrder, carmy.Write, carmy.Register(false), carmy.ParallelSafe(),
+		carmy.Name("place_order"))).Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reg.Close()
+	args := `{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":null,
+		"lines":[{"sku":"A","quantity":1,"comment":null,"size":null}],"status":"new","rush":null,"gift":null,"priority":1,
+		"tags":null,"note":null,"labels":[{"key":"a","value":"x"}],"by_date":[],"extra":null,"window":null,"meta":null}`
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := llm.Dispatch(ctx, reg, "place_order", args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -429,7 +429,7 @@ func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx c
 // panicked logs a panic with its stack and returns the internal error
 // callers see, which holds neither.
 func (r *Registry) panicked(t *tool, execID string, p any) *Error {
-	return r.internal(t, execID, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "tool panicked")
+	return r.internal(t, execID, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "panic while running a call")
 }
 
 // finish records the outcome of execution execID for replay, or releases

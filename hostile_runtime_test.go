@@ -454,8 +454,8 @@ type hrRecord struct {
 }
 
 func (h *hrCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (h *hrCapture) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *hrCapture) WithGroup(string) slog.Handler           { return h }
+func (h *hrCapture) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *hrCapture) WithGroup(string) slog.Handler            { return h }
 
 func (h *hrCapture) Handle(_ context.Context, r slog.Record) error {
 	rec := hrRecord{Level: r.Level, Msg: r.Message, attrs: map[string]string{}}

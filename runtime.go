@@ -132,7 +132,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 			if !errors.As(err, &e) {
 				e = &Error{Code: CodePermissionDenied, Message: err.Error(), Err: err}
 			}
-			return Result{}, r.refused(t, c, e)
+			return Result{}, r.refused(ctx, t, c, e)
 		}
 	}
 	var digest string
@@ -141,7 +141,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
 		}
 		if grant := t.confirm + ":" + digest; !cc.Permissions.Has(grant) {
-			return Result{}, r.refused(t, c, &Error{
+			return Result{}, r.refused(ctx, t, c, &Error{
 				Code:    CodeConfirmationRequired,
 				Message: fmt.Sprintf("%s needs confirmation: ask the user to approve this call, then grant %q (this input only) or %q", t.meta.Name, grant, t.confirm),
 				Details: map[string]any{"tool": t.meta.Name, "digest": digest, "permission": grant},
@@ -181,7 +181,7 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 		case res.Owned:
 			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest})
 		case res.Digest != digest:
-			return Result{}, r.refused(t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
+			return Result{}, r.refused(ctx, t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
 		case res.Record != nil:
 			req.ExecutionID, req.Replayed = res.Record.ExecutionID, true
 			return replay(res.Record)
@@ -247,9 +247,10 @@ func copyJSON(v any) any {
 // refused logs a refusal of the runtime's (permission, confirmation,
 // conflict, busy) at warn and returns it. The record names who asked for
 // what and the code; never the input, nor anything from the request that
-// could hold a secret.
-func (r *Registry) refused(t *tool, c *Call, e *Error) *Error {
-	r.logger.LogAttrs(context.Background(), slog.LevelWarn, "carmy: call refused",
+// could hold a secret. It is logged with the call's context, for handlers
+// that add what the context carries about the request.
+func (r *Registry) refused(ctx context.Context, t *tool, c *Call, e *Error) *Error {
+	r.logger.LogAttrs(ctx, slog.LevelWarn, "carmy: call refused",
 		slog.String("principal", c.Principal),
 		slog.String("tool", t.meta.Name),
 		slog.String("code", string(e.Code)),
@@ -333,7 +334,7 @@ func (r *Registry) awaitTurn(ctx context.Context, t *tool, c *Call) (Lock, error
 		return lock, nil
 	}
 	if ctx.Err() == nil && wctx.Err() != nil {
-		return nil, r.refused(t, c, &Error{
+		return nil, r.refused(ctx, t, c, &Error{
 			Code:      CodeUnavailable,
 			Message:   fmt.Sprintf("%s is busy: another call of it did not finish within %v; try again later", t.meta.Name, t.meta.Timeout),
 			Retryable: true,

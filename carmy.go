@@ -210,8 +210,9 @@ func (b *Builder) Timeout(d time.Duration) *Builder {
 	return b
 }
 
-// Logger sets where the registry logs internal errors, panics and
-// executions that outlive their deadline. The default is [slog.Default].
+// Logger sets where the registry logs internal errors, panics, refusals
+// (at warn) and executions that outlive their deadline. The default is
+// [slog.Default].
 func (b *Builder) Logger(l *slog.Logger) *Builder {
 	b.logger = l
 	return b

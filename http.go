@@ -192,6 +192,11 @@ func writeErrorStatus(w http.ResponseWriter, status int, err error) {
 	if e.Code == CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="carmy"`)
 	}
+	if id, ok := e.Details["execution_id"].(string); ok {
+		// An error of an execution (internal, or a replayed outcome)
+		// names it, as a result does.
+		w.Header().Set("X-Carmy-Execution-Id", id)
+	}
 	if e.Retryable && (status == http.StatusServiceUnavailable) {
 		w.Header().Set("Retry-After", strconv.Itoa(1))
 	}

@@ -40,11 +40,23 @@ type tool struct {
 // execution, short enough to free a key whose host died.
 const leaseMargin = 30 * time.Second
 
+// reservationLease is how long a call's idempotency reservation lasts
+// unless renewed: the longest a healthy call holds it. That is the wait
+// for the tool's turn, which is bounded by the tool's timeout, then the
+// execution under that timeout, then the margin.
+func (t *tool) reservationLease() time.Duration {
+	if t.meta.ParallelSafe {
+		return t.meta.Timeout + leaseMargin
+	}
+	return 2*t.meta.Timeout + leaseMargin
+}
+
 // deadlineGrace is how long the caller of a tool whose deadline passed
 // waits for it to notice before answering without it.
 const deadlineGrace = 10 * time.Millisecond
 
-// Execute runs one call, in this order: find the tool (an
+// Execute runs one call: refuse a malformed request id (a request id is 1
+// to 255 printable ASCII characters, '!' to '~'), find the tool (an
 // unknown name is [CodeUnknownTool], with the closest name suggested), then,
 // inside any middleware: decode and validate the input, ask the host's
 // policy, check confirmation, deduplicate by request id, wait for the
@@ -56,6 +68,9 @@ const deadlineGrace = 10 * time.Millisecond
 // context keeps its turn and its idempotency reservation until its code
 // returns.
 func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
+	if err := checkRequestID(c.RequestID); err != nil {
+		return Result{}, err
+	}
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(c.Tool)
@@ -79,8 +94,16 @@ func (r *Registry) handlerFor(t *tool, mw []Middleware) Handler {
 	return h
 }
 
-// run is the runtime's own handler.
-func (r *Registry) run(ctx context.Context, t *tool, req *Request) (Result, error) {
+// run is the runtime's own handler. A panic in code of the tool's that
+// runs on the caller's goroutine (an input type's UnmarshalText, a
+// validation rule) or in the policy hook is an internal error, as one in
+// the tool itself is: it never takes the host down.
+func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = Result{}, r.panicked(t, "", p)
+		}
+	}()
 	c := &req.Call
 	in, err := t.decode(c.Input)
 	if err != nil {
@@ -104,23 +127,23 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (Result, erro
 	if r.authorize != nil {
 		if err := r.authorize(*cc, t.meta); err != nil {
 			var e *Error
-			if errors.As(err, &e) {
-				return Result{}, e
+			if !errors.As(err, &e) {
+				e = &Error{Code: CodePermissionDenied, Message: err.Error(), Err: err}
 			}
-			return Result{}, &Error{Code: CodePermissionDenied, Message: err.Error(), Err: err}
+			return Result{}, r.refused(ctx, t, c, e)
 		}
 	}
 	var digest string
 	if t.meta.Confirmation == ConfirmationRequired && !cc.Permissions.Has(t.confirm) {
-		if digest, err = canon.Digest(c.Input); err != nil {
+		if digest, err = t.digest(c.Input); err != nil {
 			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
 		}
 		if grant := t.confirm + ":" + digest; !cc.Permissions.Has(grant) {
-			return Result{}, &Error{
+			return Result{}, r.refused(ctx, t, c, &Error{
 				Code:    CodeConfirmationRequired,
 				Message: fmt.Sprintf("%s needs confirmation: ask the user to approve this call, then grant %q (this input only) or %q", t.meta.Name, grant, t.confirm),
 				Details: map[string]any{"tool": t.meta.Name, "digest": digest, "permission": grant},
-			}
+			})
 		}
 	}
 	if c.RequestID == "" {
@@ -143,31 +166,61 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 	c := &req.Call
 	if digest == "" {
 		var err error
-		if digest, err = canon.Digest(c.Input); err != nil {
+		if digest, err = t.digest(c.Input); err != nil {
 			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
 		}
 	}
 	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
 	for {
-		res, err := r.store.Begin(ctx, key, digest, t.meta.Timeout+leaseMargin)
+		res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
 		switch {
 		case err != nil:
 			return Result{}, r.storeError(t, ctx, err)
 		case res.Owned:
 			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest})
 		case res.Digest != digest:
-			return Result{}, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name)
+			return Result{}, r.refused(ctx, t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
 		case res.Record != nil:
 			req.ExecutionID, req.Replayed = res.Record.ExecutionID, true
-			if res.Record.Error != nil {
-				return Result{}, replayError(res.Record.Error)
-			}
-			return Result{ExecutionID: res.Record.ExecutionID, Output: res.Record.Output, Replayed: true}, nil
+			return replay(res.Record)
 		}
 		if err := r.store.Wait(ctx, key); err != nil {
 			return Result{}, r.storeError(t, ctx, err)
 		}
 	}
+}
+
+// replay returns a recorded outcome to one caller. Stores hand every
+// caller its own copy of the record's bytes, and the error is decoded anew
+// for each, so a caller may change what it gets without changing what the
+// next one gets; a replayed error says that it is a replay, and of which
+// execution.
+func replay(rec *store.Record) (Result, error) {
+	if rec.Error != nil {
+		e := replayError(rec.Error)
+		if e.Details == nil {
+			e.Details = make(map[string]any, 2)
+		}
+		e.Details["replayed"] = true
+		e.Details["execution_id"] = rec.ExecutionID
+		return Result{}, e
+	}
+	return Result{ExecutionID: rec.ExecutionID, Output: rec.Output, Replayed: true}, nil
+}
+
+// refused logs a refusal of the runtime's (permission, confirmation,
+// conflict, busy) at warn and returns it. The record names who asked for
+// what and the code; never the input, nor anything from the request that
+// could hold a secret. It is logged with the call's context, for handlers
+// that add what the context carries about the request.
+func (r *Registry) refused(ctx context.Context, t *tool, c *Call, e *Error) *Error {
+	r.logger.LogAttrs(ctx, slog.LevelWarn, "carmy: call refused",
+		slog.String("principal", c.Principal),
+		slog.String("tool", t.meta.Name),
+		slog.String("code", string(e.Code)),
+		slog.String("request_id", c.RequestID),
+	)
+	return e
 }
 
 // storeError explains a failure of the idempotency store or the locker.
@@ -194,14 +247,13 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	cc := &ev.c
 	var lock store.Lock
 	if err := ctx.Err(); err != nil {
-		r.finish(t, resv, outcome{err: stopError(t, ctx)})
+		r.finish(t, resv, cc.ExecutionID, outcome{err: stopError(t, ctx)})
 		return Result{}, stopError(t, ctx)
 	}
 	if !t.meta.ParallelSafe {
 		var err error
-		if lock, err = r.locker.Acquire(ctx, t.meta.Name, t.meta.Timeout+leaseMargin); err != nil {
-			err = r.storeError(t, ctx, err)
-			r.finish(t, resv, outcome{err: err})
+		if lock, err = r.awaitTurn(ctx, t, &req.Call); err != nil {
+			r.finish(t, resv, cc.ExecutionID, outcome{err: err})
 			return Result{}, err
 		}
 		cc.Fence = lock.Fence()
@@ -232,6 +284,28 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 			return Result{}, stopError(t, ctx)
 		}
 	}
+}
+
+// awaitTurn waits for the turn of a tool that is not parallel-safe, for at
+// most the tool's timeout: a call that cannot start within the time it
+// would have to run is better answered at once, busy and retryable, than
+// left waiting behind executions that may never end.
+func (r *Registry) awaitTurn(ctx context.Context, t *tool, c *Call) (store.Lock, error) {
+	wctx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
+	defer cancel()
+	lock, err := r.locker.Acquire(wctx, t.meta.Name, t.meta.Timeout+leaseMargin)
+	if err == nil {
+		return lock, nil
+	}
+	if ctx.Err() == nil && wctx.Err() != nil {
+		return nil, r.refused(ctx, t, c, &Error{
+			Code:      CodeUnavailable,
+			Message:   fmt.Sprintf("%s is busy: another call of it did not finish within %v; try again later", t.meta.Name, t.meta.Timeout),
+			Retryable: true,
+			Details:   map[string]any{"reason": "busy"},
+		})
+	}
+	return nil, r.storeError(t, ctx, err)
 }
 
 // execValue is the context a tool sees, the execution's deadline context
@@ -281,7 +355,7 @@ func (j *job) run() {
 			r.overruns.Add(1)
 			r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
 		}
-		r.finish(t, j.resv, o)
+		r.finish(t, j.resv, cc.ExecutionID, o)
 		if j.lock != nil {
 			if err := j.lock.Release(context.WithoutCancel(j.ctx)); err != nil {
 				r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
@@ -303,8 +377,7 @@ func (j *job) recycle() {
 func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx context.Context) (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.logger.Error("carmy: tool panicked", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "panic", p, "stack", string(debug.Stack()))
-			o = outcome{err: &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s (execution %s)", t.meta.Name, cc.ExecutionID), Retryable: true, Err: fmt.Errorf("panic: %v", p), Details: map[string]any{"execution_id": cc.ExecutionID}}}
+			o = outcome{err: r.panicked(t, cc.ExecutionID, p)}
 		}
 	}()
 	out, err := t.invoke(cc, in)
@@ -318,9 +391,16 @@ func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx c
 	return outcome{res: Result{ExecutionID: cc.ExecutionID, Output: b}}
 }
 
-// finish records an outcome for replay, or releases the reservation when
-// calling again could change it.
-func (r *Registry) finish(t *tool, resv *reservation, o outcome) {
+// panicked logs a panic with its stack and returns the internal error
+// callers see, which holds neither.
+func (r *Registry) panicked(t *tool, execID string, p any) *Error {
+	return r.internal(t, execID, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "panic while running a call")
+}
+
+// finish records the outcome of execution execID for replay, or releases
+// the reservation when calling again could change it. The record is a
+// copy: the caller that gets the outcome may change it.
+func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) {
 	if resv == nil {
 		return
 	}
@@ -329,9 +409,9 @@ func (r *Registry) finish(t *tool, resv *reservation, o outcome) {
 	var e *Error
 	switch {
 	case o.err == nil:
-		err = r.store.Complete(ctx, resv.key, resv.token, store.Record{Digest: resv.digest, ExecutionID: o.res.ExecutionID, Output: o.res.Output}, r.ttl)
+		err = r.store.Complete(ctx, resv.key, resv.token, store.Record{Digest: resv.digest, ExecutionID: execID, Output: o.res.Output}, r.ttl)
 	case errors.As(o.err, &e) && !e.Retryable:
-		err = r.store.Complete(ctx, resv.key, resv.token, store.Record{Digest: resv.digest, Error: recordError(e)}, r.ttl)
+		err = r.store.Complete(ctx, resv.key, resv.token, store.Record{Digest: resv.digest, ExecutionID: execID, Error: recordError(e)}, r.ttl)
 	default:
 		err = r.store.Release(ctx, resv.key, resv.token)
 	}
@@ -348,6 +428,61 @@ func (r *Registry) unknownTool(name string) *Error {
 		msg += "; the tools are " + strings.Join(r.names, ", ")
 	}
 	return &Error{Code: CodeUnknownTool, Message: msg}
+}
+
+// digest returns the hex SHA-256 of the canonical form of a validated
+// input, which confirmations and request ids compare.
+func (t *tool) digest(input []byte) (string, error) {
+	form, err := t.canonicalInput(input)
+	if err != nil {
+		return "", err
+	}
+	return canon.Sum(form), nil
+}
+
+// canonicalInput returns the canonical form of a validated input: the
+// form its digest is taken over, for showing a person what they approve.
+// One validated input has one form: key order, white space and number
+// notation aside, and an optional member sent as null the same as one left
+// out. Numbers are kept exact.
+func (t *tool) canonicalInput(input []byte) ([]byte, error) {
+	return canon.Form(input, inputModel(t.in))
+}
+
+// inputModel is the type model as the canonical form reads it; nil where
+// nothing below can be dropped.
+func inputModel(n *shape.Node) canon.Model {
+	if n == nil {
+		return nil
+	}
+	switch n.Deref().Kind {
+	case shape.KindStruct, shape.KindMap, shape.KindSlice, shape.KindArray:
+		return canonModel{n.Deref()}
+	}
+	return nil
+}
+
+// canonModel is a struct, map or array node as a [canon.Model]: a member
+// that is not required may be null or absent, one input either way.
+type canonModel struct{ n *shape.Node }
+
+func (m canonModel) Member(name string) (canon.Model, bool) {
+	switch m.n.Kind {
+	case shape.KindStruct:
+		if f, ok := m.n.Lookup(name); ok {
+			return inputModel(f.Node), !f.Required
+		}
+	case shape.KindMap:
+		return inputModel(m.n.Elem), false
+	}
+	return nil, false
+}
+
+func (m canonModel) Items() canon.Model {
+	if m.n.Kind == shape.KindSlice || m.n.Kind == shape.KindArray {
+		return inputModel(m.n.Elem)
+	}
+	return nil
 }
 
 // decode decodes and validates an input into a new value of the input

@@ -2,6 +2,9 @@ package canon
 
 import (
 	"encoding/json"
+	"math/big"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -19,7 +22,7 @@ func FuzzForm(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		form, err := Form(doc)
+		form, err := Form(doc, nil)
 		valid := jsontext.Value(doc).IsValid() || isBlankOrNull(doc)
 		if err != nil {
 			if valid {
@@ -33,13 +36,13 @@ func FuzzForm(f *testing.F) {
 		if !json.Valid(form) {
 			t.Fatalf("Form(%q) = %s, which is not JSON", doc, form)
 		}
-		again, err := Form(form)
+		again, err := Form(form, nil)
 		if err != nil || string(again) != string(form) {
 			t.Fatalf("Form is not a fixed point: %s → %s (%v)", form, again, err)
 		}
 		indented := jsontext.Value(append([]byte(nil), doc...))
 		if indented.Indent() == nil {
-			if other, err := Form(indented); err != nil || string(other) != string(form) {
+			if other, err := Form(indented, nil); err != nil || string(other) != string(form) {
 				t.Fatalf("indentation changed the form: %s vs %s (%v)", other, form, err)
 			}
 		}
@@ -49,4 +52,54 @@ func FuzzForm(f *testing.F) {
 func isBlankOrNull(doc []byte) bool {
 	t := trimJSONSpace(doc)
 	return len(t) == 0 || string(t) == "null"
+}
+
+// FuzzNumber checks that two numbers have the same form exactly when they
+// have the same value, computed exactly with math/big.
+//
+//	go test -run '^$' -fuzz FuzzNumber -fuzztime 5m ./internal/canon
+func FuzzNumber(f *testing.F) {
+	for _, p := range [][2]string{
+		{"1", "1.0"}, {"1", "1e0"}, {"1000000", "1000000.000000000001"}, {"-0", "0e5"},
+		{"18446744073709551615", "18446744073709551614"}, {"1e21", "1000000000000000000000"}, {"0.1e-6", "1e-7"},
+	} {
+		f.Add(p[0], p[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ra, ok := exact(a)
+		if !ok {
+			return
+		}
+		rb, ok := exact(b)
+		if !ok {
+			return
+		}
+		fa, err := Form([]byte(a), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fb, err := Form([]byte(b), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same := ra.Cmp(rb) == 0; same != (string(fa) == string(fb)) {
+			t.Fatalf("%s → %s and %s → %s; equal values: %v", a, fa, b, fb, same)
+		}
+		if back, ok := exact(string(fa)); !ok || back.Cmp(ra) != 0 {
+			t.Fatalf("%s → %s, another value", a, fa)
+		}
+	})
+}
+
+// exact returns the value of a JSON number with a modest exponent.
+func exact(lit string) (*big.Rat, bool) {
+	if len(lit) > 64 || jsontext.Value(lit).Kind() != '0' || !jsontext.Value(lit).IsValid() {
+		return nil, false
+	}
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(lit[i+1:]); err != nil || e > 400 || e < -400 {
+			return nil, false
+		}
+	}
+	return new(big.Rat).SetString(lit)
 }

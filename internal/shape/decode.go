@@ -12,6 +12,7 @@ import (
 	"math/bits"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -604,7 +605,9 @@ func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
 			if n.Format != "" {
 				d.addf("must be a valid %s, not %q", n.Format, truncate(string(b)))
 			} else {
-				d.addf("is not a valid %s: %v", n.Type, err)
+				// The type's own words, bounded; never its Go name,
+				// which means nothing to a caller.
+				d.addf("is not valid: %s", bounded(err.Error()))
 			}
 		}
 	}
@@ -655,6 +658,15 @@ func hash64(lo, hi uint32) uint32 {
 	h += hi * prime3
 	h = bits.RotateLeft32(h, 17) * prime4
 	return h
+}
+
+// bounded cuts a message from a type's own code to a length fit for an
+// answer.
+func bounded(s string) string {
+	if len(s) > 256 {
+		return strings.ToValidUTF8(s[:256], "") + "…"
+	}
+	return s
 }
 
 func truncate(s string) string {

@@ -283,6 +283,7 @@ func (s *memoryStore) Complete(_ context.Context, key Key, token string, rec Rec
 	s.expire(now)
 	en.record, en.token, en.expires = rec.clone(), "", now.Add(ttl)
 	close(en.done)
+	en.done = nil // a record has no waiters
 	s.keep(en)
 	s.sweep = min(s.sweep, max(ttl/4, 10*time.Millisecond))
 	if !s.sweeping && !s.closed {

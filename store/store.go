@@ -136,6 +136,6 @@ const (
 	// DefaultGlobalLimit is how many records the in-memory store keeps in
 	// all: past it, the principal holding the most records loses its
 	// oldest one. With request ids of the longest kind (255 bytes) and
-	// small outputs, a full store holds about 100 MB.
+	// small outputs, a full store holds about 65 MiB.
 	DefaultGlobalLimit = 100_000
 )

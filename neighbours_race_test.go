@@ -1,0 +1,14 @@
+//go:build race
+
+package carmy_test
+
+// The hostile-neighbours test scaled down for the race detector, which
+// slows every call several times; the bounds shrink with the flood, so that it
+// still exceeds the global cap twice and A's limit twentyfold.
+const (
+	neighbourFlood     = 25_000
+	neighbourLimit     = 1_250
+	neighbourGlobal    = 12_500
+	neighbourCalls     = 250
+	neighbourAbandoned = 50
+)

@@ -2,6 +2,8 @@
 
 package carmy_test
 
+import "time"
+
 // The hostile-neighbours test at full size, with the store's default
 // bounds: principal A's flood is twice the default global cap.
 const (
@@ -11,3 +13,7 @@ const (
 	neighbourCalls     = 1_000
 	neighbourAbandoned = 200
 )
+
+// neighbourLatencyFloor is the p99 below which B's latency under the flood
+// passes whatever its ratio to the quiet run.
+const neighbourLatencyFloor = 100 * time.Millisecond

@@ -132,6 +132,17 @@ func TestHostileNeighbours(t *testing.T) {
 		return lat
 	}
 
+	// Open B's connections first, so that neither run pays for them.
+	var warm sync.WaitGroup
+	for range 8 {
+		warm.Go(func() {
+			if resp, err := client.Get(srv.URL + "/healthz"); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	warm.Wait()
 	quiet := quietRun("quiet")
 
 	// A floods in process, as fast as one goroutine goes, and abandons slow
@@ -201,9 +212,10 @@ func TestHostileNeighbours(t *testing.T) {
 		neighbourFlood, floodedDuringB, neighbourAbandoned, 2*neighbourCalls, executed)
 	t.Logf("B's latency over HTTP: quiet p50 %v p99 %v; under the flood p50 %v p99 %v; p99 ratio %.2f", qp50, qp99, lp50, lp99, ratio)
 	t.Logf("store: %d entries (limit %d per principal)", held, limit)
-	// The machine running the test is shared and noisy: the bound is
-	// generous, and a p99 under 25 ms is fine however it compares.
-	if ratio > 5 && lp99 > 25*time.Millisecond {
+	// The machine running the test is shared and noisy, and A's flood takes
+	// a core of its own: the bound is generous, and a p99 under the floor is
+	// fine however it compares.
+	if ratio > 5 && lp99 > neighbourLatencyFloor {
 		t.Errorf("B's p99 went from %v to %v under A's flood; want it within 5x", qp99, lp99)
 	}
 }

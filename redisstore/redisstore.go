@@ -216,8 +216,8 @@ func checkPrefix(p string) error {
 }
 
 // Close stops the store's subscription. A store opened from a URL also
-// closes its client. Closing twice is harmless. Locks still held keep
-// being renewed until released.
+// closes its client. Closing twice is harmless. Locks and reservations
+// still held keep being renewed until released or completed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.hub.close()

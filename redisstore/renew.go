@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,14 +29,15 @@ type renewal struct {
 	lost  string // logged when another holder took the key
 	attrs []any  // what names the key in the log
 
-	stopOnce sync.Once
-	stop     chan struct{} // closed to end renewal
-	stopped  chan struct{} // closed when renewal has ended
+	ctx     context.Context // done when renewal must end, cancelling a renewal in flight
+	stop    context.CancelFunc
+	stopped chan struct{} // closed when renewal has ended
 }
 
 // keepAlive starts renewing the lease of key, held by token.
 func (s *Store) keepAlive(key, token string, lease time.Duration, what, lost string, attrs ...any) *renewal {
-	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, stop: make(chan struct{}), stopped: make(chan struct{})}
+	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, stopped: make(chan struct{})}
+	r.ctx, r.stop = context.WithCancel(context.Background())
 	go r.run()
 	return r
 }
@@ -45,7 +45,10 @@ func (s *Store) keepAlive(key, token string, lease time.Duration, what, lost str
 // run extends the lease every third of it until stopped. A renewal that
 // fails for want of Redis is tried again sooner, for as long as the lease
 // may still hold; one that finds the key taken by another holder ends
-// renewal and reports it.
+// renewal and reports it. Stopping cancels a renewal in flight, so that a
+// Redis that hangs does not hold up the holder's release: a renewal that
+// reaches Redis after the release finds the key no longer its token's, and
+// changes nothing.
 func (r *renewal) run() {
 	defer close(r.stopped)
 	every := max(r.lease/3, time.Millisecond)
@@ -54,7 +57,7 @@ func (r *renewal) run() {
 	renewed := time.Now() // the lease holds until renewed + lease
 	for {
 		select {
-		case <-r.stop:
+		case <-r.ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -65,10 +68,12 @@ func (r *renewal) run() {
 		if !deadline.After(start) {
 			deadline = start.Add(every)
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		ctx, cancel := context.WithDeadline(r.ctx, deadline)
 		ok, err := renewScript.Run(ctx, r.s.client, []string{r.key}, r.token, millis(r.lease)).Int64()
 		cancel()
 		switch {
+		case r.ctx.Err() != nil: // stopped meanwhile: the key may be gone already
+			return
 		case err != nil:
 			r.s.logger.Warn("carmy/redisstore: cannot renew "+r.what+"; trying again", append(r.attrs, "error", err)...)
 			t.Reset(max(every/4, time.Millisecond))
@@ -84,6 +89,6 @@ func (r *renewal) run() {
 
 // halt ends the renewal and waits for it. Halting twice is harmless.
 func (r *renewal) halt() {
-	r.stopOnce.Do(func() { close(r.stop) })
+	r.stop()
 	<-r.stopped
 }

@@ -287,9 +287,15 @@ func (b *Builder) StoreURL(url string) *Builder {
 	return b
 }
 
-// IdempotencyLimit bounds the records of the default in-memory store; the
-// oldest are evicted first. In-flight reservations are never evicted. The
-// default is [store.DefaultLimit].
+// IdempotencyLimit bounds the records the default in-memory store keeps per
+// principal: a principal beyond it loses its own oldest record, never
+// another principal's, so that one caller flooding the registry with fresh
+// request ids cannot make another caller's retry run twice. In-flight
+// reservations are never evicted. The default is [store.DefaultLimit]; the
+// store also holds at most the larger of [store.DefaultGlobalLimit] and n
+// records in all, evicting from the principal that holds the most (to
+// choose that cap, give the builder [store.NewMemoryStore] with
+// [Builder.Store]).
 func (b *Builder) IdempotencyLimit(n int) *Builder {
 	if n <= 0 {
 		b.misuse("Builder.IdempotencyLimit(%d) must be positive", n)
@@ -355,7 +361,7 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	slices.Sort(r.names)
 	if r.store == nil {
-		r.store = store.NewMemoryStore(b.limit)
+		r.store = store.NewMemoryStore(b.limit, 0)
 		r.closers = append(r.closers, r.store.(io.Closer).Close)
 	}
 	if r.locker == nil {

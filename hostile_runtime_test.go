@@ -324,7 +324,7 @@ func TestHostileReservationLease(t *testing.T) {
 	const timeout = time.Minute
 	for _, parallel := range []bool{false, true} {
 		t.Run(fmt.Sprintf("parallel-safe=%v", parallel), func(t *testing.T) {
-			mem := store.NewMemoryStore(0)
+			mem := store.NewMemoryStore(0, 0)
 			t.Cleanup(func() { _ = mem.(io.Closer).Close() })
 			leasing := &hrLeaseStore{IdempotencyStore: mem}
 			opts := []carmy.Option{carmy.Name("leased"), carmy.Timeout(timeout), carmy.Register(false)}

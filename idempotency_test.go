@@ -3,12 +3,14 @@ package carmy_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 type PlaceOrder struct {
@@ -277,4 +279,75 @@ func TestIdempotencyTTLAndLimit(t *testing.T) {
 			t.Fatal("the oldest record outlived the limit")
 		}
 	})
+	t.Run("the limit is per principal", func(t *testing.T) {
+		c := &counter{}
+		reg := counterRegistry(t, c, carmy.New().IdempotencyLimit(2))
+		if _, err := place(reg, `{"sku":"A","quantity":1}`, "quiet-1", "bob"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if _, err := place(reg, `{"sku":"A","quantity":1}`, fmt.Sprint("flood-", i), "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res, _ := place(reg, `{"sku":"A","quantity":1}`, "quiet-1", "bob"); !res.Replayed || c.runs.Load() != 11 {
+			t.Fatalf("bob's retry = %+v after %d runs; want a replay: alice's records must not evict bob's", res, c.runs.Load())
+		}
+	})
+}
+
+// shortLease gives every reservation a short lease, so that a reservation
+// that lapsed while its holder lives would show within a test.
+type shortLease struct {
+	store.IdempotencyStore
+	lease time.Duration
+}
+
+func (s shortLease) Begin(ctx context.Context, key store.Key, digest string, _ time.Duration) (store.Reservation, error) {
+	return s.IdempotencyStore.Begin(ctx, key, digest, s.lease)
+}
+
+// A reservation does not lapse while its execution waits for the tool's
+// turn and runs, however short its lease: a retry during that time waits
+// and gets the replay, and the tool runs once.
+func TestIdempotencyReservationOutlivesItsLeaseWhileItsExecutionLives(t *testing.T) {
+	const lease = 50 * time.Millisecond
+	holding, release := make(chan struct{}), make(chan struct{})
+	c := &counter{fail: func(n int32) error {
+		if n == 1 { // the call without a request id holds the turn
+			close(holding)
+			<-release
+		} else {
+			time.Sleep(2 * lease) // the call with one runs past its lease too
+		}
+		return nil
+	}}
+	mem := store.NewMemoryStore(0, 0)
+	t.Cleanup(func() { _ = mem.(io.Closer).Close() })
+	reg, err := carmy.New().Store(shortLease{mem, lease}).
+		Tool(carmy.Tool(c.place, carmy.Write, carmy.Name("place_order"), carmy.Timeout(5*time.Second), carmy.Register(false))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+
+	go func() { _, _ = place(reg, `{"sku":"A","quantity":1}`, "", "") }()
+	<-holding
+	first, retry := make(chan carmy.Result, 1), make(chan carmy.Result, 1)
+	call := func(out chan<- carmy.Result) {
+		res, err := place(reg, `{"sku":"A","quantity":1}`, "r1", "alice")
+		if err != nil {
+			t.Error(err)
+		}
+		out <- res
+	}
+	go call(first)        // reserves r1, then waits for the turn
+	time.Sleep(3 * lease) // past the reservation's lease
+	go call(retry)        // the client's retry
+	time.Sleep(lease)
+	close(release)
+	f, r := <-first, <-retry
+	if runs := c.runs.Load(); runs != 2 || f.Replayed || !r.Replayed || r.ExecutionID != f.ExecutionID {
+		t.Fatalf("first = %+v, retry = %+v, %d runs; want r1 run once and the retry replayed", f, r, runs-1)
+	}
 }

@@ -36,8 +36,9 @@ type tool struct {
 }
 
 // leaseMargin is added to a tool's timeout to make the leases of its
-// idempotency reservations and locks: long enough to outlast a healthy
-// execution, short enough to free a key whose host died.
+// idempotency reservations and locks. A shared store renews them while the
+// execution lives, so the lease only decides how soon the key of a host
+// that died is freed.
 const leaseMargin = 30 * time.Second
 
 // reservationLease is how long a call's idempotency reservation lasts

@@ -23,7 +23,7 @@ func (s *sharedStore) Acquire(ctx context.Context, name string, lease time.Durat
 }
 
 func TestStoreThatIsALockerSerializes(t *testing.T) {
-	mem := store.NewMemoryStore(0)
+	mem := store.NewMemoryStore(0, 0)
 	defer mem.(io.Closer).Close()
 	s := &sharedStore{IdempotencyStore: mem, Locker: store.NewMemoryLocker()}
 	tool := carmy.Tool(func() error { return nil }, carmy.Write, carmy.Name("serial"), carmy.Register(false))

@@ -218,7 +218,8 @@ func TestHostDiesMidExecution(t *testing.T) {
 	if err != nil || !r.Owned {
 		t.Fatalf("Begin = %+v, %v", r, err)
 	}
-	died := time.Now() // the host dies while its tool runs
+	dead.store.AbandonReservation(key, r.Token) // the host dies while its tool runs: its renewal stops
+	died := time.Now()
 
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -238,5 +239,67 @@ func TestHostDiesMidExecution(t *testing.T) {
 	again, err := alive.reg.Execute(ctx, carmy.Call{Tool: "count", Input: []byte(input), RequestID: "r1", Principal: "agent"})
 	if err != nil || !again.Replayed || again.ExecutionID != res.ExecutionID {
 		t.Fatalf("repeat = %+v, %v; want the live host's outcome, replayed", again, err)
+	}
+}
+
+// shortLease gives every reservation a short lease, so that a reservation
+// that lapsed while its holder lives would show within a test.
+type shortLease struct {
+	*Store
+	lease time.Duration
+}
+
+func (s shortLease) Begin(ctx context.Context, key store.Key, digest string, _ time.Duration) (store.Reservation, error) {
+	return s.Store.Begin(ctx, key, digest, s.lease)
+}
+
+// A reservation whose execution waits for its tool's turn and then runs,
+// for several times its lease, stays in flight all along: a retry on
+// another host waits for it and gets the replay, and the tool runs once.
+func TestReservationIsRenewedWhileItsExecutionLives(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	var runs [2]atomic.Int64
+	holding, release := make(chan struct{}), make(chan struct{})
+	slow := carmy.Tool(func(ctx carmy.Context, in countIn) (int64, error) {
+		if in.N == 0 { // holds the turn
+			close(holding)
+			<-release
+		} else {
+			time.Sleep(2 * lease) // runs past its lease too
+		}
+		return runs[in.N].Add(1), nil
+	}, carmy.Write, carmy.Name("slow"), carmy.Timeout(10*time.Second), carmy.Register(false))
+	base := newClient(t)
+	prefix := testPrefix(t, base)
+	var regs [2]*carmy.Registry
+	for i := range regs {
+		s := newStore(t, base, prefix, WithLogger(quiet))
+		reg, err := carmy.New().Tool(slow).Store(shortLease{s, lease}).Locker(s).Logger(quiet).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = reg.Close() })
+		regs[i] = reg
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { _, _ = regs[0].Execute(ctx, carmy.Call{Tool: "slow", Input: []byte(`{}`)}) }()
+	<-holding
+	call := func(reg *carmy.Registry, out chan<- carmy.Result) {
+		res, err := reg.Execute(ctx, carmy.Call{Tool: "slow", Input: []byte(`{"n":1}`), RequestID: "r1", Principal: "agent"})
+		if err != nil {
+			t.Error(err)
+		}
+		out <- res
+	}
+	first, retry := make(chan carmy.Result, 1), make(chan carmy.Result, 1)
+	go call(regs[0], first) // reserves r1, then waits for the turn
+	time.Sleep(3 * lease)
+	go call(regs[1], retry) // the client's retry reaches the other host
+	time.Sleep(lease)
+	close(release)
+	f, r := <-first, <-retry
+	if n := runs[1].Load(); n != 1 || f.Replayed || !r.Replayed || r.ExecutionID != f.ExecutionID {
+		t.Fatalf("first = %+v, retry = %+v, r1 ran %d times; want once, and the retry replayed", f, r, n)
 	}
 }

@@ -46,14 +46,6 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, fence}
 `)
 
-// renewScript extends lock KEYS[1] to ARGV[2] ms if token ARGV[1] holds it.
-var renewScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
-	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-`)
-
 // unlockScript deletes lock KEYS[1] if token ARGV[1] holds it, and
 // publishes its key on channel ARGV[2].
 var unlockScript = redis.NewScript(`
@@ -121,8 +113,11 @@ func (s *Store) acquire(ctx context.Context, name string, lease time.Duration) (
 			return nil, fmt.Errorf("redisstore: unexpected reply %v to Acquire", v)
 		}
 		if v[0] == 1 {
-			l := &lock{s: s, name: name, key: key, token: token, fence: uint64(v[1]), lease: lease, stop: make(chan struct{}), stopped: make(chan struct{})}
-			go l.renew()
+			fence := uint64(v[1])
+			l := &lock{s: s, name: name, key: key, token: token, fence: fence, lease: lease}
+			l.renewal = s.keepAlive(key, token, lease, "a lock",
+				"carmy/redisstore: lost a lock while its tool was running: its lease ran out, and another execution may hold it now with a higher fence",
+				"lock", name, "fence", fence)
 			return l, nil
 		}
 		d := s.poll
@@ -145,9 +140,7 @@ type lock struct {
 	lease time.Duration
 	gate  chan struct{}
 
-	stopOnce sync.Once
-	stop     chan struct{} // closed to end renewal
-	stopped  chan struct{} // closed when renewal has ended
+	renewal *renewal
 
 	gateOnce    sync.Once
 	releaseOnce sync.Once
@@ -156,51 +149,8 @@ type lock struct {
 // Fence returns the lock's fencing token.
 func (l *lock) Fence() uint64 { return l.fence }
 
-// renew extends the lease every third of it until stopped. A renewal that
-// fails for want of Redis is tried again sooner, for as long as the lease
-// may still hold; one that finds the lock taken by another holder ends
-// renewal and reports it.
-func (l *lock) renew() {
-	defer close(l.stopped)
-	every := max(l.lease/3, time.Millisecond)
-	t := time.NewTimer(every)
-	defer t.Stop()
-	renewed := time.Now() // the lease holds until renewed + lease
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		}
-		start := time.Now()
-		// Give up on this try when the lease would end anyway; once it may
-		// have ended, keep asking: Redis may be back, and the lock still ours.
-		deadline := renewed.Add(l.lease)
-		if !deadline.After(start) {
-			deadline = start.Add(every)
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		ok, err := renewScript.Run(ctx, l.s.client, []string{l.key}, l.token, millis(l.lease)).Int64()
-		cancel()
-		switch {
-		case err != nil:
-			l.s.logger.Warn("carmy/redisstore: cannot renew a lock; trying again", "lock", l.name, "fence", l.fence, "error", err)
-			t.Reset(max(every/4, time.Millisecond))
-		case ok != 1:
-			l.s.logger.Error("carmy/redisstore: lost a lock while its tool was running: its lease ran out, and another execution may hold it now with a higher fence", "lock", l.name, "fence", l.fence, "lease", l.lease)
-			return
-		default:
-			renewed = start
-			t.Reset(every)
-		}
-	}
-}
-
 // stopRenewal ends the renewal and waits for it.
-func (l *lock) stopRenewal() {
-	l.stopOnce.Do(func() { close(l.stop) })
-	<-l.stopped
-}
+func (l *lock) stopRenewal() { l.renewal.halt() }
 
 // leaveGate lets the next caller of this process at the lock.
 func (l *lock) leaveGate() { l.gateOnce.Do(func() { <-l.gate }) }

@@ -23,10 +23,15 @@
 //
 // Every key starts with the prefix ([WithPrefix], default "carmy:"):
 //
-//   - prefix + "idem:" + principal ":" tool ":" request id (each part
-//     query-escaped): a hash holding either an in-flight reservation (the
-//     input digest and the reservation token) that expires when its lease
-//     runs out, or a recorded outcome that expires after the record TTL.
+//   - prefix + "idem:{p:" + principal + "}:" + tool + ":" + request id
+//     (each part query-escaped): a hash holding either an in-flight
+//     reservation (the input digest and the reservation token), whose lease
+//     its host renews until the execution ends, or a recorded outcome that
+//     expires after the record TTL.
+//   - prefix + "recs:{p:" + principal + "}": a sorted set of the
+//     principal's records by expiry, by which the oldest beyond the limit
+//     per principal are evicted; it expires with the principal's last
+//     record.
 //   - prefix + "lock:{" + name + "}": a hash of the holder's token and
 //     fence, expiring with the lock's lease, which the holder renews while
 //     its tool runs.
@@ -37,27 +42,36 @@
 //     published, to wake the waiters on every host.
 //
 // The braces are Redis Cluster hash tags: a lock and its fence counter live
-// in one slot. Reservations and locks are taken, completed, renewed and
+// in one slot, and so do a principal's records and their sorted set. Reservations and locks are taken, completed, renewed and
 // released by Lua scripts, atomically, and only by the holder's token.
 //
 // # Leases and fences
 //
-// A lock's lease is renewed while its tool runs, and frees the lock when its
-// host dies. A host that is only paused (a long GC pause, a suspended VM, a
-// partition from Redis) can outlive its lease while another host takes the
-// lock: then two executions overlap, and only the fence, which grows with
-// every acquisition and which the tool reads as the Fence of its carmy.Context, lets
-// the resource it writes refuse the stale one. docs/deployment.md explains.
+// A reservation's lease and a lock's lease are renewed by their host, every
+// third of the lease, while the execution lives (waiting for its tool's turn
+// and running): a request id runs once however long it waits or runs, and
+// the lease only frees a key or a lock whose host died. A host that is only
+// paused (a long GC pause, a suspended VM, a partition from Redis) can
+// outlive its lease while another host takes the lock: then two executions
+// overlap, and only the fence, which grows with every acquisition and
+// which the tool reads as the Fence of its carmy.Context, lets the resource
+// it writes refuse the stale one. docs/deployment.md explains.
 //
 // # Bounds
 //
-// The store does not count its records: Redis does. Each record lives for
-// the registry's idempotency TTL, so the number held is about the rate of
-// calls with a request id times the TTL. Size maxmemory for that and set
-// maxmemory-policy to noeviction: when Redis is full, new calls then fail
-// with unavailable (retryable) instead of Redis silently evicting an
+// Each principal keeps at most [WithLimit] records (default
+// [store.DefaultLimit]): a principal beyond it loses its own oldest
+// records, never another principal's, so a caller flooding the store with
+// fresh request ids cannot make another caller's retry run twice.
+// In-flight reservations are never evicted. The store does not count its
+// records across principals: Redis does, with maxmemory. Each record lives
+// for the registry's idempotency TTL, so the number held is at most the
+// number of active principals times the limit. Size maxmemory for that and
+// set maxmemory-policy to noeviction: when Redis is full, new calls then
+// fail with unavailable (retryable) instead of Redis silently evicting an
 // in-flight reservation or a lock, which would let a request run twice or
-// a serialized tool overlap. docs/deployment.md has the details.
+// a serialized tool overlap, or another principal's records.
+// docs/deployment.md has the details.
 package redisstore
 
 import (
@@ -67,6 +81,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +119,10 @@ type Store struct {
 	gatesMu sync.Mutex
 	gates   map[string]chan struct{} // one waiter per lock name in this process goes to Redis
 
+	limit      int // records per principal
+	renewalsMu sync.Mutex
+	renewals   map[string]*renewal // of the reservations this process holds, by token
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -139,6 +158,18 @@ func WithPollInterval(d time.Duration) Option {
 	}
 }
 
+// WithLimit sets how many idempotency records the store keeps per
+// principal: a principal beyond it loses its own oldest records, never
+// another principal's. The default is [store.DefaultLimit]; n <= 0 keeps
+// it.
+func WithLimit(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.limit = n
+		}
+	}
+}
+
 // WithLogger sets where the store reports what the caller cannot see, such
 // as a lock whose lease ran out while its tool was still running. The
 // default is slog.Default().
@@ -156,7 +187,7 @@ func WithLogger(l *slog.Logger) Option {
 // a caller's cancellation or deadline ends a wait for a slow Redis, rather
 // than the client's read timeout.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}}
+	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}, limit: store.DefaultLimit, renewals: map[string]*renewal{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -185,8 +216,8 @@ func checkPrefix(p string) error {
 }
 
 // Close stops the store's subscription. A store opened from a URL also
-// closes its client. Closing twice is harmless. Locks still held keep
-// being renewed until released.
+// closes its client. Closing twice is harmless. Locks and reservations
+// still held keep being renewed until released or completed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.hub.close()
@@ -201,9 +232,9 @@ func (s *Store) Close() error {
 // builder's StoreURL):
 // redis://[user:password@]host:port/db, or rediss:// for TLS, with the
 // query parameters of go-redis's ParseURL (dial_timeout, read_timeout,
-// max_retries, pool_size, ...), and two of carmy's own: prefix (the key
-// prefix, [WithPrefix]) and poll_interval (a Go duration,
-// [WithPollInterval]). The client respects its callers' contexts
+// max_retries, pool_size, ...), and three of carmy's own: prefix (the key
+// prefix, [WithPrefix]), poll_interval (a Go duration, [WithPollInterval])
+// and limit (records per principal, [WithLimit]). The client respects its callers' contexts
 // (ContextTimeoutEnabled) and is the store's, closed with it.
 func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 	u, err := url.Parse(raw)
@@ -228,6 +259,14 @@ func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 		opts = append(opts, WithPollInterval(d))
 		q.Del("poll_interval")
 	}
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n <= 0 {
+			return nil, nil, fmt.Errorf("redisstore: limit=%q is not a positive number of records per principal", q.Get("limit"))
+		}
+		opts = append(opts, WithLimit(n))
+		q.Del("limit")
+	}
 	u.RawQuery = q.Encode()
 	ro, err := redis.ParseURL(u.String())
 	if err != nil {
@@ -241,8 +280,15 @@ func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 
 // keys
 
+// idemKey and recordsKey put a principal's keys in one Redis Cluster slot
+// by a hash tag of the principal, never empty ("{p:}" for the principal
+// ""), since Redis hashes the whole key when the braces hold nothing.
 func (s *Store) idemKey(k store.Key) string {
-	return s.prefix + "idem:" + url.QueryEscape(k.Principal) + ":" + url.QueryEscape(k.Tool) + ":" + url.QueryEscape(k.RequestID)
+	return s.prefix + "idem:{p:" + url.QueryEscape(k.Principal) + "}:" + url.QueryEscape(k.Tool) + ":" + url.QueryEscape(k.RequestID)
+}
+
+func (s *Store) recordsKey(principal string) string {
+	return s.prefix + "recs:{p:" + url.QueryEscape(principal) + "}"
 }
 
 func (s *Store) lockKey(name string) string  { return s.prefix + "lock:{" + name + "}" }

@@ -19,8 +19,8 @@ import (
 // The shared contract: the same suites the in-memory store passes.
 func TestIdempotencyStoreConformance(t *testing.T) {
 	c := newClient(t)
-	storetest.TestIdempotencyStore(t, func(t *testing.T) store.IdempotencyStore {
-		return newStore(t, c, testPrefix(t, c))
+	storetest.TestIdempotencyStore(t, func(t *testing.T, limit int) store.IdempotencyStore {
+		return newStore(t, c, testPrefix(t, c), WithLimit(limit))
 	})
 }
 
@@ -36,8 +36,8 @@ func TestLockerConformance(t *testing.T) {
 func TestConformanceAcrossHosts(t *testing.T) {
 	c := newClient(t)
 	t.Run("store", func(t *testing.T) {
-		storetest.TestIdempotencyStore(t, func(t *testing.T) store.IdempotencyStore {
-			return &roundRobin{hosts: hosts(t, c, testPrefix(t, c), 3)}
+		storetest.TestIdempotencyStore(t, func(t *testing.T, limit int) store.IdempotencyStore {
+			return &roundRobin{hosts: hosts(t, c, testPrefix(t, c), 3, WithLimit(limit))}
 		})
 	})
 	t.Run("locker", func(t *testing.T) {
@@ -47,10 +47,10 @@ func TestConformanceAcrossHosts(t *testing.T) {
 	})
 }
 
-func hosts(t *testing.T, c redis.UniversalClient, prefix string, n int) []*Store {
+func hosts(t *testing.T, c redis.UniversalClient, prefix string, n int, opts ...Option) []*Store {
 	out := make([]*Store, n)
 	for i := range out {
-		out[i] = newStore(t, c, prefix, WithLogger(quiet))
+		out[i] = newStore(t, c, prefix, append([]Option{WithLogger(quiet)}, opts...)...)
 	}
 	return out
 }
@@ -74,6 +74,11 @@ func (r *roundRobin) Complete(ctx context.Context, key store.Key, token string, 
 }
 func (r *roundRobin) Release(ctx context.Context, key store.Key, token string) error {
 	return r.host().Release(ctx, key, token)
+}
+func (r *roundRobin) AbandonReservation(key store.Key, token string) {
+	for _, h := range r.hosts { // the one that began it renews it
+		h.AbandonReservation(key, token)
+	}
 }
 func (r *roundRobin) Acquire(ctx context.Context, name string, lease time.Duration) (store.Lock, error) {
 	return r.host().Acquire(ctx, name, lease)
@@ -291,6 +296,8 @@ func TestOpenURL(t *testing.T) {
 	for _, bad := range []string{
 		"redis://127.0.0.1:6379/0?prefix=a{",
 		"redis://127.0.0.1:6379/0?poll_interval=soon",
+		"redis://127.0.0.1:6379/0?limit=0",
+		"redis://127.0.0.1:6379/0?limit=many",
 		"redis://127.0.0.1:6379/0?no_such_option=1",
 		"redis://127.0.0.1:6379/notadb",
 	} {
@@ -298,12 +305,12 @@ func TestOpenURL(t *testing.T) {
 			t.Errorf("open(%q) succeeded", bad)
 		}
 	}
-	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&dial_timeout=1s")
+	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&limit=50&dial_timeout=1s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := st.(*Store)
-	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || !s.owned {
+	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || s.limit != 50 || !s.owned {
 		t.Fatalf("opened %+v", s)
 	}
 	if o := s.client.(*redis.Client).Options(); o.DB != 3 || o.DialTimeout != time.Second || !o.ContextTimeoutEnabled {
@@ -340,7 +347,7 @@ func TestBuilderStoreURL(t *testing.T) {
 	if err != nil || !again.Replayed || again.ExecutionID != first.ExecutionID {
 		t.Fatalf("repeat = %+v, %v; want the replay of %s", again, err, first.ExecutionID)
 	}
-	if n, _ := c.Exists(ctx, prefix+"idem::count:r1").Result(); n != 1 {
+	if n, _ := c.Exists(ctx, prefix+"idem:{p:}:count:r1").Result(); n != 1 {
 		t.Fatal("the record is not in Redis under the URL's prefix")
 	}
 	if err := reg.Close(); err != nil {
@@ -354,7 +361,7 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 	c := newClient(t)
 	s := newStore(t, c, testPrefix(t, c))
 	ctx := context.Background()
-	key := s.idemKey(store.Key{Tool: "t", RequestID: "1"})
+	key, recs := s.idemKey(store.Key{Tool: "t", RequestID: "1"}), s.recordsKey("")
 	for range 2 {
 		v, err := beginScript.Run(ctx, c, []string{key}, "d", "tok", 60_000).Slice()
 		if err != nil || v[0] != int64(1) {
@@ -362,12 +369,12 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 		}
 	}
 	for range 2 {
-		ok, err := completeScript.Run(ctx, c, []string{key}, "tok", "d", "e1", "1", "", 60_000, s.channel).Int64()
+		ok, err := completeScript.Run(ctx, c, []string{key, recs}, "tok", "d", "e1", "1", "", 60_000, s.channel, 10).Int64()
 		if err != nil || ok != 1 {
 			t.Fatalf("Complete sent twice = %v, %v; want done both times", ok, err)
 		}
 	}
-	if ok, _ := completeScript.Run(ctx, c, []string{key}, "tok", "d", "e2", "2", "", 60_000, s.channel).Int64(); ok != 0 {
+	if ok, _ := completeScript.Run(ctx, c, []string{key, recs}, "tok", "d", "e2", "2", "", 60_000, s.channel, 10).Int64(); ok != 0 {
 		t.Fatal("another Complete with the same token replaced the record")
 	}
 	lk, fk := s.lockKey("tool"), s.fenceKey("tool")

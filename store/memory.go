@@ -2,7 +2,7 @@ package store
 
 import (
 	"bytes"
-	"container/list"
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,18 +10,24 @@ import (
 	"time"
 )
 
-// memoryStore is the in-memory [IdempotencyStore]: at most limit records,
-// the oldest evicted first, and a sweeper that drops expired records so
-// that memory returns to its baseline when traffic stops. The records list
-// and the entries map are the only bookkeeping, so a bound per principal
-// is one more map from principal to its own list.
+// memoryStore is the in-memory [IdempotencyStore]. Every record is in two
+// queues, oldest first: the store's, by which records expire, and its
+// principal's, by which a principal over its limit loses its oldest. A heap
+// of the principals by the records they hold finds whom the global cap
+// evicts from: the largest holder, who always holds at least its fair share
+// (the cap over the number of principals), so a principal under its fair
+// share never loses a record to the cap. In-flight reservations are in no
+// queue: they are never evicted and never lapse, since their holder cannot
+// die without this process.
 type memoryStore struct {
-	mu      sync.Mutex
-	entries map[Key]*entry
-	records list.List // of *entry, oldest first
-	limit   int
-	sweep   time.Duration
-	now     func() time.Time
+	mu            sync.Mutex
+	entries       map[Key]*entry
+	records       queue // every record, in completion order
+	owners        map[string]*owner
+	largest       owners // the principals holding records, by how many
+	limit, global int
+	sweep         time.Duration
+	now           func() time.Time
 
 	sweeping, closed bool
 	stop             chan struct{}
@@ -33,28 +39,112 @@ type entry struct {
 	key     Key
 	digest  string
 	token   string        // of the reservation; "" once recorded
-	lease   time.Time     // when an in-flight reservation lapses
 	done    chan struct{} // closed when the reservation ends
 	record  *Record
 	expires time.Time
-	elem    *list.Element // in records
+	link    [2]struct{ prev, next *entry } // in the store's queue and its owner's
+}
+
+// The queues an entry is in, indexing entry.link.
+const (
+	inStore = iota
+	inOwner
+)
+
+// queue is a list of records, oldest first, threaded through the entries
+// themselves, so that a record costs no list node.
+type queue struct {
+	head, tail *entry
+	n          int
+	which      int // inStore or inOwner
+}
+
+func (q *queue) push(e *entry) {
+	l := &e.link[q.which]
+	l.prev, l.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.link[q.which].next = e
+	} else {
+		q.head = e
+	}
+	q.tail = e
+	q.n++
+}
+
+func (q *queue) remove(e *entry) {
+	l := &e.link[q.which]
+	if l.prev != nil {
+		l.prev.link[q.which].next = l.next
+	} else {
+		q.head = l.next
+	}
+	if l.next != nil {
+		l.next.link[q.which].prev = l.prev
+	} else {
+		q.tail = l.prev
+	}
+	l.prev, l.next = nil, nil
+	q.n--
+}
+
+// owner is a principal that holds records.
+type owner struct {
+	principal string
+	records   queue
+	index     int // in the heap
+}
+
+// owners is a max-heap of principals by the records they hold.
+type owners []*owner
+
+func (h owners) Len() int           { return len(h) }
+func (h owners) Less(i, j int) bool { return h[i].records.n > h[j].records.n }
+func (h owners) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *owners) Push(x any) {
+	o := x.(*owner)
+	o.index = len(*h)
+	*h = append(*h, o)
+}
+func (h *owners) Pop() any {
+	old := *h
+	o := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return o
 }
 
 // NewMemoryStore returns the in-memory [IdempotencyStore] that a builder
-// uses by default: records of this process only, at most limit of them
-// (limit <= 0 means [DefaultLimit]), the oldest evicted first. It keeps
-// copies of the records it is given and hands out copies, as a store that
-// serializes them does. While it holds records, a goroutine drops the
-// expired ones, every quarter of the shortest TTL seen (at least every
-// minute); it stops when the store is empty or closed, so an idle store
-// holds no goroutine. The store implements io.Closer, to stop it, and
-// Len() int, the records and reservations it holds, for load tests that
-// check its bound.
-func NewMemoryStore(limit int) IdempotencyStore {
+// uses by default: records of this process only, at most limit per
+// principal (limit <= 0 means [DefaultLimit]) and at most globalLimit in
+// all (globalLimit <= 0 means the larger of [DefaultGlobalLimit] and
+// limit). A principal over its limit loses its own oldest record; at the
+// global cap, the principal holding the most records loses its oldest, so
+// that no principal's traffic evicts the records of one that holds fewer.
+// In-flight reservations are never evicted and have no lease: the lease
+// given to Begin is ignored, since their holder lives as long as this
+// process.
+//
+// The store keeps copies of the records it is given and hands out copies,
+// as a store that serializes them does. While it holds records, a
+// goroutine drops the expired ones, every quarter of the shortest TTL seen
+// (at least every minute); it stops when the store is empty or closed, so
+// an idle store holds no goroutine. The store implements io.Closer, to stop
+// it, and Len() int, the records and reservations it holds, for load tests
+// that check its bound.
+func NewMemoryStore(limit, globalLimit int) IdempotencyStore {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	return &memoryStore{entries: map[Key]*entry{}, limit: limit, sweep: time.Minute, now: time.Now, stop: make(chan struct{})}
+	if globalLimit <= 0 {
+		globalLimit = max(DefaultGlobalLimit, limit)
+	}
+	return &memoryStore{
+		entries: map[Key]*entry{}, records: queue{which: inStore}, owners: map[string]*owner{},
+		limit: limit, global: globalLimit, sweep: time.Minute, now: time.Now, stop: make(chan struct{}),
+	}
 }
 
 func (s *memoryStore) sweeper(every time.Duration) {
@@ -69,7 +159,7 @@ func (s *memoryStore) sweeper(every time.Duration) {
 		}
 		s.mu.Lock()
 		s.expire(s.now())
-		if s.records.Len() == 0 {
+		if s.records.n == 0 {
 			s.sweeping = false
 			s.mu.Unlock()
 			return
@@ -100,44 +190,65 @@ func (s *memoryStore) Len() int {
 // with one TTL, expire in that order; a record with a shorter TTL behind a
 // longer one waits for it, which only delays its removal.
 func (s *memoryStore) expire(now time.Time) {
-	for e := s.records.Front(); e != nil; e = s.records.Front() {
-		en := e.Value.(*entry)
-		if now.Before(en.expires) {
-			return
-		}
+	for en := s.records.head; en != nil && !now.Before(en.expires); en = s.records.head {
 		s.drop(en)
 	}
 }
 
+// drop forgets a record, or a reservation whose record it is replaced by.
 func (s *memoryStore) drop(en *entry) {
-	if en.elem != nil {
-		s.records.Remove(en.elem)
-		en.elem = nil
+	if en.record != nil {
+		s.records.remove(en)
+		o := s.owners[en.key.Principal]
+		o.records.remove(en)
+		if o.records.n == 0 {
+			heap.Remove(&s.largest, o.index)
+			delete(s.owners, o.principal)
+		} else {
+			heap.Fix(&s.largest, o.index)
+		}
 	}
 	if s.entries[en.key] == en {
 		delete(s.entries, en.key)
 	}
 }
 
-// Begin reserves key unless it is in flight or recorded.
-func (s *memoryStore) Begin(_ context.Context, key Key, digest string, lease time.Duration) (Reservation, error) {
+// keep queues a new record and evicts what its bounds no longer allow:
+// its principal's oldest record beyond the principal's limit, then the
+// largest holder's oldest beyond the global cap.
+func (s *memoryStore) keep(en *entry) {
+	s.records.push(en)
+	o := s.owners[en.key.Principal]
+	if o == nil {
+		o = &owner{principal: en.key.Principal, records: queue{which: inOwner}}
+		s.owners[o.principal] = o
+		heap.Push(&s.largest, o)
+	}
+	o.records.push(en)
+	heap.Fix(&s.largest, o.index)
+	for o.records.n > s.limit {
+		s.drop(o.records.head)
+	}
+	for s.records.n > s.global {
+		s.drop(s.largest[0].records.head)
+	}
+}
+
+// Begin reserves key unless it is in flight or recorded. The lease is
+// ignored: a reservation lasts until Complete or Release.
+func (s *memoryStore) Begin(_ context.Context, key Key, digest string, _ time.Duration) (Reservation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
 	if en, ok := s.entries[key]; ok {
 		switch {
-		case en.record != nil && now.Before(en.expires):
-			return Reservation{Digest: en.digest, Record: en.record.clone()}, nil
-		case en.record == nil && now.Before(en.lease):
+		case en.record == nil:
 			return Reservation{Digest: en.digest}, nil
+		case s.now().Before(en.expires):
+			return Reservation{Digest: en.digest, Record: en.record.clone()}, nil
 		}
-		// An expired record, or a reservation whose holder vanished.
-		if en.record == nil {
-			close(en.done)
-		}
-		s.drop(en)
+		s.drop(en) // an expired record
 	}
-	en := &entry{key: key, digest: digest, token: newToken(), lease: now.Add(lease), done: make(chan struct{})}
+	en := &entry{key: key, digest: digest, token: newToken(), done: make(chan struct{})}
 	s.entries[key] = en
 	return Reservation{Owned: true, Token: en.token}, nil
 }
@@ -150,14 +261,10 @@ func (s *memoryStore) Wait(ctx context.Context, key Key) error {
 		s.mu.Unlock()
 		return nil
 	}
-	done, lapse := en.done, en.lease.Sub(s.now())
+	done := en.done
 	s.mu.Unlock()
-	timer := time.NewTimer(max(lapse, 0))
-	defer timer.Stop()
 	select {
 	case <-done:
-		return nil
-	case <-timer.C: // the holder's lease ran out; Begin will take over
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -175,11 +282,9 @@ func (s *memoryStore) Complete(_ context.Context, key Key, token string, rec Rec
 	now := s.now()
 	s.expire(now)
 	en.record, en.token, en.expires = rec.clone(), "", now.Add(ttl)
-	en.elem = s.records.PushBack(en)
 	close(en.done)
-	for s.records.Len() > s.limit {
-		s.drop(s.records.Front().Value.(*entry))
-	}
+	en.done = nil // a record has no waiters
+	s.keep(en)
 	s.sweep = min(s.sweep, max(ttl/4, 10*time.Millisecond))
 	if !s.sweeping && !s.closed {
 		s.sweeping = true

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"io"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 )
 
 func TestMemoryStoreConformance(t *testing.T) {
-	storetest.TestIdempotencyStore(t, func(t *testing.T) store.IdempotencyStore {
-		s := store.NewMemoryStore(0)
+	storetest.TestIdempotencyStore(t, func(t *testing.T, limit int) store.IdempotencyStore {
+		s := store.NewMemoryStore(limit, 0)
 		t.Cleanup(func() { _ = s.(io.Closer).Close() })
 		return s
 	})
@@ -25,46 +26,124 @@ func TestMemoryLockerConformance(t *testing.T) {
 // memLen reads the number of records and reservations a memory store holds.
 func memLen(s store.IdempotencyStore) int { return s.(interface{ Len() int }).Len() }
 
-func TestMemoryStoreEvictsTheOldestRecordsButNoReservation(t *testing.T) {
-	ctx := context.Background()
-	s := store.NewMemoryStore(2)
-	defer s.(io.Closer).Close()
-	key := func(id string) store.Key { return store.Key{Tool: "t", RequestID: id} }
-	begin := func(id string) store.Reservation {
-		t.Helper()
-		r, err := s.Begin(ctx, key(id), "d", time.Minute)
-		if err != nil {
-			t.Fatal(err)
+// memStore is a memory store with its helpers.
+type memStore struct {
+	t *testing.T
+	store.IdempotencyStore
+}
+
+func newMem(t *testing.T, limit, global int) memStore {
+	s := store.NewMemoryStore(limit, global)
+	t.Cleanup(func() { _ = s.(io.Closer).Close() })
+	return memStore{t, s}
+}
+
+func (m memStore) begin(k store.Key) store.Reservation {
+	m.t.Helper()
+	r, err := m.Begin(context.Background(), k, "d", time.Minute)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return r
+}
+
+// record runs and records key, which must be free.
+func (m memStore) record(k store.Key) {
+	m.t.Helper()
+	r := m.begin(k)
+	if !r.Owned {
+		m.t.Fatalf("Begin(%+v) = %+v; want it free", k, r)
+	}
+	if err := m.Complete(context.Background(), k, r.Token, store.Record{Digest: "d", ExecutionID: k.Principal + "/" + k.RequestID}, time.Minute); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// recorded reports whether key holds its record.
+func (m memStore) recorded(k store.Key) bool {
+	m.t.Helper()
+	r := m.begin(k)
+	if r.Owned {
+		_ = m.Release(context.Background(), k, r.Token)
+	}
+	return r.Record != nil && r.Record.ExecutionID == k.Principal+"/"+k.RequestID
+}
+
+func key(principal string, i int) store.Key {
+	return store.Key{Principal: principal, Tool: "t", RequestID: strconv.Itoa(i)}
+}
+
+func TestMemoryStoreEvictsAPrincipalsOldestRecordsButNoReservation(t *testing.T) {
+	s := newMem(t, 2, 0)
+	inFlight := s.begin(key("a", -1))
+	for i := range 3 {
+		s.record(key("a", i))
+	}
+	s.record(key("b", 0))
+	if n := memLen(s.IdempotencyStore); n != 4 {
+		t.Fatalf("Len = %d; want a's 2 records, b's and a's reservation", n)
+	}
+	for k, want := range map[store.Key]bool{key("a", 0): false, key("a", 1): true, key("a", 2): true, key("b", 0): true} {
+		if got := s.recorded(k); got != want {
+			t.Errorf("%+v recorded = %v; want %v (a's oldest evicted by a's bound of 2, nobody else's)", k, got, want)
 		}
-		return r
 	}
-	inFlight := begin("in-flight")
-	for _, id := range []string{"1", "2", "3"} {
-		r := begin(id)
-		if err := s.Complete(ctx, key(id), r.Token, store.Record{Digest: "d", ExecutionID: id}, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := memLen(s); n != 3 {
-		t.Fatalf("Len = %d; want 2 records and the reservation", n)
-	}
-	if r := begin("1"); !r.Owned {
-		t.Fatalf("record 1 = %+v; want it evicted, the oldest of three over a bound of two", r)
-	}
-	if r := begin("3"); r.Record == nil || r.Record.ExecutionID != "3" {
-		t.Fatalf("record 3 = %+v; want it kept", r)
-	}
-	if r := begin("in-flight"); r.Owned || r.Record != nil {
+	if r := s.begin(key("a", -1)); r.Owned || r.Record != nil {
 		t.Fatalf("reservation = %+v; want it still in flight", r)
 	}
-	if err := s.Release(ctx, key("in-flight"), inFlight.Token); err != nil {
+	if err := s.Release(context.Background(), key("a", -1), inFlight.Token); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// At the global cap, the records go from whoever holds the most: a
+// principal that floods the store loses its own, however many principals
+// flood it, and the quiet ones keep theirs.
+func TestMemoryStoreGlobalCapEvictsTheLargestHolder(t *testing.T) {
+	const global = 100
+	s := newMem(t, 1_000, global)
+	for i := range 10 {
+		s.record(key("quiet", i))
+	}
+	for i := range 5 * global {
+		s.record(key("flood-1", i))
+		s.record(key("flood-2", i))
+	}
+	if n := memLen(s.IdempotencyStore); n != global {
+		t.Fatalf("Len = %d; want the global cap, %d", n, global)
+	}
+	for i := range 10 {
+		if !s.recorded(key("quiet", i)) {
+			t.Errorf("the quiet principal's record %d was evicted by the others' flood", i)
+		}
+	}
+	for _, p := range []string{"flood-1", "flood-2"} {
+		if !s.recorded(key(p, 5*global-1)) {
+			t.Errorf("%s's newest record was evicted; the oldest go first", p)
+		}
+		if s.recorded(key(p, 0)) {
+			t.Errorf("%s's oldest record outlived the cap", p)
+		}
+	}
+}
+
+// A reservation has no lease in memory: its holder lives as long as the
+// store, so it waits as long as it needs for its tool's turn and runs.
+func TestMemoryStoreReservationIgnoresItsLease(t *testing.T) {
+	s := newMem(t, 0, 0)
+	r, err := s.Begin(context.Background(), key("a", 1), "d", time.Nanosecond)
+	if err != nil || !r.Owned {
+		t.Fatal(r, err)
+	}
+	time.Sleep(time.Millisecond)
+	if again := s.begin(key("a", 1)); again.Owned {
+		t.Fatal("a reservation lapsed with its holder alive")
 	}
 }
 
 func TestMemoryStoreReturnsToEmptyAfterTheTTL(t *testing.T) {
 	ctx := context.Background()
-	s := store.NewMemoryStore(0)
+	s := store.NewMemoryStore(0, 0)
 	defer s.(io.Closer).Close()
 	for _, id := range []string{"1", "2"} {
 		k := store.Key{Tool: "t", RequestID: id}
@@ -86,7 +165,7 @@ func TestMemoryStoreReturnsToEmptyAfterTheTTL(t *testing.T) {
 }
 
 func TestOpen(t *testing.T) {
-	mem, locker := store.NewMemoryStore(0), store.NewMemoryLocker()
+	mem, locker := store.NewMemoryStore(0, 0), store.NewMemoryLocker()
 	defer mem.(io.Closer).Close()
 	var opened string
 	store.Register("memtest", func(url string) (store.IdempotencyStore, store.Locker, error) {

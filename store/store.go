@@ -62,14 +62,29 @@ type Reservation struct {
 // must be safe for concurrent use and pass the suite in the storetest
 // package.
 //
-// A reservation is in flight from Begin until Complete or Release, or until
-// its lease runs out (its holder died); in-flight reservations are never
-// evicted. Records expire after their TTL; a store may evict the oldest
-// records to stay within a bound.
+// A reservation is in flight from Begin until Complete or Release, and
+// never lapses while its holder lives: a request id whose execution waits
+// for its tool's turn, or runs for longer than anyone expected, still runs
+// once. The lease only bounds how long the reservation outlives a holder
+// that died without ending it (its process crashed, or its host lost the
+// store): a shared store renews the lease in the background from Begin
+// until Complete or Release, as it renews a lock, so that only a dead
+// holder stops renewing; a store that serves one process may keep the
+// reservation without expiry, since its holder cannot die without it. So
+// the caller of an owned Begin must end the reservation with Complete or
+// Release on every path, a panic included.
+//
+// In-flight reservations are never evicted. Records expire after their
+// TTL, and a store is bounded per principal: the records of one principal
+// beyond its limit evict that principal's oldest ones, never another
+// principal's, so a caller that floods the store with fresh request ids
+// cannot make a quiet caller's retry run twice.
 type IdempotencyStore interface {
 	// Begin reserves key for an execution of the input with this digest,
-	// for at most lease, unless the key is reserved or recorded already:
-	// then it reports that reservation or record and reserves nothing.
+	// unless the key is reserved or recorded already: then it reports that
+	// reservation or record and reserves nothing. lease is how long the
+	// reservation outlives its holder's death; the store keeps it while
+	// the holder lives.
 	Begin(ctx context.Context, key Key, digest string, lease time.Duration) (Reservation, error)
 	// Wait returns once key is no longer in flight, or with ctx's error
 	// when ctx is done first. It must not poll without pause.
@@ -86,8 +101,9 @@ type IdempotencyStore interface {
 }
 
 // ErrLostReservation reports a Complete or Release whose reservation is no
-// longer the caller's: its lease ran out and another execution took the
-// key, or the token is not the holder's.
+// longer the caller's: its holder was taken for dead (its lease ran out
+// unrenewed) and another execution took the key, or the token is not the
+// holder's.
 var ErrLostReservation = errors.New("the idempotency reservation was lost: its lease ran out before the execution finished, or the token is not the holder's")
 
 // Locker serializes the executions of tools that are not parallel-safe.
@@ -114,6 +130,12 @@ type Lock interface {
 const (
 	// DefaultTTL is how long a record is kept for replay.
 	DefaultTTL = 24 * time.Hour
-	// DefaultLimit is how many records the in-memory store keeps.
-	DefaultLimit = 100_000
+	// DefaultLimit is how many records a store keeps per principal: the
+	// principal's oldest are evicted beyond it.
+	DefaultLimit = 10_000
+	// DefaultGlobalLimit is how many records the in-memory store keeps in
+	// all: past it, the principal holding the most records loses its
+	// oldest one. With request ids of the longest kind (255 bytes) and
+	// small outputs, a full store holds about 65 MiB.
+	DefaultGlobalLimit = 100_000
 )

@@ -100,7 +100,7 @@ func heap() uint64 {
 func main() {
 	calls := flag.Int("calls", 100_000, "calls to make")
 	conns := flag.Int("conns", 200, "concurrent connections")
-	limit := flag.Int("limit", 1_000, "bound of the idempotency store (records); below calls/20 so that eviction runs")
+	limit := flag.Int("limit", 1_000, "bound of the idempotency store (records per principal; the run has one); below calls/20 so that eviction runs")
 	ttl := flag.Duration("ttl", 5*time.Second, "how long records are kept")
 	timeout := flag.Duration("timeout", 5*time.Minute, "the run stops after this, whatever happens")
 	flag.Parse()
@@ -117,7 +117,7 @@ func run(calls, conns, limit int, ttl, timeout time.Duration) error {
 	baseline := heap()
 
 	c := &counters{}
-	mem := store.NewMemoryStore(limit)
+	mem := store.NewMemoryStore(limit, 0)
 	defer mem.(io.Closer).Close()
 	auth := carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("plain"), Principal: "load"},

@@ -3,8 +3,8 @@
 // testing/slogtest: call its functions from a test of your store.
 //
 //	func TestMyStore(t *testing.T) {
-//		storetest.TestIdempotencyStore(t, func(t *testing.T) store.IdempotencyStore {
-//			return mystore.New(...) // a fresh, empty store
+//		storetest.TestIdempotencyStore(t, func(t *testing.T, limit int) store.IdempotencyStore {
+//			return mystore.New(limit) // a fresh, empty store
 //		})
 //	}
 //
@@ -15,6 +15,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,15 +32,16 @@ const (
 )
 
 // TestIdempotencyStore runs the store suite. newStore must return a fresh
-// store each time, whose keys no other store shares.
-func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.IdempotencyStore) {
+// store each time, whose keys no other store shares, keeping at most limit
+// records per principal (its default when limit is 0).
+func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) store.IdempotencyStore) {
 	ctx := context.Background()
 	key := func(id string) store.Key {
 		return store.Key{Principal: "alice", Tool: "create_order", RequestID: id}
 	}
 
 	t.Run("first Begin owns the key", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		r, err := s.Begin(ctx, key("1"), "d1", long)
 		if err != nil || !r.Owned || r.Token == "" || r.Record != nil {
 			t.Fatalf("Begin = %+v, %v; want owned with a token", r, err)
@@ -47,7 +49,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("second Begin sees the execution in flight", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		mustOwn(t, s, key("1"), "d1", long)
 		r, err := s.Begin(ctx, key("1"), "d2", long)
 		if err != nil || r.Owned || r.Record != nil || r.Digest != "d1" {
@@ -56,7 +58,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("Complete records the outcome", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		rec := store.Record{Digest: "d1", ExecutionID: "e1", Output: []byte(`{"order_id":7}`)}
 		if err := s.Complete(ctx, key("1"), tok, rec, long); err != nil {
@@ -72,7 +74,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("errors round-trip", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		want := `{"code":"invalid_input","message":"bad","fields":[{"path":"items[0].sku","message":"is required"}],"details":{"k":"v"},"retryable":false}`
 		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e1", Error: []byte(want)}, long); err != nil {
@@ -85,7 +87,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("a replay is a copy", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		out, x := []byte(`{"order_id":7}`), []byte(`{"code":"not_found"}`)
 		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e1", Output: out, Error: x}, long); err != nil {
@@ -104,7 +106,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("Release frees the key", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		if err := s.Release(ctx, key("1"), tok); err != nil {
 			t.Fatal(err)
@@ -113,7 +115,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("a wrong token changes nothing", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		if err := s.Complete(ctx, key("1"), tok+"x", store.Record{Digest: "d1"}, long); !errors.Is(err, store.ErrLostReservation) {
 			t.Errorf("Complete with a wrong token = %v; want ErrLostReservation", err)
@@ -127,7 +129,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("keys are independent", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		mustOwn(t, s, key("1"), "d1", long)
 		mustOwn(t, s, store.Key{Principal: "bob", Tool: "create_order", RequestID: "1"}, "d1", long)
 		mustOwn(t, s, store.Key{Principal: "", Tool: "create_order", RequestID: "1"}, "d1", long)
@@ -136,7 +138,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("exactly one of many concurrent Begins owns the key", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		var owners atomic.Int32
 		var wg sync.WaitGroup
 		for range 64 {
@@ -157,7 +159,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("Wait returns when the execution completes", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		waited := make(chan error, 1)
 		go func() { waited <- s.Wait(ctx, key("1")) }()
@@ -180,7 +182,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("Wait returns when the reservation is released", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		waited := make(chan error, 1)
 		go func() { waited <- s.Wait(ctx, key("1")) }()
@@ -198,7 +200,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("Wait respects cancellation", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		mustOwn(t, s, key("1"), "d1", long)
 		cctx, cancel := context.WithTimeout(ctx, short)
 		defer cancel()
@@ -208,7 +210,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("Wait on a free or recorded key returns at once", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		cctx, cancel := context.WithTimeout(ctx, patient)
 		defer cancel()
 		if err := s.Wait(cctx, key("free")); err != nil {
@@ -224,7 +226,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 	})
 
 	t.Run("a token works once", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e1"}, long); err != nil {
 			t.Fatal(err)
@@ -240,9 +242,23 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 		}
 	})
 
-	t.Run("Wait returns when the lease lapses", func(t *testing.T) {
-		s := newStore(t)
-		mustOwn(t, s, key("1"), "d1", short) // its holder never comes back
+	t.Run("a reservation outlives its lease while its holder lives", func(t *testing.T) {
+		s := newStore(t, 0)
+		const lease = 10 * short // long enough that a busy machine renews it in time
+		tok := mustOwn(t, s, key("1"), "d1", lease)
+		time.Sleep(2 * lease) // the execution waits for its turn, then runs
+		if r, err := s.Begin(ctx, key("1"), "d1", long); err != nil || r.Owned || r.Record != nil {
+			t.Fatalf("Begin = %+v, %v; want the reservation still in flight: its holder lives", r, err)
+		}
+		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1", ExecutionID: "e1"}, long); err != nil {
+			t.Fatalf("Complete of a reservation older than its lease = %v", err)
+		}
+	})
+
+	t.Run("Wait returns when the lease of a dead holder lapses", func(t *testing.T) {
+		s := newStore(t, 0)
+		tok := mustOwn(t, s, key("1"), "d1", short)
+		abandon(t, s, key("1"), tok) // its holder never comes back
 		cctx, cancel := context.WithTimeout(ctx, patient)
 		defer cancel()
 		if err := s.Wait(cctx, key("1")); err != nil {
@@ -251,9 +267,10 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 		mustOwn(t, s, key("1"), "d1", long)
 	})
 
-	t.Run("a lapsed lease frees the key", func(t *testing.T) {
-		s := newStore(t)
+	t.Run("the lapsed lease of a dead holder frees the key", func(t *testing.T) {
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", short)
+		abandon(t, s, key("1"), tok)
 		deadline := time.Now().Add(patient)
 		for {
 			r, err := s.Begin(ctx, key("1"), "d2", long)
@@ -273,8 +290,47 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 		}
 	})
 
+	t.Run("one principal's keys never evict another's records", func(t *testing.T) {
+		const limit = 3
+		s := newStore(t, limit)
+		quiet := func(id string) store.Key { return store.Key{Principal: "bob", Tool: "create_order", RequestID: id} }
+		for _, id := range []string{"1", "2"} {
+			tok := mustOwn(t, s, quiet(id), "d1", long)
+			if err := s.Complete(ctx, quiet(id), tok, store.Record{Digest: "d1", ExecutionID: "bob-" + id}, long); err != nil {
+				t.Fatal(err)
+			}
+		}
+		inFlight := mustOwn(t, s, key("in-flight"), "d1", long)
+		const flood = 10 * limit
+		for i := range flood {
+			id := strconv.Itoa(i)
+			tok := mustOwn(t, s, key(id), "d1", long)
+			if err := s.Complete(ctx, key(id), tok, store.Record{Digest: "d1", ExecutionID: "alice-" + id}, long); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range []string{"1", "2"} {
+			if r, err := s.Begin(ctx, quiet(id), "d1", long); err != nil || r.Record == nil || r.Record.ExecutionID != "bob-"+id {
+				t.Errorf("bob's record %s = %+v, %v after alice's %d records; want it kept", id, r, err, flood)
+			}
+		}
+		if r, err := s.Begin(ctx, key("0"), "d1", long); err != nil || !r.Owned {
+			t.Errorf("alice's oldest record = %+v, %v; want it evicted by her own records beyond her limit of %d", r, err, limit)
+		}
+		last := strconv.Itoa(flood - 1)
+		if r, err := s.Begin(ctx, key(last), "d1", long); err != nil || r.Record == nil {
+			t.Errorf("alice's newest record = %+v, %v; want it kept", r, err)
+		}
+		if r, err := s.Begin(ctx, key("in-flight"), "d1", long); err != nil || r.Owned || r.Record != nil {
+			t.Errorf("alice's reservation = %+v, %v; want it still in flight: reservations are never evicted", r, err)
+		}
+		if err := s.Complete(ctx, key("in-flight"), inFlight, store.Record{Digest: "d1"}, long); err != nil {
+			t.Errorf("Complete of the reservation = %v", err)
+		}
+	})
+
 	t.Run("a record expires after its TTL", func(t *testing.T) {
-		s := newStore(t)
+		s := newStore(t, 0)
 		tok := mustOwn(t, s, key("1"), "d1", long)
 		if err := s.Complete(ctx, key("1"), tok, store.Record{Digest: "d1"}, short); err != nil {
 			t.Fatal(err)
@@ -294,6 +350,27 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T) store.Idempo
 			time.Sleep(short / 2)
 		}
 	})
+}
+
+// ReservationAbandoner is an optional capability of an
+// [store.IdempotencyStore] whose reservations have a lease that it renews
+// while their holder lives: AbandonReservation stops renewing the
+// reservation of token without ending it, as the death of its holder would.
+// TestIdempotencyStore uses it to check that the reservation of a holder
+// that died frees its key when the lease runs out; stores without it (an
+// in-process store, whose holder cannot die without it) skip those cases.
+type ReservationAbandoner interface {
+	AbandonReservation(key store.Key, token string)
+}
+
+// abandon makes the holder of a reservation die, or skips the test.
+func abandon(t *testing.T, s store.IdempotencyStore, key store.Key, token string) {
+	t.Helper()
+	a, ok := s.(ReservationAbandoner)
+	if !ok {
+		t.Skip("the store's reservations have no lease to lapse (it does not implement storetest.ReservationAbandoner)")
+	}
+	a.AbandonReservation(key, token)
 }
 
 func mustOwn(t *testing.T, s store.IdempotencyStore, key store.Key, digest string, lease time.Duration) string {

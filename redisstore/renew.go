@@ -1,0 +1,94 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// renewScript extends KEYS[1] to ARGV[2] ms if token ARGV[1] holds it: a
+// lock, or an idempotency reservation in flight (both keep their holder's
+// token in the field t).
+var renewScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
+	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`)
+
+// renewal keeps a holder's lease alive while the holder lives: it extends
+// the lease every third of it until stopped, so that only a host that died
+// (or lost Redis for longer than the lease) lets the key expire.
+type renewal struct {
+	s     *Store
+	key   string
+	token string
+	lease time.Duration
+	what  string // "a lock" or "an idempotency reservation", for the log
+	lost  string // logged when another holder took the key
+	attrs []any  // what names the key in the log
+
+	ctx     context.Context // done when renewal must end, cancelling a renewal in flight
+	stop    context.CancelFunc
+	stopped chan struct{} // closed when renewal has ended
+}
+
+// keepAlive starts renewing the lease of key, held by token.
+func (s *Store) keepAlive(key, token string, lease time.Duration, what, lost string, attrs ...any) *renewal {
+	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, stopped: make(chan struct{})}
+	r.ctx, r.stop = context.WithCancel(context.Background())
+	go r.run()
+	return r
+}
+
+// run extends the lease every third of it until stopped. A renewal that
+// fails for want of Redis is tried again sooner, for as long as the lease
+// may still hold; one that finds the key taken by another holder ends
+// renewal and reports it. Stopping cancels a renewal in flight, so that a
+// Redis that hangs does not hold up the holder's release: a renewal that
+// reaches Redis after the release finds the key no longer its token's, and
+// changes nothing.
+func (r *renewal) run() {
+	defer close(r.stopped)
+	every := max(r.lease/3, time.Millisecond)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	renewed := time.Now() // the lease holds until renewed + lease
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		// Give up on this try when the lease would end anyway; once it may
+		// have ended, keep asking: Redis may be back, and the key still ours.
+		deadline := renewed.Add(r.lease)
+		if !deadline.After(start) {
+			deadline = start.Add(every)
+		}
+		ctx, cancel := context.WithDeadline(r.ctx, deadline)
+		ok, err := renewScript.Run(ctx, r.s.client, []string{r.key}, r.token, millis(r.lease)).Int64()
+		cancel()
+		switch {
+		case r.ctx.Err() != nil: // stopped meanwhile: the key may be gone already
+			return
+		case err != nil:
+			r.s.logger.Warn("carmy/redisstore: cannot renew "+r.what+"; trying again", append(r.attrs, "error", err)...)
+			t.Reset(max(every/4, time.Millisecond))
+		case ok != 1:
+			r.s.logger.Error(r.lost, append(r.attrs, "lease", r.lease)...)
+			return
+		default:
+			renewed = start
+			t.Reset(every)
+		}
+	}
+}
+
+// halt ends the renewal and waits for it. Halting twice is harmless.
+func (r *renewal) halt() {
+	r.stop()
+	<-r.stopped
+}

@@ -115,6 +115,7 @@ type Builder struct {
 
 	// Serving.
 	auth           Authenticator
+	oauth          *oauthSetting // from carmy.toml, resolved at Build
 	allowAnonymous bool
 	bodyLimit      int64
 	addr           string
@@ -322,6 +323,9 @@ func (b *Builder) Build() (*Registry, error) {
 				}
 			}
 		}
+	}
+	if err := b.resolveOAuth(); err != nil {
+		errs = append(errs, err)
 	}
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}

@@ -26,16 +26,21 @@ const (
 	envOAuthScopes   = "CARMY_OAUTH_SCOPES" // comma-separated
 )
 
-// parseOAuth checks the [oauth] table. Its problems are located at the
+// parseOAuth checks the [oauth] table; a table with problems counts as
+// none, so that its problems are reported once. They are located at the
 // table's header.
-func parseOAuth(d *document, path string, fail func(line int, format string, args ...any)) OAuth {
+func parseOAuth(d *document, path string, report func(line int, format string, args ...any)) OAuth {
 	v := d.value("oauth")
 	if v == nil {
 		return OAuth{}
 	}
-	line := d.line("oauth")
-	m, ok := v.(map[string]any)
-	if !ok {
+	line, ok := d.line("oauth"), true
+	fail := func(line int, format string, args ...any) {
+		report(line, format, args...)
+		ok = false
+	}
+	m, isTable := v.(map[string]any)
+	if !isTable {
 		fail(line, "oauth must be a table with issuer, audience and scopes, such as [oauth], not %s", tomlValue(v))
 		return OAuth{}
 	}
@@ -76,6 +81,9 @@ func parseOAuth(d *document, path string, fail func(line int, format string, arg
 	}
 	if o.Audience == "" {
 		fail(line, "oauth.audience is required: this server's resource URI, such as \"https://tools.example.com/mcp\", which tokens name in aud")
+	}
+	if !ok {
+		return OAuth{}
 	}
 	o.Site = fmt.Sprintf("%s:%d", path, line)
 	return o

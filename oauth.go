@@ -347,8 +347,19 @@ func (b *Builder) resolveOAuth() error {
 	defer cancel()
 	a, err := OAuth(ctx, b.oauth.config)
 	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			err = siteError{e}
+		}
 		return &BuildError{Site: b.oauth.site, Err: err}
 	}
 	b.auth = a
 	return nil
 }
+
+// siteError is an [Error] after the site of a [BuildError]: its message
+// alone, the code still found by [CodeOf].
+type siteError struct{ e *Error }
+
+func (s siteError) Error() string { return s.e.Message }
+func (s siteError) Unwrap() error { return s.e }

@@ -632,8 +632,9 @@ func TestOAuthApp(t *testing.T) {
 		defer iss.down.Store(false)
 		_, err := carmy.App().Logger(quietLogger()).Tool(tool).Build()
 		var be *carmy.BuildError
-		if !errors.As(err, &be) || be.Site != "CARMY_OAUTH_ISSUER" || carmy.CodeOf(be.Err) != carmy.CodeUnavailable {
-			t.Errorf("Build = %v", err)
+		want := "carmy: CARMY_OAUTH_ISSUER: OAuth: the issuer " + iss.URL + " could not be discovered at " + iss.URL + "/.well-known/openid-configuration: 503 Service Unavailable: down"
+		if !errors.As(err, &be) || be.Site != "CARMY_OAUTH_ISSUER" || carmy.CodeOf(be.Err) != carmy.CodeUnavailable || err.Error() != want {
+			t.Errorf("Build = %v\nwant %s", err, want)
 		}
 	})
 }

@@ -34,7 +34,8 @@ type OAuthConfig struct {
 	// Scopes are the scopes every token must hold.
 	Scopes []string
 	// HTTPClient fetches the discovery document and the keys; nil means a
-	// client with a timeout of 10 seconds.
+	// client with a timeout of 10 seconds. Give yours a timeout too: calls
+	// that need the keys fetched wait for a fetch under way.
 	HTTPClient *http.Client
 }
 
@@ -129,8 +130,9 @@ func OAuth(ctx context.Context, cfg OAuthConfig) (Authenticator, error) {
 		scopes:   slices.Clone(cfg.Scopes),
 		verifier: oidc.NewVerifier(cfg.Issuer, keys, &oidc.Config{
 			SupportedSigningAlgs: oauthAlgs,
-			// Checked below: "aud" as a resource URI, and "exp" and "nbf"
-			// with a small skew instead of go-oidc's five minutes on nbf.
+			// Checked by Authenticate: "aud" as a resource URI, and "exp"
+			// and "nbf" with a small skew instead of go-oidc's none on exp
+			// and five minutes on nbf.
 			SkipClientIDCheck: true,
 			SkipExpiryCheck:   true,
 		}),

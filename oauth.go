@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -70,9 +72,10 @@ var oauthAlgs = []string{
 // It reads the issuer's OpenID Connect discovery document and fetches its
 // signing keys (JWKS) now; an issuer it cannot reach is an error of code
 // [CodeUnavailable], a bad cfg one of code [CodeInvalidInput]. Keys are
-// cached and fetched again when a token names a key the cache does not
-// hold, so the issuer may rotate its keys; while the issuer is down,
-// tokens signed with cached keys keep working.
+// cached and fetched again, at most once per 5 seconds, when a token does
+// not verify with them (it names a key the cache does not hold), so the
+// issuer may rotate its keys; while the issuer is down, tokens signed with
+// cached keys keep working.
 //
 // A token is accepted when its signature verifies with one of the
 // issuer's keys by an asymmetric algorithm (never "none" nor HMAC), "iss"
@@ -114,12 +117,13 @@ func OAuth(ctx context.Context, cfg OAuthConfig) (Authenticator, error) {
 	if err := provider.Claims(&doc); err != nil || doc.JWKSURI == "" {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("OAuth: the discovery document at %s has no jwks_uri", discoveryURL(cfg.Issuer)), Err: err}
 	}
-	if err := checkKeys(ctx, client, doc.JWKSURI); err != nil {
+	limited := limitKeyFetches(client, doc.JWKSURI)
+	if err := checkKeys(ctx, limited, doc.JWKSURI); err != nil {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("OAuth: the issuer's keys at %s: %v", doc.JWKSURI, short(err)), Err: err}
 	}
 	// The key set lives as long as the authenticator: its fetches must not
 	// end with the caller's ctx.
-	keys := oidc.NewRemoteKeySet(context.WithoutCancel(ctx), doc.JWKSURI)
+	keys := oidc.NewRemoteKeySet(oidc.ClientContext(context.WithoutCancel(ctx), limited), doc.JWKSURI)
 	// Fill the key cache now, so that the issuer may go down before the
 	// first call. No key has the probe's id: the set fetches its keys, then
 	// refuses the probe.
@@ -206,6 +210,64 @@ func checkKeys(ctx context.Context, client *http.Client, jwksURI string) error {
 		return errors.New("the set holds no keys")
 	}
 	return nil
+}
+
+// keyRefreshInterval is the least time between two fetches of the key set
+// that reach the issuer. A variable so that tests can shorten it.
+var keyRefreshInterval = 5 * time.Second
+
+// limitKeyFetches returns a copy of client whose fetches of the key set at
+// jwksURI reach the issuer at most once per keyRefreshInterval; the others
+// get the last answer. go-oidc fetches the keys again for every token that
+// does not verify with the cached ones, so that without this a flood of
+// forged tokens would be a flood of requests to the issuer. A key the
+// issuer publishes is still seen within the interval.
+func limitKeyFetches(client *http.Client, jwksURI string) *http.Client {
+	next := client.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c := *client
+	c.Transport = &keyFetchLimiter{next: next, url: jwksURI}
+	return &c
+}
+
+type keyFetchLimiter struct {
+	next http.RoundTripper
+	url  string
+
+	mu     sync.Mutex // held during a fetch: one at a time
+	last   time.Time  // of the last fetch that reached the issuer
+	status int
+	header http.Header
+	body   []byte // of the last fetch that the issuer answered
+}
+
+func (l *keyFetchLimiter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.String() != l.url {
+		return l.next.RoundTrip(req)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.last) < keyRefreshInterval {
+		if l.body == nil {
+			return nil, fmt.Errorf("the last fetch of the keys, %v ago, failed; the next waits %v", time.Since(l.last).Round(time.Millisecond), keyRefreshInterval)
+		}
+		return &http.Response{StatusCode: l.status, Status: fmt.Sprintf("%d %s", l.status, http.StatusText(l.status)), Header: l.header.Clone(), Body: io.NopCloser(bytes.NewReader(l.body)), Request: req}, nil
+	}
+	l.last, l.body = time.Now(), nil
+	resp, err := l.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	l.status, l.header, l.body = resp.StatusCode, resp.Header.Clone(), body
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
 }
 
 // jwksProbe is a well-formed JWS signed by nobody, whose key id no issuer

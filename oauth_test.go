@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -286,6 +287,7 @@ func TestOAuthPermissions(t *testing.T) {
 // refused while the issuer does not publish it, accepted once it does,
 // without a restart; a key the issuer dropped stops working.
 func TestOAuthKeyRotation(t *testing.T) {
+	defer carmy.SetKeyRefreshInterval(0)()
 	iss := newTestIssuer(t)
 	a := newOAuth(t, iss)
 	start := iss.fetches.Load()
@@ -333,6 +335,53 @@ func eventually(f func() bool) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
+}
+
+// Tokens that do not verify make the keys fetched again, but at most once
+// per interval: a flood of forged tokens is not a flood of requests to the
+// issuer.
+func TestOAuthKeyFetchLimit(t *testing.T) {
+	const interval = 200 * time.Millisecond
+	defer carmy.SetKeyRefreshInterval(interval)()
+	iss := newTestIssuer(t)
+	started := time.Now()
+	a := newOAuth(t, iss)
+	if n := iss.fetches.Load(); n != 1 {
+		t.Errorf("%d key fetches at start, want 1", n)
+	}
+	claims := iss.claims("alice", "")
+	valid := sign(t, jose.ES256, ecKey(), "es", claims)
+	var forged []string
+	for i := range 20 {
+		if i%2 == 0 {
+			forged = append(forged, sign(t, jose.ES256, ecKey2(), "kid-"+strconv.Itoa(i), claims)) // an unknown kid
+		} else {
+			forged = append(forged, sign(t, jose.ES256, newECKey(), "es", claims)) // a known kid, another key
+		}
+	}
+	// flood sends the forged tokens and returns how many fetches reached
+	// the issuer.
+	flood := func() int32 {
+		before := iss.fetches.Load()
+		for _, tok := range forged {
+			if _, err := authenticate(a, tok); carmy.CodeOf(err) != carmy.CodeUnauthenticated {
+				t.Fatalf("forged token: %v", err)
+			}
+		}
+		return iss.fetches.Load() - before
+	}
+	// Since the fetch at start, one fetch per interval at most.
+	if n, allowed := flood(), int32(time.Since(started)/interval); n > allowed {
+		t.Errorf("%d key fetches for a flood, want at most %d", n, allowed)
+	}
+	time.Sleep(interval + 50*time.Millisecond)
+	started = time.Now()
+	if n, allowed := flood(), 1+int32(time.Since(started)/interval); n < 1 || n > allowed {
+		t.Errorf("%d key fetches for a flood past the interval, want 1 to %d", n, allowed)
+	}
+	if _, err := authenticate(a, valid); err != nil {
+		t.Errorf("a valid token after the floods: %v", err)
+	}
 }
 
 func TestOAuthIssuerDown(t *testing.T) {

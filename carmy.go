@@ -115,6 +115,7 @@ type Builder struct {
 
 	// Serving.
 	auth           Authenticator
+	oauth          *oauthSetting // from carmy.toml, resolved at Build
 	allowAnonymous bool
 	bodyLimit      int64
 	addr           string
@@ -156,10 +157,17 @@ func New() *Builder {
 //	principal = "alice"
 //	permissions = ["confirm:cancel_order"]
 //
+//	# [oauth]                          # instead of [[tokens]]: accept an issuer's access tokens (see OAuth)
+//	# issuer = "https://auth.example.com"
+//	# audience = "https://tools.example.com/mcp"
+//	# scopes = ["tools"]
+//
 // CARMY_LISTEN, CARMY_BODY_LIMIT, CARMY_TIMEOUT, CARMY_DRAIN_TIMEOUT,
-// CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED and CARMY_STORE_URL, when
-// set and not empty, override the file's values; the tokens authenticate
-// with [BearerTokens].
+// CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL,
+// CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE and CARMY_OAUTH_SCOPES
+// (comma-separated), when set and not empty, override the file's values;
+// the tokens authenticate with [BearerTokens], [oauth] with [OAuth],
+// resolved at Build, which then reaches the issuer.
 func App() *Builder {
 	b := New()
 	b.signals = true
@@ -329,6 +337,9 @@ func (b *Builder) Build() (*Registry, error) {
 				}
 			}
 		}
+	}
+	if err := b.resolveOAuth(); err != nil {
+		errs = append(errs, err)
 	}
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}

@@ -50,6 +50,9 @@ func (b *Builder) configure() {
 		}
 		b.auth = BearerTokens(tokens...) // the tokens that passed the checks
 	}
+	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
+		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}
+	}
 }
 
 // flatten undoes errors.Join, so that the builder holds one error per

@@ -38,6 +38,7 @@ func (r *Registry) Handler() http.Handler {
 		mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
 		mux.HandleFunc("/healthz", onlyMethod("GET"))
 		mux.Handle("/mcp", r.mcpHTTPHandler())
+		r.mountWellKnown(mux) // OAuth: protected resource metadata
 		mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz", req.Method, req.URL.Path))
 		})
@@ -73,7 +74,7 @@ func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
 
 func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
 	if _, err := r.identify(req); err != nil {
-		writeError(w, err)
+		r.refuse(w, req, err)
 		return
 	}
 	out := make([]wireTool, 0, len(r.names))
@@ -110,7 +111,7 @@ type wireResult struct {
 func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 	id, err := r.identify(req)
 	if err != nil {
-		writeError(w, err)
+		r.refuse(w, req, err)
 		return
 	}
 	if ct := req.Header.Get("Content-Type"); ct != "" {
@@ -189,7 +190,7 @@ func writeError(w http.ResponseWriter, err error) { writeErrorStatus(w, StatusOf
 
 func writeErrorStatus(w http.ResponseWriter, status int, err error) {
 	e := publicError(err)
-	if e.Code == CodeUnauthenticated {
+	if e.Code == CodeUnauthenticated && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="carmy"`)
 	}
 	if id, ok := e.Details["execution_id"].(string); ok {

@@ -196,7 +196,7 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		req.Header.Del(identityRef)
 		id, err := r.identify(req)
 		if err != nil {
-			writeError(w, err)
+			r.refuse(w, req, err)
 			return
 		}
 		var b [16]byte

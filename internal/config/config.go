@@ -40,6 +40,7 @@ type Settings struct {
 	AllowUnauthenticated bool          // serve a non-loopback address without authentication
 	StoreURL             string        // shared idempotency store and locker, by URL
 	Tokens               []Token       // bearer tokens
+	OAuth                OAuth         // the OAuth resource server; none when Issuer is ""
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -94,9 +95,10 @@ func Load(path string) (Settings, error) {
 // FromEnv returns the settings of an App: the file named by CARMY_CONFIG,
 // else ./carmy.toml when it exists, else none; then CARMY_LISTEN,
 // CARMY_BODY_LIMIT, CARMY_TIMEOUT, CARMY_DRAIN_TIMEOUT, CARMY_LOG_LEVEL,
-// CARMY_ALLOW_UNAUTHENTICATED and CARMY_STORE_URL, when set and not empty,
-// override the file's values. A bad variable is a [*Problem] whose Site is
-// its name.
+// CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL, CARMY_OAUTH_ISSUER,
+// CARMY_OAUTH_AUDIENCE and CARMY_OAUTH_SCOPES (comma-separated), when set
+// and not empty, override the file's values. A bad variable is a
+// [*Problem] whose Site is its name.
 func FromEnv() (Settings, error) {
 	var (
 		c    Settings
@@ -140,14 +142,15 @@ func FromEnv() (Settings, error) {
 		return nil
 	})
 	env(envStoreURL, func(v string) (err error) { c.StoreURL, err = parseStoreURL(v); return })
+	errs = append(errs, oauthFromEnv(&c)...)
 	return c, errors.Join(errs...)
 }
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "tokens"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "tokens", "oauth"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url) and [[tokens]]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), [[tokens]] and [oauth]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -262,6 +265,10 @@ func parse(path, src string) (Settings, error) {
 		scalar("redis_url", func(s string) (err error) { c.StoreURL, err = parseStoreURL(s); return }, `a URL such as "redis://redis:6379/0"`)
 	}
 	c.Tokens = parseTokens(&d, fail)
+	c.OAuth = parseOAuth(&d, path, fail)
+	if c.OAuth.Issuer != "" && len(c.Tokens) > 0 {
+		fail(d.line("oauth"), "[oauth] and [[tokens]] both authenticate callers; keep one")
+	}
 
 	// Unknown keys, outermost only: [extra] and extra.x are one mistake.
 	for _, k := range slices.Sorted(maps.Keys(d.raw)) {

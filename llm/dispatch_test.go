@@ -14,8 +14,11 @@ import (
 	"github.com/carmy-dev/carmy/llm"
 )
 
+// TestDispatch runs each call through Dispatch and through a Dispatcher,
+// which must agree.
 func TestDispatch(t *testing.T) {
 	reg := exportRegistry(t)
+	dispatcher := llm.NewDispatcher(reg)
 	ctx := context.Background()
 	for _, c := range []struct {
 		name, tool, args string
@@ -94,6 +97,10 @@ func TestDispatch(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res, err := llm.Dispatch(ctx, reg, c.tool, c.args)
+			res2, err2 := dispatcher.Dispatch(ctx, c.tool, c.args)
+			if carmy.CodeOf(err2) != carmy.CodeOf(err) || !bytes.Equal(res2.Output, res.Output) {
+				t.Errorf("a Dispatcher returned %s, %v; Dispatch returned %s, %v", res2.Output, err2, res.Output, err)
+			}
 			if c.code != "" {
 				var e *carmy.Error
 				if !errors.As(err, &e) || e.Code != c.code {
@@ -195,8 +202,8 @@ func TestDispatchOptions(t *testing.T) {
 }
 
 // BenchmarkDispatch measures what Dispatch adds to Execute for strict-mode
-// arguments of place_order: reading the schema and the arguments, and
-// rewriting them.
+// arguments of place_order: reading the schema (at every call, or once for
+// a Dispatcher) and the arguments, and rewriting them.
 func BenchmarkDispatch(b *testing.B) {
 	reg, err := carmy.New().Tool(carmy.Tool(exportPlaceOrder, carmy.Write, carmy.Register(false), carmy.ParallelSafe(),
 		carmy.Name("place_order"))).Build()
@@ -208,9 +215,20 @@ func BenchmarkDispatch(b *testing.B) {
 		"lines":[{"sku":"A","quantity":1,"comment":null,"size":null}],"status":"new","rush":null,"gift":null,"priority":1,
 		"tags":null,"note":null,"labels":[{"key":"a","value":"x"}],"by_date":[],"extra":null,"window":null,"meta":null}`
 	ctx := context.Background()
-	for b.Loop() {
-		if _, err := llm.Dispatch(ctx, reg, "place_order", args); err != nil {
-			b.Fatal(err)
-		}
+	dispatcher := llm.NewDispatcher(reg)
+	for _, c := range []struct {
+		name     string
+		dispatch func() (carmy.Result, error)
+	}{
+		{"Dispatcher", func() (carmy.Result, error) { return dispatcher.Dispatch(ctx, "place_order", args) }},
+		{"Func", func() (carmy.Result, error) { return llm.Dispatch(ctx, reg, "place_order", args) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.dispatch(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -16,7 +16,6 @@ type jnode struct {
 	raw  []byte   // the text of a scalar
 	keys []string // the member names of an object
 	vals []*jnode // the member values of an object, the items of an array
-	done bool     // already rewritten for the provider
 }
 
 func parseJSON(b []byte) (*jnode, error) {

@@ -220,26 +220,31 @@ func modelArguments(tool string, p *plan, args json.RawMessage) (json.RawMessage
 type argWalker struct {
 	dec      *jsontext.Decoder
 	enc      *jsontext.Encoder
-	path     []string // where the value being copied is: names, and "[i]" for items
 	changed  bool
-	problems []carmy.FieldError
+	problems []carmy.FieldError // paths relative to the value being copied, until it is done
 }
 
-// at is the path of the value being copied, as FieldError paths read.
-func (w *argWalker) at() string {
-	path := ""
-	for _, s := range w.path {
-		if s[0] == '[' {
-			path += s
-		} else {
-			path = shape.JoinPath(path, s[1:])
+// under places the problems found from the n-th on inside the member of
+// that name, or the item of that index when index >= 0. Paths are built
+// as the walk returns, so that a call without problems builds none.
+func (w *argWalker) under(n int, name string, index int) {
+	if len(w.problems) == n {
+		return
+	}
+	seg := shape.JoinPath("", name)
+	if index >= 0 {
+		seg = "[" + strconv.Itoa(index) + "]"
+	}
+	for i := n; i < len(w.problems); i++ {
+		switch p := &w.problems[i].Path; {
+		case *p == "":
+			*p = seg
+		case (*p)[0] == '[':
+			*p = seg + *p
+		default:
+			*p = seg + "." + *p
 		}
 	}
-	return path
-}
-
-func (w *argWalker) fail(suffix, message string) {
-	w.problems = append(w.problems, carmy.FieldError{Path: w.at() + suffix, Message: message})
 }
 
 // value copies the next value under a plan.
@@ -274,12 +279,11 @@ func (w *argWalker) array(items *plan) error {
 		return err
 	}
 	for i := 0; w.dec.PeekKind() != ']'; i++ {
-		w.path = append(w.path, "["+strconv.Itoa(i)+"]")
-		err := w.value(items)
-		w.path = w.path[:len(w.path)-1]
-		if err != nil {
+		n := len(w.problems)
+		if err := w.value(items); err != nil {
 			return err
 		}
+		w.under(n, "", i)
 	}
 	return w.copyToken()
 }
@@ -308,12 +312,11 @@ func (w *argWalker) object(p *plan) error {
 		if err := w.enc.WriteToken(jsontext.String(name)); err != nil {
 			return err
 		}
-		w.path = append(w.path, "."+name)
-		err = w.value(f.plan)
-		w.path = w.path[:len(w.path)-1]
-		if err != nil {
+		n := len(w.problems)
+		if err := w.value(f.plan); err != nil {
 			return err
 		}
+		w.under(n, name, -1)
 	}
 	return w.copyToken()
 }
@@ -343,18 +346,20 @@ func (w *argWalker) entries(values *plan) error {
 		}
 		key, value := e["key"], e["value"]
 		var name string
+		var problem carmy.FieldError
 		switch {
 		case len(e) != 2 || key == nil || value == nil:
-			w.fail(at, `must be an entry {"key": "...", "value": ...} of the map`)
+			problem = carmy.FieldError{Path: at, Message: `must be an entry {"key": "...", "value": ...} of the map`}
 		case key.Kind() != '"' || jsonv2.Unmarshal(key, &name) != nil:
-			w.fail(at+".key", "must be a string: it is a key of the map")
+			problem = carmy.FieldError{Path: at + ".key", Message: "must be a string: it is a key of the map"}
 		case seen[name]:
-			w.fail(at+".key", fmt.Sprintf("repeats the key %q; give each key once", name))
+			problem = carmy.FieldError{Path: at + ".key", Message: fmt.Sprintf("repeats the key %q; give each key once", name)}
 		default:
 			seen[name] = true
 			list = append(list, entry{name, value})
 			continue
 		}
+		w.problems = append(w.problems, problem)
 		failed = true
 	}
 	if _, err := w.dec.ReadToken(); err != nil {
@@ -374,12 +379,11 @@ func (w *argWalker) entries(values *plan) error {
 			return err
 		}
 		w.dec = jsontext.NewDecoder(bytes.NewReader(e.value))
-		w.path = append(w.path, "."+e.key)
-		err := w.value(values)
-		w.path = w.path[:len(w.path)-1]
-		if err != nil {
+		n := len(w.problems)
+		if err := w.value(values); err != nil {
 			return err
 		}
+		w.under(n, e.key, -1)
 	}
 	return w.enc.WriteToken(jsontext.EndObject)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,12 +215,18 @@ func BenchmarkDispatch(b *testing.B) {
 	args := `{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":null,
 		"lines":[{"sku":"A","quantity":1,"comment":null,"size":null}],"status":"new","rush":null,"gift":null,"priority":1,
 		"tags":null,"note":null,"labels":[{"key":"a","value":"x"}],"by_date":[],"extra":null,"window":null,"meta":null}`
+	// The same call as Execute takes it: what Dispatch adds is the
+	// difference.
+	undone := json.RawMessage(`{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":null,
+		"lines":[{"sku":"A","quantity":1,"comment":null}],"status":"new","rush":null,"priority":1,
+		"labels":{"a":"x"},"by_date":{},"window":null}`)
 	ctx := context.Background()
 	dispatcher := llm.NewDispatcher(reg)
 	for _, c := range []struct {
 		name     string
 		dispatch func() (carmy.Result, error)
 	}{
+		{"Execute", func() (carmy.Result, error) { return reg.Execute(ctx, carmy.Call{Tool: "place_order", Input: undone}) }},
 		{"Dispatcher", func() (carmy.Result, error) { return dispatcher.Dispatch(ctx, "place_order", args) }},
 		{"Func", func() (carmy.Result, error) { return llm.Dispatch(ctx, reg, "place_order", args) }},
 	} {
@@ -228,6 +235,48 @@ func BenchmarkDispatch(b *testing.B) {
 				if _, err := c.dispatch(); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// nestedMaps has maps inside arrays, inside maps, and under a name that
+// paths quote.
+type nestedMaps struct {
+	Groups []struct {
+		Tags map[string]string `json:"tags"`
+	} `json:"groups"`
+	ByName map[string]struct {
+		Tags map[string]int `json:"tags"`
+	} `json:"by name"`
+}
+
+// TestDispatchNestedEntries: the problems of entries deep in the
+// arguments carry their whole path.
+func TestDispatchNestedEntries(t *testing.T) {
+	reg, err := carmy.New().Tool(carmy.Tool(func(_ context.Context, in nestedMaps) (nestedMaps, error) { return in, nil },
+		carmy.Read, carmy.Name("nested"), carmy.Register(false))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	args := `{"groups":[{"tags":[]},{"tags":[{"key":"a","value":"1"},{"key":"a","value":"2"}]}],
+		"by name":[{"key":"x y","value":{"tags":[{"key":1,"value":2}]}},{"key":"z","value":{"tags":[{"value":3,"key":"n"}]}}]}`
+	want := []carmy.FieldError{
+		{Path: `groups[1].tags[1].key`, Message: `repeats the key "a"; give each key once`},
+		{Path: `["by name"]["x y"].tags[0].key`, Message: "must be a string: it is a key of the map"},
+	}
+	for name, dispatch := range map[string]func() (carmy.Result, error){
+		"Dispatch": func() (carmy.Result, error) { return llm.Dispatch(context.Background(), reg, "nested", args) },
+		"Dispatcher": func() (carmy.Result, error) {
+			return llm.NewDispatcher(reg).Dispatch(context.Background(), "nested", args)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := dispatch()
+			var e *carmy.Error
+			if !errors.As(err, &e) || e.Code != carmy.CodeInvalidInput || !slices.Equal(e.Fields, want) {
+				t.Fatalf("got %v, fields %q; want %q", err, e.Fields, want)
 			}
 		})
 	}

@@ -22,7 +22,7 @@ import (
 // tools never change once built. A Dispatcher is safe for concurrent use.
 type Dispatcher struct {
 	r     *carmy.Registry
-	plans map[string]*plan // by tool name; nil for a tool with nothing to undo
+	plans map[string]*plan // by tool name
 }
 
 // NewDispatcher reads what [Dispatcher.Dispatch] needs of every tool of r.

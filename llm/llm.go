@@ -1,9 +1,11 @@
 // Package llm turns a [carmy.Registry]'s tools into the tool definitions of
 // LLM provider APIs (OpenAI function calling in strict mode, Anthropic tool
 // use, Gemini function calling), and a model's tool call back into a call
-// of the registry ([Dispatch]). It works over the registry's public API
-// alone: [carmy.Registry.Tools], [carmy.Registry.Lookup] and
-// [carmy.Registry.Execute].
+// of the registry ([Dispatch], or a [Dispatcher], which reads every tool's
+// schema once for all the calls of a registry). It works over the
+// registry's public API alone: [carmy.Registry.Tools],
+// [carmy.Registry.Lookup] and [carmy.Registry.Execute], and keeps no state
+// of its own outside the values it returns.
 //
 // Each provider's schema dialect has rules of its own, which the exports
 // follow; docs/llm-sdks.md in the repository explains them and their

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -21,8 +22,9 @@ import (
 // [NewDispatcher] and keep it for the registry's life: the registry's
 // tools never change once built. A Dispatcher is safe for concurrent use.
 type Dispatcher struct {
-	r     *carmy.Registry
-	plans map[string]*plan // by tool name
+	r       *carmy.Registry
+	plans   map[string]*plan // by tool name
+	walkers sync.Pool        // *argWalker, whose decoder and encoder keep their buffers from call to call
 }
 
 // NewDispatcher reads what [Dispatcher.Dispatch] needs of every tool of r.
@@ -37,7 +39,7 @@ func NewDispatcher(r *carmy.Registry) *Dispatcher {
 // Dispatch runs a tool call as a model wrote it, as the package's
 // [Dispatch] does.
 func (d *Dispatcher) Dispatch(ctx context.Context, name, arguments string, opts ...carmy.CallOption) (carmy.Result, error) {
-	return dispatch(ctx, d.r, d.plans[name], name, arguments, opts)
+	return dispatch(ctx, d.r, &d.walkers, d.plans[name], name, arguments, opts)
 }
 
 // Dispatch runs a tool call as a model wrote it: the tool's name and its
@@ -67,16 +69,21 @@ func Dispatch(ctx context.Context, r *carmy.Registry, name, arguments string, op
 	if m, ok := r.Lookup(name); ok {
 		p = compile(m.InputSchema)
 	}
-	return dispatch(ctx, r, p, name, arguments, opts)
+	return dispatch(ctx, r, new(sync.Pool), p, name, arguments, opts) // a pool for this call alone
 }
 
-func dispatch(ctx context.Context, r *carmy.Registry, p *plan, name, arguments string, opts []carmy.CallOption) (carmy.Result, error) {
+func dispatch(ctx context.Context, r *carmy.Registry, walkers *sync.Pool, p *plan, name, arguments string, opts []carmy.CallOption) (carmy.Result, error) {
 	c := carmy.Call{Tool: name, Input: json.RawMessage(arguments)}
 	for _, o := range opts {
 		o(&c)
 	}
 	c.Tool = name
-	in, err := modelArguments(name, p, c.Input)
+	w, _ := walkers.Get().(*argWalker)
+	if w == nil {
+		w = &argWalker{dec: new(jsontext.Decoder), enc: new(jsontext.Encoder)} // reset for each call
+	}
+	in, err := w.modelArguments(name, p, c.Input)
+	walkers.Put(w) // before the call runs, which may take long
 	if err != nil {
 		return carmy.Result{}, err
 	}
@@ -185,14 +192,15 @@ func (c *compiler) resolve(s *jnode) *jnode {
 // modelArguments undoes, in a model's arguments, what the exports did to
 // a tool's schema, copying them token by token. It returns the arguments
 // unchanged when there is nothing to undo or they are not JSON.
-func modelArguments(tool string, p *plan, args json.RawMessage) (json.RawMessage, error) {
+func (w *argWalker) modelArguments(tool string, p *plan, args json.RawMessage) (json.RawMessage, error) {
 	if p == nil || len(bytes.TrimSpace(args)) == 0 {
 		return args, nil
 	}
-	var out bytes.Buffer
-	w := &argWalker{dec: jsontext.NewDecoder(bytes.NewReader(args)), enc: jsontext.NewEncoder(&out,
-		jsontext.AllowDuplicateNames(true), // the decoder checks the names; the maps from entries are checked here
-	)}
+	w.in.Reset(args)
+	w.dec.Reset(&w.in)
+	w.out.Reset()
+	w.enc.Reset(&w.out, encoderOptions)
+	w.changed, w.problems = false, nil
 	if err := w.value(p); err != nil {
 		return args, nil // Execute reports it
 	}
@@ -211,14 +219,20 @@ func modelArguments(tool string, p *plan, args json.RawMessage) (json.RawMessage
 	if !w.changed {
 		return args, nil
 	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
+	return bytes.Clone(bytes.TrimSuffix(w.out.Bytes(), []byte("\n"))), nil
 }
+
+// encoderOptions: the decoder checks the names of the arguments, and
+// entries checks the keys of the maps it writes.
+var encoderOptions = jsontext.AllowDuplicateNames(true)
 
 // argWalker copies a value from dec to enc, undoing the exports as its
 // plan says. Once a problem is found the copy is only read through: the
 // call fails before it is sent.
 type argWalker struct {
+	in       bytes.Reader
 	dec      *jsontext.Decoder
+	out      bytes.Buffer
 	enc      *jsontext.Encoder
 	changed  bool
 	problems []carmy.FieldError // paths relative to the value being copied, until it is done

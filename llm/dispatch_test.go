@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -280,4 +281,35 @@ func TestDispatchNestedEntries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDispatcherConcurrent: calls through one Dispatcher at once each get
+// their own arguments undone and their own problems.
+func TestDispatcherConcurrent(t *testing.T) {
+	reg := exportRegistry(t)
+	d := llm.NewDispatcher(reg)
+	good := `{"name":"r","children":[{"name":"k","children":null,"parent":null,"weight":null}],"parent":null,"weight":2}`
+	bad := `{"customer":{"name":"Ann","email":"ann@example.com"},"lines":[],"status":"new","priority":1,"labels":[{"key":"a","value":"1"},{"key":"a","value":"2"}],"by_date":[]}`
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				if g%2 == 0 {
+					res, err := d.Dispatch(context.Background(), "build_tree", good)
+					if err != nil || string(res.Output) != `{"name":"r","children":[{"name":"k","parent":null,"weight":null}],"parent":null,"weight":2}` {
+						t.Errorf("build_tree: %s, %v", res.Output, err)
+						return
+					}
+					continue
+				}
+				_, err := d.Dispatch(context.Background(), "place_order", bad)
+				var e *carmy.Error
+				if !errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Path != "labels[1].key" {
+					t.Errorf("place_order: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

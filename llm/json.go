@@ -10,7 +10,13 @@ import (
 
 // jnode is a JSON value that keeps the order of object members and the
 // exact text of scalars, so that schemas read as carmy wrote them and
-// numbers keep every digit.
+// numbers keep every digit. The exports rewrite schema documents that may
+// be written by hand, with any keywords in any order: they look members
+// up, inline $defs entries, wrap and reorder schemas, which a stream of
+// tokens cannot do and a struct of known keywords would reorder or lose.
+// jsontext reads the tree and quotes its names; scalars are printed as
+// they were read, escapes included, which a jsontext.Encoder would not
+// keep.
 type jnode struct {
 	kind byte     // '{', '[', or the kind of a scalar: '"', '0', 't', 'f', 'n'
 	raw  []byte   // the text of a scalar

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -14,8 +16,11 @@ import (
 	"github.com/carmy-dev/carmy/llm"
 )
 
+// TestDispatch runs each call through Dispatch and through a Dispatcher,
+// which must agree.
 func TestDispatch(t *testing.T) {
 	reg := exportRegistry(t)
+	dispatcher := llm.NewDispatcher(reg)
 	ctx := context.Background()
 	for _, c := range []struct {
 		name, tool, args string
@@ -94,6 +99,10 @@ func TestDispatch(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res, err := llm.Dispatch(ctx, reg, c.tool, c.args)
+			res2, err2 := dispatcher.Dispatch(ctx, c.tool, c.args)
+			if carmy.CodeOf(err2) != carmy.CodeOf(err) || !bytes.Equal(res2.Output, res.Output) {
+				t.Errorf("a Dispatcher returned %s, %v; Dispatch returned %s, %v", res2.Output, err2, res.Output, err)
+			}
 			if c.code != "" {
 				var e *carmy.Error
 				if !errors.As(err, &e) || e.Code != c.code {
@@ -195,8 +204,8 @@ func TestDispatchOptions(t *testing.T) {
 }
 
 // BenchmarkDispatch measures what Dispatch adds to Execute for strict-mode
-// arguments of place_order: reading the schema and the arguments, and
-// rewriting them.
+// arguments of place_order: reading the schema (at every call, or once for
+// a Dispatcher) and the arguments, and rewriting them.
 func BenchmarkDispatch(b *testing.B) {
 	reg, err := carmy.New().Tool(carmy.Tool(exportPlaceOrder, carmy.Write, carmy.Register(false), carmy.ParallelSafe(),
 		carmy.Name("place_order"))).Build()
@@ -207,10 +216,100 @@ func BenchmarkDispatch(b *testing.B) {
 	args := `{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":null,
 		"lines":[{"sku":"A","quantity":1,"comment":null,"size":null}],"status":"new","rush":null,"gift":null,"priority":1,
 		"tags":null,"note":null,"labels":[{"key":"a","value":"x"}],"by_date":[],"extra":null,"window":null,"meta":null}`
+	// The same call as Execute takes it: what Dispatch adds is the
+	// difference.
+	undone := json.RawMessage(`{"customer":{"name":"Ann","email":"ann@example.com","phone":null},"ship":null,
+		"lines":[{"sku":"A","quantity":1,"comment":null}],"status":"new","rush":null,"priority":1,
+		"labels":{"a":"x"},"by_date":{},"window":null}`)
 	ctx := context.Background()
-	for b.Loop() {
-		if _, err := llm.Dispatch(ctx, reg, "place_order", args); err != nil {
-			b.Fatal(err)
-		}
+	dispatcher := llm.NewDispatcher(reg)
+	for _, c := range []struct {
+		name     string
+		dispatch func() (carmy.Result, error)
+	}{
+		{"Execute", func() (carmy.Result, error) { return reg.Execute(ctx, carmy.Call{Tool: "place_order", Input: undone}) }},
+		{"Dispatcher", func() (carmy.Result, error) { return dispatcher.Dispatch(ctx, "place_order", args) }},
+		{"Func", func() (carmy.Result, error) { return llm.Dispatch(ctx, reg, "place_order", args) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.dispatch(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
+}
+
+// nestedMaps has maps inside arrays, inside maps, and under a name that
+// paths quote.
+type nestedMaps struct {
+	Groups []struct {
+		Tags map[string]string `json:"tags"`
+	} `json:"groups"`
+	ByName map[string]struct {
+		Tags map[string]int `json:"tags"`
+	} `json:"by name"`
+}
+
+// TestDispatchNestedEntries: the problems of entries deep in the
+// arguments carry their whole path.
+func TestDispatchNestedEntries(t *testing.T) {
+	reg, err := carmy.New().Tool(carmy.Tool(func(_ context.Context, in nestedMaps) (nestedMaps, error) { return in, nil },
+		carmy.Read, carmy.Name("nested"), carmy.Register(false))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	args := `{"groups":[{"tags":[]},{"tags":[{"key":"a","value":"1"},{"key":"a","value":"2"}]}],
+		"by name":[{"key":"x y","value":{"tags":[{"key":1,"value":2}]}},{"key":"z","value":{"tags":[{"value":3,"key":"n"}]}}]}`
+	want := []carmy.FieldError{
+		{Path: `groups[1].tags[1].key`, Message: `repeats the key "a"; give each key once`},
+		{Path: `["by name"]["x y"].tags[0].key`, Message: "must be a string: it is a key of the map"},
+	}
+	for name, dispatch := range map[string]func() (carmy.Result, error){
+		"Dispatch": func() (carmy.Result, error) { return llm.Dispatch(context.Background(), reg, "nested", args) },
+		"Dispatcher": func() (carmy.Result, error) {
+			return llm.NewDispatcher(reg).Dispatch(context.Background(), "nested", args)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := dispatch()
+			var e *carmy.Error
+			if !errors.As(err, &e) || e.Code != carmy.CodeInvalidInput || !slices.Equal(e.Fields, want) {
+				t.Fatalf("got %v, fields %q; want %q", err, e.Fields, want)
+			}
+		})
+	}
+}
+
+// TestDispatcherConcurrent: calls through one Dispatcher at once each get
+// their own arguments undone and their own problems.
+func TestDispatcherConcurrent(t *testing.T) {
+	reg := exportRegistry(t)
+	d := llm.NewDispatcher(reg)
+	good := `{"name":"r","children":[{"name":"k","children":null,"parent":null,"weight":null}],"parent":null,"weight":2}`
+	bad := `{"customer":{"name":"Ann","email":"ann@example.com"},"lines":[],"status":"new","priority":1,"labels":[{"key":"a","value":"1"},{"key":"a","value":"2"}],"by_date":[]}`
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				if g%2 == 0 {
+					res, err := d.Dispatch(context.Background(), "build_tree", good)
+					if err != nil || string(res.Output) != `{"name":"r","children":[{"name":"k","parent":null,"weight":null}],"parent":null,"weight":2}` {
+						t.Errorf("build_tree: %s, %v", res.Output, err)
+						return
+					}
+					continue
+				}
+				_, err := d.Dispatch(context.Background(), "place_order", bad)
+				var e *carmy.Error
+				if !errors.As(err, &e) || len(e.Fields) != 1 || e.Fields[0].Path != "labels[1].key" {
+					t.Errorf("place_order: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

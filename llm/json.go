@@ -1,51 +1,46 @@
 package llm
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"slices"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
 // jnode is a JSON value that keeps the order of object members and the
 // exact text of scalars, so that schemas read as carmy wrote them and
-// numbers keep every digit.
+// numbers keep every digit. The exports rewrite schema documents that may
+// be written by hand, with any keywords in any order: they look members
+// up, inline $defs entries, wrap and reorder schemas, which a stream of
+// tokens cannot do and a struct of known keywords would reorder or lose.
+// jsontext reads the tree and quotes its names; scalars are printed as
+// they were read, escapes included, which a jsontext.Encoder would not
+// keep.
 type jnode struct {
 	kind byte     // '{', '[', or the kind of a scalar: '"', '0', 't', 'f', 'n'
 	raw  []byte   // the text of a scalar
 	keys []string // the member names of an object
 	vals []*jnode // the member values of an object, the items of an array
-	done bool     // already rewritten for the provider
 }
 
 func parseJSON(b []byte) (*jnode, error) {
-	d := jsontext.NewDecoder(bytes.NewReader(b))
-	n, err := readJSON(d)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return nil, errors.New("data after the JSON value")
-	}
-	return n, nil
+	n := new(jnode)
+	return n, jsonv2.Unmarshal(b, n)
 }
 
-func readJSON(d *jsontext.Decoder) (*jnode, error) {
+// UnmarshalJSONFrom reads the next value into the tree.
+func (n *jnode) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 	k := d.PeekKind()
 	if k != '{' && k != '[' {
 		v, err := d.ReadValue()
-		if err != nil {
-			return nil, err
-		}
-		return &jnode{kind: byte(v.Kind()), raw: slices.Clone(v)}, nil
+		n.kind, n.raw = byte(v.Kind()), slices.Clone(v)
+		return err
 	}
 	if _, err := d.ReadToken(); err != nil {
-		return nil, err
+		return err
 	}
-	n := &jnode{kind: byte(k)}
+	n.kind = byte(k)
 	end := jsontext.Kind('}')
 	if k == '[' {
 		end = ']'
@@ -54,18 +49,18 @@ func readJSON(d *jsontext.Decoder) (*jnode, error) {
 		if k == '{' {
 			name, err := d.ReadToken()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			n.keys = append(n.keys, name.String())
 		}
-		v, err := readJSON(d)
-		if err != nil {
-			return nil, err
+		v := new(jnode)
+		if err := v.UnmarshalJSONFrom(d); err != nil {
+			return err
 		}
 		n.vals = append(n.vals, v)
 	}
 	_, err := d.ReadToken()
-	return n, err
+	return err
 }
 
 func (n *jnode) appendTo(b []byte) []byte {

@@ -1,9 +1,11 @@
 // Package llm turns a [carmy.Registry]'s tools into the tool definitions of
 // LLM provider APIs (OpenAI function calling in strict mode, Anthropic tool
 // use, Gemini function calling), and a model's tool call back into a call
-// of the registry ([Dispatch]). It works over the registry's public API
-// alone: [carmy.Registry.Tools], [carmy.Registry.Lookup] and
-// [carmy.Registry.Execute].
+// of the registry ([Dispatch], or a [Dispatcher], which reads every tool's
+// schema once for all the calls of a registry). It works over the
+// registry's public API alone: [carmy.Registry.Tools],
+// [carmy.Registry.Lookup] and [carmy.Registry.Execute], and keeps no state
+// of its own outside the values it returns.
 //
 // Each provider's schema dialect has rules of its own, which the exports
 // follow; docs/llm-sdks.md in the repository explains them and their
@@ -11,7 +13,6 @@
 package llm
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -188,45 +189,4 @@ func exportTools[T any](r *carmy.Registry, provider string, name *regexp.Regexp,
 		out = append(out, v)
 	}
 	return out, errors.Join(errs...)
-}
-
-// Dispatch runs a tool call as a model wrote it: the tool's name and its
-// arguments, the JSON text the provider returned (OpenAI's
-// "function.arguments", Anthropic's "input", Gemini's "args", encoded). It
-// undoes what the exports did to the schema, then calls r's
-// [carmy.Registry.Execute] with the options applied:
-//
-//   - a null member for a field that is optional in the tool's own schema
-//     is dropped, as if the model had left it out: strict mode makes a model
-//     send every field, null for those it means to omit. A null for a
-//     required field stays, and validation reports it;
-//   - a list of {"key", "value"} entries where the schema has a map becomes
-//     that map. Entries that are not of that form, or repeat a key, are
-//     [carmy.CodeInvalidInput] before the tool is reached.
-//
-// At every depth: in nested objects, in arrays of objects and in map
-// values. Arguments that are not JSON, and calls of unknown tools, go to
-// Execute as they are, which reports them.
-//
-// The tool's input schema is read from [carmy.Registry.Lookup] at every
-// call: the time it takes is small beside a model's turn, and keeping no
-// cache keeps no state outside the registry.
-func Dispatch(ctx context.Context, r *carmy.Registry, name, arguments string, opts ...carmy.CallOption) (carmy.Result, error) {
-	c := carmy.Call{Tool: name, Input: json.RawMessage(arguments)}
-	for _, o := range opts {
-		o(&c)
-	}
-	c.Tool = name
-	if m, ok := r.Lookup(name); ok {
-		s, err := parseJSON(m.InputSchema)
-		if err != nil {
-			s = nil // a schema that does not parse has nothing to undo
-		}
-		in, err := modelArguments(name, s, c.Input)
-		if err != nil {
-			return carmy.Result{}, err
-		}
-		c.Input = in
-	}
-	return r.Execute(ctx, c)
 }

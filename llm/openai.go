@@ -46,20 +46,17 @@ func (x *exporter) openAIRoot(schema json.RawMessage) json.RawMessage {
 // openAI rewrites one schema, in place where it can, and returns it. depth
 // is the number of objects around it.
 func (x *exporter) openAI(s *jnode, path string, depth int) *jnode {
-	if s.done {
-		return s
-	}
 	if s.kind != '{' {
 		x.fail(path, "has the schema %s, which OpenAI strict mode cannot express; give it a concrete type", s.bytes())
 		return s
 	}
 	var notes []string
-	if isMap(s) {
+	mapped := isMap(s)
+	if mapped {
 		x.depth = max(x.depth, depth+1)
 		value := x.openAI(s.get("additionalProperties"), path+"[*]", depth+1)
 		notes = x.mapNotes(s, path)
 		s = entries(s, value, "array", "object", "string")
-		s.get("items").done = true
 		x.props += 2
 		x.chars += len("key") + len("value")
 	}
@@ -79,9 +76,8 @@ func (x *exporter) openAI(s *jnode, path string, depth int) *jnode {
 		}
 	}
 	addNotes(s, notes)
-	s.done = true
-	if unknown {
-		return s
+	if unknown || mapped {
+		return s // a map's list of entries is in strict mode's terms already
 	}
 
 	if s.get("$ref") != nil {
@@ -202,7 +198,6 @@ func wrapNull(s *jnode) *jnode {
 	if desc != nil {
 		w.set("description", desc)
 	}
-	w.done = true
 	return w
 }
 

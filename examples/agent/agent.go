@@ -71,6 +71,9 @@ func (a *Agent) Run(ctx context.Context, question string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The dispatcher reads each tool's input schema once, for every call
+	// of the conversation.
+	dispatcher := llm.NewDispatcher(a.Tools)
 	msgs := []Message{{Role: "system", Content: systemPrompt}, {Role: "user", Content: question}}
 	a.logf("user: %s\n", question)
 	turns := a.MaxTurns
@@ -89,7 +92,7 @@ func (a *Agent) Run(ctx context.Context, question string) (string, error) {
 		}
 		for _, call := range reply.ToolCalls {
 			a.logf("model calls %s %s\n", call.Function.Name, call.Function.Arguments)
-			result := a.call(ctx, call)
+			result := a.call(ctx, dispatcher, call)
 			a.logf("  tool: %s\n", result)
 			msgs = append(msgs, Message{Role: "tool", ToolCallID: call.ID, Content: result})
 		}
@@ -99,13 +102,13 @@ func (a *Agent) Run(ctx context.Context, question string) (string, error) {
 
 // call runs one tool call and returns what the model reads: the output,
 // or the error with everything it needs to fix the call.
-func (a *Agent) call(ctx context.Context, call ToolCall) string {
+func (a *Agent) call(ctx context.Context, d *llm.Dispatcher, call ToolCall) string {
 	// Dispatch drops the nulls strict mode makes the model send for the
 	// fields it leaves out, and runs the call under every rule of the
 	// registry. The call id is the request id: a loop that repeats a call
 	// after a failure of its own gets the recorded result, not a second
 	// loan.
-	res, err := llm.Dispatch(ctx, a.Tools, call.Function.Name, call.Function.Arguments,
+	res, err := d.Dispatch(ctx, call.Function.Name, call.Function.Arguments,
 		carmy.WithPrincipal(a.Principal),
 		carmy.WithRequestID(call.ID),
 	)

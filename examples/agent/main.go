@@ -1,7 +1,7 @@
 // Command agent is an agent loop over carmy tools, in the format of
 // OpenAI's function calling: the registry's tools go to the model as
 // strict-mode definitions (llm.OpenAITools), and the model's calls
-// come back through llm.Dispatch, which runs them under every rule of
+// come back through an llm.Dispatcher, which runs them under every rule of
 // the registry.
 //
 //	go run ./examples/agent

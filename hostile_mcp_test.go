@@ -257,8 +257,8 @@ func TestHostileMCPHTTP(t *testing.T) {
 			if rep.status != tt.status {
 				t.Fatalf("status %d, want %d: %.300s", rep.status, tt.status, rep.text)
 			}
-			if tt.rpc != 0 && rep.rpcErrorCode() != tt.rpc {
-				t.Errorf("JSON-RPC error %v, want %v: %.300s", rep.rpcErrorCode(), tt.rpc, rep.text)
+			if tt.rpc != 0 && (rep.rpcErrorCode() != tt.rpc || !strings.Contains(rep.text, `"id":null`)) {
+				t.Errorf("JSON-RPC error %v, want %v with id null: %.300s", rep.rpcErrorCode(), tt.rpc, rep.text)
 			}
 			if got := rep.toolError(); got != tt.tool {
 				t.Errorf("tool error %q, want %q: %.300s", got, tt.tool, rep.text)
@@ -598,6 +598,11 @@ func TestHostileMCPStdio(t *testing.T) {
 			for _, m := range msgs {
 				e, _ := m["error"].(map[string]any)
 				code, _ := e["code"].(float64)
+				if id, ok := m["id"]; !ok {
+					t.Errorf("an answer without an id (JSON-RPC wants null when there is none): %v", m)
+				} else if id == nil && code == 0 {
+					t.Errorf("a result with id null: %v", m)
+				}
 				got = append(got, fmt.Sprint(answer{m["id"], code, (rawReply{msgs: []map[string]any{m}}).toolError()}))
 			}
 			for _, w := range append([]answer{{1.0, 0, ""}}, tt.want...) {

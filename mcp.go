@@ -294,7 +294,6 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		info := &auth.TokenInfo{
 			// Prefixed, so that the anonymous principal "" binds too.
 			UserID: "principal:" + id.Principal,
-			Scopes: id.Permissions,
 			Extra:  map[string]any{infoIdentity: id, infoRequest: req.Context()},
 		}
 		ctx := context.WithValue(req.Context(), tokenInfoKey{}, info)

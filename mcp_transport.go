@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -93,13 +94,23 @@ func tooLargeError(limit int64) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: fmt.Sprintf("Parse error: the message is larger than the limit of %d bytes", limit)}
 }
 
-// writeRPCError answers an HTTP request with a JSON-RPC error that belongs
-// to no request: its id is null.
+// orphanError is a JSON-RPC error that belongs to no request, whose id
+// JSON-RPC wants null (the SDK's encoder would leave it out).
+func orphanError(e *jsonrpc.Error) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      *struct{}      `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", nil, e})
+	return b
+}
+
+// writeRPCError answers an HTTP request with an error that belongs to no
+// request.
 func writeRPCError(w http.ResponseWriter, status int, e *jsonrpc.Error) {
-	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{Error: e})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(orphanError(e))
 }
 
 // stdioTransport serves MCP over newline-delimited JSON streams, as the
@@ -143,8 +154,7 @@ func (l *lockedWriter) Close() error { return nil }
 
 // answer writes an error that belongs to no request.
 func (l *lockedWriter) answer(e *jsonrpc.Error) {
-	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{Error: e})
-	_, _ = l.Write(append(b, '\n'))
+	_, _ = l.Write(append(orphanError(e), '\n'))
 }
 
 // lineFilter passes on the lines of its input that are messages, each

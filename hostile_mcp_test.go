@@ -95,6 +95,7 @@ type rawMCP struct {
 	url     string
 	token   string
 	session string
+	ctype   string // Content-Type; "" means application/json
 }
 
 type rawReply struct {
@@ -127,7 +128,11 @@ func (c *rawMCP) request(ctx context.Context, method, body string) (*http.Respon
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	ctype := c.ctype
+	if ctype == "" {
+		ctype = "application/json"
+	}
+	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -223,6 +228,7 @@ func TestHostileMCPHTTP(t *testing.T) {
 	tests := []struct {
 		name   string
 		body   string
+		ctype  string
 		status int
 		rpc    float64 // JSON-RPC error code, 0 for none
 		tool   string  // carmy's error code in the tool result
@@ -249,10 +255,13 @@ func TestHostileMCPHTTP(t *testing.T) {
 		{name: "string request id runs", body: callBody(5, "save_note", saveArgs, `{"carmy/request_id":"r-1"}`), status: 200, saves: 1},
 		{name: "the same string request id replays", body: callBody(5, "save_note", saveArgs, `{"carmy/request_id":"r-1"}`), status: 200},
 		{name: "a valid call runs", body: callBody(5, "save_note", saveArgs, ""), status: 200, saves: 1},
+		{name: "a valid call with a charset", body: callBody(5, "save_note", saveArgs, ""), ctype: "application/json; charset=utf-8", status: 200, saves: 1},
+		{name: "another content type", body: callBody(5, "save_note", saveArgs, ""), ctype: "text/plain", status: 415},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := f.host.saves.Load()
+			alice.ctype = tt.ctype
 			rep := alice.post(tt.body)
 			if rep.status != tt.status {
 				t.Fatalf("status %d, want %d: %.300s", rep.status, tt.status, rep.text)
@@ -269,9 +278,12 @@ func TestHostileMCPHTTP(t *testing.T) {
 		})
 	}
 	t.Run("numeric request id twice runs nothing twice", func(t *testing.T) {
+		alice.ctype = ""
 		before := f.host.saves.Load()
 		for range 2 {
-			alice.post(callBody(5, "save_note", saveArgs, `{"carmy/request_id":8}`))
+			if rep := alice.post(callBody(5, "save_note", saveArgs, `{"carmy/request_id":8}`)); rep.toolError() != "invalid_input" {
+				t.Fatalf("%d %.300s", rep.status, rep.text)
+			}
 		}
 		if got := f.host.saves.Load() - before; got != 0 {
 			t.Errorf("save_note ran %d times", got)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -283,7 +284,8 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 			writeError(w, err)
 			return
 		}
-		if req.Method == http.MethodPost {
+		// A body of another type is the SDK's to refuse (415), unread.
+		if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); req.Method == http.MethodPost && mt == "application/json" {
 			body, status, rpcErr := readMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
 			if rpcErr != nil {
 				writeRPCError(w, status, rpcErr)

@@ -631,3 +631,26 @@ func TestHostileMCPStdio(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPStdioEndWhileAsking: when the input ends while the server waits
+// for the client's answer to a confirmation prompt, which can no longer
+// come, the server ends instead of waiting, and the tool does not run.
+func TestMCPStdioEndWhileAsking(t *testing.T) {
+	h := &hostTools{}
+	init := strings.Replace(stdioInit, `"capabilities":{}`, `"capabilities":{"elicitation":{}}`, 1)
+	start := time.Now()
+	msgs := stdioLines(t, carmy.New().ElicitConfirmation(), h, init+callBody(5, "burn_note", `{"text":"x"}`, "")+"\n")
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("the server waited %v for an answer from a closed input", waited)
+	}
+	asked := false
+	for _, m := range msgs {
+		asked = asked || m["method"] == "elicitation/create"
+		if m["id"] == 5.0 && (rawReply{msgs: []map[string]any{m}}).toolError() != "confirmation_required" {
+			t.Errorf("burn_note: %v", m)
+		}
+	}
+	if !asked {
+		t.Errorf("the server did not ask: %v", msgs)
+	}
+}

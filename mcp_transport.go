@@ -133,7 +133,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stdioConn{Connection: inner, out: out, changed: make(chan struct{}), closed: make(chan struct{})}, nil
+	return &stdioConn{Connection: inner, out: out, stop: ctx.Done(), changed: make(chan struct{}), closed: make(chan struct{})}, nil
 }
 
 // lockedWriter writes one message at a time: the SDK's answers and the
@@ -238,6 +238,9 @@ func (f *lineFilter) readLine() (line []byte, tooLong bool, err error) {
 type stdioConn struct {
 	mcp.Connection
 	out *lockedWriter
+	// stop is the end of serving: the context that reads get is not
+	// cancelled with it.
+	stop <-chan struct{}
 
 	mu       sync.Mutex
 	incoming int           // requests read, not yet answered
@@ -299,7 +302,7 @@ func (c *stdioConn) count(n *int, delta int) {
 }
 
 // drain waits until every request read is answered, the server waits for
-// the client, the connection closes or ctx ends.
+// the client, the connection closes or serving stops.
 func (c *stdioConn) drain(ctx context.Context) {
 	for {
 		c.mu.Lock()
@@ -311,6 +314,8 @@ func (c *stdioConn) drain(ctx context.Context) {
 		select {
 		case <-changed:
 		case <-c.closed:
+			return
+		case <-c.stop:
 			return
 		case <-ctx.Done():
 			return

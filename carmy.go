@@ -122,6 +122,8 @@ type Builder struct {
 	drain          time.Duration
 	elicit         bool
 	stdioIdentity  Identity
+	sessionTimeout time.Duration
+	maxSessions    int
 	signals        bool // shut down on SIGINT and SIGTERM (App)
 }
 
@@ -344,6 +346,7 @@ func (b *Builder) Build() (*Registry, error) {
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
+	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}

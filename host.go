@@ -11,8 +11,6 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Version is carmy's version, as MCP clients see it.
@@ -133,14 +131,13 @@ func (b *Builder) RunStdio(ctx context.Context) error {
 }
 
 // ServeStdio serves MCP over a pair of streams, as [Builder.RunStdio] does
-// over standard input and output.
+// over standard input and output: one JSON-RPC message per line. A line
+// that is not a message (malformed JSON, a member name twice, longer than
+// the body limit) gets a JSON-RPC error and the server reads on. When the
+// input ends, the requests already read are answered before it returns.
 func (r *Registry) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	return r.ServeMCP(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	return r.ServeMCP(ctx, &stdioTransport{in: in, out: out, limit: r.bodyLimit, logger: r.logger})
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // Serve serves the registry's [Registry.Handler] on ln until ctx is done,
 // then shuts down gracefully within drain: no new connections, running

@@ -1,16 +1,22 @@
 package carmy
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf16"
 
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,17 +27,21 @@ const (
 	MetaRequestID = "carmy/request_id"
 )
 
-// identityRef is the header through which the MCP HTTP endpoint hands the
-// identity it authenticated to the tool handler: the SDK passes handlers a
-// request's headers, not its context. Whatever a client sends in it is
-// replaced.
-const identityRef = "X-Carmy-Identity-Ref"
+// Keys of the auth.TokenInfo that the MCP endpoint hands the SDK with each
+// HTTP request, which the SDK passes on to handlers: the identity the
+// endpoint authenticated, and the request's context, which ends when the
+// client goes away.
+const (
+	infoIdentity = "carmy/identity"
+	infoRequest  = "carmy/request"
+)
 
 // mcpServer builds the registry's MCP server once: every tool, with
 // carmy's schemas and explicit annotations, called through Execute.
 func (r *Registry) mcpServer() *mcp.Server {
 	r.mcpOnce.Do(func() {
 		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, &mcp.ServerOptions{Logger: r.sdkLogger()})
+		s.AddReceivingMiddleware(r.sessionMiddleware)
 		for _, name := range r.names {
 			t := r.tools[name]
 			s.AddTool(mcpTool(t), r.mcpCall(t))
@@ -97,13 +107,22 @@ func mcpOutputSchema(schema json.RawMessage) (json.RawMessage, bool) {
 // mcpCall is the MCP handler of one tool.
 func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		id := r.stdioIdentity
-		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
-			v, ok := r.identities.Load(extra.Header.Get(identityRef))
-			if !ok {
-				return mcpError(Errorf(CodeUnauthenticated, "the request was not authenticated"), t.out != nil), nil
-			}
-			id = v.(Identity)
+		extra := req.GetExtra()
+		id, ok := r.stdioIdentity, true
+		var gone context.Context
+		if extra != nil && (extra.TokenInfo != nil || extra.Header != nil) {
+			id, gone, ok = httpCaller(extra)
+		}
+		if !ok {
+			return mcpError(Errorf(CodeUnauthenticated, "the request was not authenticated"), t.out != nil), nil
+		}
+		// The SDK detaches a call from its HTTP request; a client that went
+		// away must not leave its tool running, or waiting for its turn.
+		if gone != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(gone, cancel)()
 		}
 		c := Call{
 			Tool:        t.meta.Name,
@@ -116,7 +135,15 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 		if c.Session == "" && req.Session != nil {
 			c.Session = req.Session.ID()
 		}
-		if rid, ok := req.Params.Meta[MetaRequestID].(string); ok {
+		if v, ok := req.Params.Meta[MetaRequestID]; ok {
+			rid, ok := v.(string)
+			if !ok {
+				return mcpError(&Error{
+					Code:    CodeInvalidInput,
+					Message: "the request id must be a string",
+					Fields:  []FieldError{{Path: `_meta["` + MetaRequestID + `"]`, Message: "send the request id as a JSON string"}},
+				}, t.out != nil), nil
+			}
 			c.RequestID = rid
 		}
 		res, err := r.Execute(ctx, c)
@@ -139,6 +166,17 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			Meta:              mcp.Meta{"carmy/execution_id": res.ExecutionID, "carmy/replayed": res.Replayed},
 		}, nil
 	}
+}
+
+// httpCaller is the identity the MCP endpoint authenticated for the HTTP
+// request a handler serves, and that request's context.
+func httpCaller(extra *mcp.RequestExtra) (Identity, context.Context, bool) {
+	if extra == nil || extra.TokenInfo == nil {
+		return Identity{}, nil, false
+	}
+	id, ok := extra.TokenInfo.Extra[infoIdentity].(Identity)
+	gone, _ := extra.TokenInfo.Extra[infoRequest].(context.Context)
+	return id, gone, ok
 }
 
 // mcpError is a tool failure as MCP reports it: a result with isError set
@@ -172,8 +210,20 @@ func (r *Registry) confirmByElicitation(ctx context.Context, s *mcp.ServerSessio
 		return Result{}, refusal
 	}
 	grant, _ := e.Details["permission"].(string)
+	t, ok := r.tools[c.Tool]
+	if !ok {
+		return Result{}, refusal
+	}
+	form, err := t.canonicalInput(c.Input)
+	if err != nil {
+		return Result{}, refusal
+	}
+	shown, err := promptInput(form)
+	if err != nil {
+		return Result{}, refusal
+	}
 	res, err := s.Elicit(ctx, &mcp.ElicitParams{
-		Message: fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, c.Input),
+		Message: fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
 		RequestedSchema: map[string]any{
 			"type":       "object",
 			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "description": "true to run the tool"}},
@@ -187,34 +237,83 @@ func (r *Registry) confirmByElicitation(ctx context.Context, s *mcp.ServerSessio
 	return r.Execute(ctx, c)
 }
 
-// mcpHTTPHandler serves MCP over streamable HTTP, authenticating every
-// request before the SDK sees it.
+// promptInput is an input as a person confirms it: its canonical form (the
+// document the confirmation digest is over), indented, with every character
+// that could hide or disguise text (controls, bidirectional overrides,
+// zero-width and other format characters, line separators) escaped.
+func promptInput(form []byte) (string, error) {
+	v := jsontext.Value(form)
+	if err := v.Indent(jsontext.WithIndent("  ")); err != nil {
+		return "", err
+	}
+	// Valid JSON holds such characters only inside strings, where \uXXXX
+	// means the same character.
+	var b strings.Builder
+	for _, c := range string(v) {
+		if c == '\n' || c == ' ' || !(unicode.IsControl(c) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)) {
+			b.WriteRune(c)
+			continue
+		}
+		if r1, r2 := utf16.EncodeRune(c); r1 != unicode.ReplacementChar {
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		} else {
+			fmt.Fprintf(&b, `\u%04x`, c)
+		}
+	}
+	return b.String(), nil
+}
+
+// mcpHTTPHandler serves MCP over streamable HTTP. It authenticates every
+// request and checks a message strictly before the SDK sees it, binds
+// each session to the principal that opened it, and cancels a call when
+// its client goes away.
 func (r *Registry) mcpHTTPHandler() http.Handler {
 	server := r.mcpServer()
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: r.sdkLogger()})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: r.sdkLogger(), MaxRequestBodyBytes: r.bodyLimit})
+	// The identity reaches handlers as the SDK's auth.TokenInfo, whose
+	// UserID the SDK also binds a session to. Its middleware insists on a
+	// bearer header, which it gets; the caller's own credential has
+	// already been checked and goes no further.
+	withInfo := auth.RequireBearerToken(func(_ context.Context, _ string, req *http.Request) (*auth.TokenInfo, error) {
+		if info, ok := req.Context().Value(tokenInfoKey{}).(*auth.TokenInfo); ok {
+			return info, nil
+		}
+		return nil, auth.ErrInvalidToken
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		req.Header.Del(identityRef)
 		id, err := r.identify(req)
 		if err != nil {
 			r.refuse(w, req, err)
 			return
 		}
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		ref := hex.EncodeToString(b[:])
-		r.identities.Store(ref, id)
-		defer r.identities.Delete(ref)
-		req.Header.Set(identityRef, ref)
-		if req.Method == http.MethodGet { // a stream that lasts until the client or the server ends it
-			ctx, cancel := context.WithCancel(req.Context())
-			defer cancel()
-			stop := context.AfterFunc(r.streams, cancel)
-			defer stop()
-			req = req.WithContext(ctx)
+		// A body of another type is the SDK's to refuse (415), unread.
+		if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); req.Method == http.MethodPost && mt == "application/json" {
+			body, status, rpcErr := readMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
+			if rpcErr != nil {
+				writeRPCError(w, status, rpcErr)
+				return
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		h.ServeHTTP(w, req)
+		info := &auth.TokenInfo{
+			// Prefixed, so that the anonymous principal "" binds too.
+			UserID: "principal:" + id.Principal,
+			Extra:  map[string]any{infoIdentity: id, infoRequest: req.Context()},
+		}
+		ctx := context.WithValue(req.Context(), tokenInfoKey{}, info)
+		if req.Method == http.MethodGet { // a stream that lasts until the client or the server ends it
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(r.streams, cancel)()
+		}
+		req = req.WithContext(ctx)
+		req.Header.Set("Authorization", "Bearer carmy")
+		r.serveSession(w, req, id.Principal, withInfo)
 	})
 }
+
+type tokenInfoKey struct{}
 
 // sdkLogger is the registry's logger for the MCP SDK, which narrates every
 // session at info level: only its warnings and errors get through.

@@ -1,10 +1,20 @@
 package carmy
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
 
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -40,5 +50,275 @@ func (r *Registry) ServeMCP(ctx context.Context, t mcp.Transport) error {
 			return nil
 		}
 		return err
+	}
+}
+
+// readMessage reads an MCP message sent over HTTP and checks it strictly.
+// On failure it returns the HTTP status and the JSON-RPC error to answer.
+func readMessage(body io.Reader, limit int64) ([]byte, int, *jsonrpc.Error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, http.StatusRequestEntityTooLarge, tooLargeError(limit)
+		}
+		return nil, http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: the message could not be read"}
+	}
+	if e := checkMessage(b); e != nil {
+		return nil, http.StatusBadRequest, e
+	}
+	return b, 0, nil
+}
+
+// checkMessage checks that a message is one JSON value and nothing else:
+// valid UTF-8, and no object with a member name twice, which the SDK would
+// read as its last occurrence where another reader may take the first.
+func checkMessage(msg []byte) *jsonrpc.Error {
+	dec := jsontext.NewDecoder(bytes.NewReader(msg))
+	_, err := dec.ReadValue()
+	if err == nil {
+		if _, err = dec.ReadToken(); err == io.EOF {
+			return nil
+		}
+		if err == nil {
+			err = errors.New("data after the message")
+		}
+	}
+	if err == io.EOF {
+		err = errors.New("the message is empty")
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: " + strings.TrimPrefix(err.Error(), "jsontext: ")}
+}
+
+func tooLargeError(limit int64) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: fmt.Sprintf("Parse error: the message is larger than the limit of %d bytes", limit)}
+}
+
+// orphanError is a JSON-RPC error that belongs to no request, whose id
+// JSON-RPC wants null (the SDK's encoder would leave it out).
+func orphanError(e *jsonrpc.Error) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      *struct{}      `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", nil, e})
+	return b
+}
+
+// writeRPCError answers an HTTP request with an error that belongs to no
+// request.
+func writeRPCError(w http.ResponseWriter, status int, e *jsonrpc.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(orphanError(e))
+}
+
+// stdioTransport serves MCP over newline-delimited JSON streams, as the
+// SDK's IOTransport does, and survives what its client sends: a line that
+// is not a message (malformed, a member name twice, longer than the limit)
+// gets a JSON-RPC error and the server reads on. When the input ends, the
+// requests already read are answered before the connection closes.
+type stdioTransport struct {
+	in     io.Reader
+	out    io.Writer
+	limit  int64
+	logger *slog.Logger
+}
+
+func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	out := &lockedWriter{w: t.out}
+	lines := &lineFilter{r: bufio.NewReaderSize(t.in, 64<<10), out: out, limit: t.limit, logger: t.logger}
+	// The filter bounds every line; the SDK's cap would count read-ahead.
+	inner, err := (&mcp.IOTransport{Reader: io.NopCloser(lines), Writer: out, MaxLineLength: -1}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &stdioConn{Connection: inner, out: out, stop: ctx.Done(), changed: make(chan struct{}), closed: make(chan struct{})}, nil
+}
+
+// lockedWriter writes one message at a time: the SDK's answers and the
+// filter's error answers share the stream.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Close does not close the stream, which is the caller's.
+func (l *lockedWriter) Close() error { return nil }
+
+// answer writes an error that belongs to no request.
+func (l *lockedWriter) answer(e *jsonrpc.Error) {
+	_, _ = l.Write(append(orphanError(e), '\n'))
+}
+
+// lineFilter passes on the lines of its input that are messages, each
+// ending in a newline, and answers the others itself. A read error ends
+// the input as its end does, and is logged.
+type lineFilter struct {
+	r       *bufio.Reader
+	out     *lockedWriter
+	limit   int64
+	logger  *slog.Logger
+	buf     []byte
+	pending []byte // what is left of the current message
+	err     error  // the end of the input, once reached
+}
+
+func (f *lineFilter) Read(p []byte) (int, error) {
+	for len(f.pending) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		f.pending = f.next()
+	}
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
+	return n, nil
+}
+
+// next returns the next message, or nil once the input ended.
+func (f *lineFilter) next() []byte {
+	for f.err == nil {
+		line, tooLong, err := f.readLine()
+		if err != nil {
+			if err != io.EOF {
+				f.logger.Warn("carmy: reading MCP messages", "error", err)
+			}
+			f.err = io.EOF
+		}
+		switch {
+		case tooLong:
+			f.out.answer(tooLargeError(f.limit))
+		case len(bytes.Trim(line, " \t\r")) == 0:
+		default:
+			if e := checkMessage(line); e != nil {
+				f.out.answer(e)
+				continue
+			}
+			return append(line, '\n')
+		}
+	}
+	return nil
+}
+
+// readLine reads a line without its line ending, keeping at most the
+// limit in memory: the rest of a longer line is read and dropped.
+func (f *lineFilter) readLine() (line []byte, tooLong bool, err error) {
+	f.buf = f.buf[:0]
+	for {
+		chunk, err := f.r.ReadSlice('\n')
+		if !tooLong {
+			f.buf = append(f.buf, chunk...)
+			// Room for "\r\n" after a message of the limit's size.
+			tooLong = int64(len(f.buf)) > f.limit+2
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		line = bytes.TrimSuffix(bytes.TrimSuffix(f.buf, []byte("\n")), []byte("\r"))
+		tooLong = tooLong || int64(len(line)) > f.limit
+		if tooLong {
+			f.buf, line = f.buf[:0], nil
+		}
+		return line, tooLong, err
+	}
+}
+
+// stdioConn counts the requests read and not yet answered, so that the
+// end of the input closes the connection only once they are answered. It
+// does not wait for what cannot come: once the server asks the client
+// something (an elicitation), whose answer would have to come from the
+// closed input, it ends at once.
+type stdioConn struct {
+	mcp.Connection
+	out *lockedWriter
+	// stop is the end of serving: the context that reads get is not
+	// cancelled with it.
+	stop <-chan struct{}
+
+	mu       sync.Mutex
+	incoming int           // requests read, not yet answered
+	outgoing int           // requests sent to the client, not yet answered
+	changed  chan struct{} // closed and replaced at every change of the counts
+	closed   chan struct{}
+	once     sync.Once
+}
+
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		switch m := msg.(type) {
+		case *jsonrpc.Request:
+			if m.IsCall() {
+				c.count(&c.incoming, 1)
+			}
+		case *jsonrpc.Response:
+			c.count(&c.outgoing, -1)
+		}
+		if err == nil {
+			return msg, nil
+		}
+		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			c.drain(ctx)
+			return nil, err
+		}
+		// A line that is JSON but not a message the SDK takes (not
+		// JSON-RPC, a batch its protocol version no longer has): the SDK
+		// has read it whole, so the connection can go on.
+		c.out.answer(&jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Invalid request: " + err.Error()})
+	}
+}
+
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		c.count(&c.incoming, -1)
+	case *jsonrpc.Request:
+		if m.IsCall() {
+			c.count(&c.outgoing, 1)
+		}
+	}
+	return err
+}
+
+func (c *stdioConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Connection.Close()
+}
+
+func (c *stdioConn) count(n *int, delta int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	*n += delta
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// drain waits until every request read is answered, the server waits for
+// the client, the connection closes or serving stops.
+func (c *stdioConn) drain(ctx context.Context) {
+	for {
+		c.mu.Lock()
+		done, changed := c.incoming <= 0 || c.outgoing > 0, c.changed
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-c.closed:
+			return
+		case <-c.stop:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }

@@ -75,7 +75,7 @@ type Registry struct {
 	bodyLimit     int64
 	elicit        bool
 	stdioIdentity Identity
-	identities    sync.Map // identityRef → Identity, while a request is served
+	sessions      *sessionTable // MCP sessions over HTTP
 	handlerOnce   sync.Once
 	httpHandler   http.Handler
 	mcpOnce       sync.Once
@@ -115,6 +115,7 @@ func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		r.workers.close()
 		r.endStreams()
+		r.sessions.closeAll()
 		var errs []error
 		for _, c := range r.closers {
 			errs = append(errs, c())

@@ -75,8 +75,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -105,6 +107,8 @@ type Builder struct {
 	auth           Authenticator
 	allowAnonymous bool
 	bodyLimit      int64
+	allowHosts     []hostKey
+	allowOrigins   []string
 	addr           string
 	drain          time.Duration
 	elicit         bool
@@ -265,7 +269,7 @@ func (b *Builder) Build() (*Registry, error) {
 	if b.storeURL != "" {
 		s, l, err := b.openStore()
 		if err != nil {
-			errs = append(errs, &BuildError{Err: fmt.Errorf("store: %w", err)})
+			errs = append(errs, &BuildError{Err: redactedError{err, b.storeURL}})
 		} else {
 			if store == nil {
 				store = s
@@ -280,8 +284,13 @@ func (b *Builder) Build() (*Registry, error) {
 			}
 		}
 	}
+	if v, ok := b.auth.(interface{ validate() error }); ok {
+		if err := v.validate(); err != nil {
+			errs = append(errs, &BuildError{Err: err})
+		}
+	}
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: store, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
-		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
+		auth: b.auth, bodyLimit: b.bodyLimit, allowHosts: slices.Clone(b.allowHosts), allowOrigins: slices.Clone(b.allowOrigins), elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	if r.logger == nil {
 		r.logger = slog.Default()
@@ -327,6 +336,37 @@ func (b *Builder) Build() (*Registry, error) {
 		t.handler = r.handlerFor(t, b.middleware)
 	}
 	return r, nil
+}
+
+// redactedError is an error of opening the store URL, which may hold a
+// password: its text shows the URL with the password masked. The cause
+// stays reachable with errors.As for the host's own handling.
+type redactedError struct {
+	err error
+	url string
+}
+
+func (e redactedError) Error() string {
+	return "store: " + strings.ReplaceAll(e.err.Error(), e.url, redactURL(e.url))
+}
+
+func (e redactedError) Unwrap() error { return e.err }
+
+// redactURL masks the password of a URL, also in one that does not parse.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return raw
+	}
+	_, rest, ok := strings.Cut(raw[:at], "://")
+	if !ok {
+		rest = raw[:at]
+	}
+	user, _, _ := strings.Cut(rest, ":")
+	return strings.TrimSuffix(raw[:at], rest) + user + ":xxxxx" + raw[at:]
 }
 
 // states resolves the value of State[T].

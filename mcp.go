@@ -191,7 +191,13 @@ func (r *Registry) confirmByElicitation(ctx context.Context, s *mcp.ServerSessio
 // request before the SDK sees it.
 func (r *Registry) mcpHTTPHandler() http.Handler {
 	server := r.mcpServer()
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: r.sdkLogger()})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Logger: r.sdkLogger(),
+		// Handler checks the Host itself, with the names the host allows,
+		// and bounds the body by the builder's limit.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        r.bodyLimit,
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		req.Header.Del(identityRef)
 		id, err := r.identify(req)

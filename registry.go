@@ -71,6 +71,8 @@ type Registry struct {
 	// Serving.
 	auth          Authenticator
 	bodyLimit     int64
+	allowHosts    []hostKey
+	allowOrigins  []string
 	elicit        bool
 	stdioIdentity Identity
 	identities    sync.Map // identityRef → Identity, while a request is served

@@ -181,18 +181,19 @@ func (r *Registry) logRefusal(req *http.Request, principal string, e *Error) {
 		"method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr)
 }
 
-// deadlineBody lifts the body's read deadline once the body has been
-// read, so that the call or stream that follows has no deadline but its
-// own.
+// deadlineBody lifts the body's read deadline once the whole body has
+// been read, so that the call or stream that follows has no deadline but
+// its own. After any other error the deadline stays: it also bounds what
+// net/http reads of the rest of the body before it answers.
 type deadlineBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
-	done bool
+	done bool // the whole body was read
 }
 
 func (d *deadlineBody) Read(p []byte) (int, error) {
 	n, err := d.ReadCloser.Read(p)
-	if err != nil && !d.done {
+	if err == io.EOF && !d.done {
 		d.done = true
 		_ = d.rc.SetReadDeadline(time.Time{})
 	}

@@ -352,21 +352,25 @@ func (e redactedError) Error() string {
 
 func (e redactedError) Unwrap() error { return e.err }
 
-// redactURL masks the password of a URL, also in one that does not parse.
+// redactURL masks the password of a URL, also in one that does not parse
+// or has no scheme.
 func redactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
 		return u.Redacted()
 	}
 	at := strings.LastIndex(raw, "@")
 	if at < 0 {
 		return raw
 	}
-	_, rest, ok := strings.Cut(raw[:at], "://")
-	if !ok {
-		rest = raw[:at]
+	prefix, userinfo := "", raw[:at]
+	if i := strings.Index(userinfo, "://"); i >= 0 {
+		prefix, userinfo = userinfo[:i+3], userinfo[i+3:]
 	}
-	user, _, _ := strings.Cut(rest, ":")
-	return strings.TrimSuffix(raw[:at], rest) + user + ":xxxxx" + raw[at:]
+	user, _, hasPassword := strings.Cut(userinfo, ":")
+	if !hasPassword {
+		return raw
+	}
+	return prefix + user + ":xxxxx" + raw[at:]
 }
 
 // states resolves the value of State[T].

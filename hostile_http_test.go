@@ -1,18 +1,23 @@
 package carmy_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
 )
@@ -368,4 +373,425 @@ func TestHostileHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openSession initializes an MCP session without browser headers and
+// returns its id; the test ends it.
+func openSession(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(mcpInitialize))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	id := res.Header.Get("Mcp-Session-Id")
+	if res.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %s, session %q", res.Status, id)
+	}
+	t.Cleanup(func() {
+		end, _ := http.NewRequest(http.MethodDelete, srv.URL+"/mcp", nil)
+		end.Header.Set("Mcp-Session-Id", id)
+		if res, err := srv.Client().Do(end); err == nil {
+			res.Body.Close()
+		}
+	})
+	return id
+}
+
+// TestBrowserOrigins sends every route requests shaped as a browser sends
+// them, with no preflight: a page of another site is refused everywhere,
+// the server's own page and an allowed origin are served.
+func TestBrowserOrigins(t *testing.T) {
+	srv, _ := boundaryServer(t, carmy.New().AllowOrigins("https://app.example"))
+	browsers := []struct {
+		name    string
+		header  []string
+		refused bool
+	}{
+		{"cross-site page", []string{"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}, true},
+		{"cross-site page, no Origin (a navigation or no-cors GET)", []string{"Sec-Fetch-Site", "cross-site"}, true},
+		{"same-site page on another port", []string{"Origin", "http://localhost:8080", "Sec-Fetch-Site", "same-site"}, true},
+		{"the server's own page", []string{"Origin", srv.URL, "Sec-Fetch-Site", "same-origin"}, false},
+		{"an allowed origin", []string{"Origin", "https://app.example", "Sec-Fetch-Site", "cross-site"}, false},
+	}
+	routes := []struct {
+		name    string
+		method  string
+		path    string
+		body    string
+		session bool // the request names an open MCP session
+	}{
+		{"GET /tools", http.MethodGet, "/tools", "", false},
+		{"POST /tools/{name}", http.MethodPost, "/tools/who", "{}", false},
+		{"POST /mcp", http.MethodPost, "/mcp", mcpInitialize, false},
+		{"GET /mcp", http.MethodGet, "/mcp", "", true},
+		{"DELETE /mcp", http.MethodDelete, "/mcp", "", true},
+		{"GET /healthz", http.MethodGet, "/healthz", "", false},
+	}
+	for _, b := range browsers {
+		for _, r := range routes {
+			t.Run(b.name+"/"+r.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, r.method, srv.URL+r.path, strings.NewReader(r.body))
+				req.Header.Set("Sec-Fetch-Mode", "cors")
+				req.Header.Set("Sec-Fetch-Dest", "empty")
+				if r.method == http.MethodPost {
+					req.Header.Set("Content-Type", "application/json")
+				}
+				if r.path == "/mcp" {
+					req.Header.Set("Accept", "application/json, text/event-stream")
+				}
+				if r.session {
+					req.Header.Set("Mcp-Session-Id", openSession(t, srv))
+					req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+				}
+				for i := 0; i < len(b.header); i += 2 {
+					req.Header.Set(b.header[i], b.header[i+1])
+				}
+				res, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				if id := res.Header.Get("Mcp-Session-Id"); id != "" && !r.session {
+					endSession(t, srv, req, id)
+				}
+				switch {
+				case b.refused && res.StatusCode != http.StatusForbidden:
+					t.Fatalf("status %s; want 403", res.Status)
+				case !b.refused && res.StatusCode >= 300:
+					t.Fatalf("status %s; want success", res.Status)
+				}
+			})
+		}
+	}
+}
+
+// TestDNSRebinding checks the Host of requests by the address they
+// arrived on: on a real loopback listener every route but /healthz
+// refuses a foreign Host; on another address, the Host is not checked;
+// with no address known, it is checked.
+func TestDNSRebinding(t *testing.T) {
+	srv, _ := boundaryServer(t, carmy.New())
+	for _, r := range []boundaryRequest{
+		{method: http.MethodGet, path: "/tools"},
+		{method: http.MethodPost, path: "/tools/who"},
+		{method: http.MethodPost, path: "/mcp"},
+		{method: http.MethodGet, path: "/mcp"},
+		{method: http.MethodDelete, path: "/mcp"},
+		{method: http.MethodGet, path: "/healthz"},
+	} {
+		t.Run(r.method+" "+r.path, func(t *testing.T) {
+			r.host = "attacker.example:" + srv.Listener.Addr().(*net.TCPAddr).AddrPort().String()[len("127.0.0.1:"):]
+			a := send(t, srv, r)
+			if want := map[bool]int{true: 200, false: 403}[r.path == "/healthz"]; a.status != want {
+				t.Fatalf("status %d; want %d (%s)", a.status, want, a.raw)
+			}
+		})
+	}
+
+	reg, err := carmy.New().Logger(quietLogger()).Tool(boundaryTools()...).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	for _, tt := range []struct {
+		name  string
+		local net.Addr
+		want  int
+	}{
+		{"unknown local address", nil, 403},
+		{"IPv4 loopback", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 3000}, 403},
+		{"IPv6 loopback", &net.TCPAddr{IP: net.IPv6loopback, Port: 3000}, 403},
+		{"IPv4-mapped loopback", &net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 3000}, 403},
+		{"a Unix socket", &net.UnixAddr{Name: "/run/carmy.sock", Net: "unix"}, 403},
+		{"a public address", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 3000}, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "http://attacker.example/tools", nil)
+			if tt.local != nil {
+				req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, tt.local))
+			}
+			w := httptest.NewRecorder()
+			reg.Handler().ServeHTTP(w, req)
+			if w.Code != tt.want {
+				t.Fatalf("status %d; want %d", w.Code, tt.want)
+			}
+		})
+	}
+}
+
+// rawExchange writes a request by hand on a new connection and returns
+// the response, or an error when none came within wait.
+func rawExchange(t *testing.T, srv *httptest.Server, head, body string, wait time.Duration) (*http.Response, time.Duration, error) {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	start := time.Now()
+	_ = conn.SetDeadline(start.Add(wait))
+	if _, err := io.WriteString(conn, head+body); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	return res, time.Since(start), err
+}
+
+// TestSlowBody: a client that sends its body slowly, or not at all, gets
+// its answer at once when it was not entitled to send it, and gets cut off
+// after the body's deadline otherwise; a call that outlives the body's
+// deadline is not cut off.
+func TestSlowBody(t *testing.T) {
+	const deadline = 200 * time.Millisecond
+	defer carmy.SetBodyReadTimeout(deadline)()
+	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})
+	srv, _ := boundaryServer(t, carmy.New().Authenticate(tokens))
+	head := func(path, token string, length int) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", path, token, length)
+	}
+	for _, path := range []string{"/tools/who", "/mcp"} {
+		t.Run("bad token, body never sent: 401 at once "+path, func(t *testing.T) {
+			res, took, err := rawExchange(t, srv, head(path, "nope", 100_000), "{", 2*time.Second)
+			if err != nil {
+				t.Fatalf("no answer after %v: %v", took, err)
+			}
+			if res.StatusCode != http.StatusUnauthorized || !res.Close || took > deadline {
+				t.Fatalf("%s after %v, close %v; want 401 at once, closing the connection", res.Status, took, res.Close)
+			}
+		})
+		t.Run("body trickled: cut off at the deadline "+path, func(t *testing.T) {
+			res, took, err := rawExchange(t, srv, head(path, aliceToken, 100), "{", 3*time.Second)
+			if took > 2*time.Second {
+				t.Fatalf("the server waited %v for the body (%v)", took, err)
+			}
+			if err == nil && res.StatusCode < 400 {
+				t.Fatalf("%s after %v", res.Status, took)
+			}
+			if took < deadline-10*time.Millisecond {
+				t.Fatalf("cut off after %v, before the deadline of %v", took, deadline)
+			}
+		})
+	}
+	t.Run("a call outlives the body's deadline", func(t *testing.T) {
+		res, took, err := rawExchange(t, srv, head("/tools/nap", aliceToken, 2), "{}", 3*time.Second)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("%v %v after %v; want 200 after the 300ms nap", res, err, took)
+		}
+	})
+}
+
+// TestBoundaryLogs: refusals at the boundary are logged at warn level with
+// the code, the tool and the remote address, never with a token or an
+// input; a client's protocol mistakes are not errors.
+func TestBoundaryLogs(t *testing.T) {
+	const secret, input = "s3cret-guess", "INPUT-MARKER"
+	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})
+	srv, logs := boundaryServer(t, carmy.New().Authenticate(tokens))
+	alice := []string{"Authorization", "Bearer " + aliceToken}
+	for _, tt := range []struct {
+		name string
+		req  boundaryRequest
+		code carmy.Code
+	}{
+		{"bad token", boundaryRequest{method: http.MethodPost, path: "/tools/who", body: `{"x":"` + input + `"}`, header: []string{"Authorization", "Bearer " + secret}}, carmy.CodeUnauthenticated},
+		{"two tokens", boundaryRequest{method: http.MethodPost, path: "/tools/who", header: []string{"Authorization", "Bearer " + secret, "Authorization", "Bearer " + aliceToken}}, carmy.CodeUnauthenticated},
+		{"bad token on /mcp", boundaryRequest{method: http.MethodPost, path: "/mcp", header: []string{"Authorization", "Bearer " + secret}}, carmy.CodeUnauthenticated},
+		{"foreign host", boundaryRequest{method: http.MethodPost, path: "/tools/who", host: "evil.example", header: alice}, carmy.CodePermissionDenied},
+		{"cross-site", boundaryRequest{method: http.MethodPost, path: "/tools/who", header: append([]string{"Sec-Fetch-Site", "cross-site"}, alice...)}, carmy.CodePermissionDenied},
+		{"content type", boundaryRequest{method: http.MethodPost, path: "/tools/who", body: input, header: append([]string{"Content-Type", "text/plain"}, alice...)}, carmy.CodeInvalidInput},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(logs.String())
+			if a := send(t, srv, tt.req); a.err == nil || a.err.Code != tt.code {
+				t.Fatalf("answer %d %s; want %s", a.status, a.raw, tt.code)
+			}
+			logged := logs.String()[before:]
+			for _, want := range []string{"level=WARN", "code=" + string(tt.code), "remote=127.0.0.1:", "principal="} {
+				if !strings.Contains(logged, want) {
+					t.Fatalf("the log %q lacks %q", logged, want)
+				}
+			}
+			if strings.HasPrefix(tt.req.path, "/tools/") && !strings.Contains(logged, "tool=who") {
+				t.Fatalf("the log %q does not name the tool", logged)
+			}
+			for _, leak := range []string{secret, aliceToken, input} {
+				if strings.Contains(logged, leak) {
+					t.Fatalf("the log %q holds %q", logged, leak)
+				}
+			}
+		})
+	}
+	t.Run("protocol mistakes are not errors", func(t *testing.T) {
+		before := len(logs.String())
+		send(t, srv, boundaryRequest{method: http.MethodGet, path: "/nope", header: alice})
+		send(t, srv, boundaryRequest{method: http.MethodGet, path: "/tools/who", header: alice})
+		send(t, srv, boundaryRequest{method: http.MethodPost, path: "/tools/take", body: `{"name":`, header: alice})
+		if logged := logs.String()[before:]; strings.Contains(logged, "level=ERROR") {
+			t.Fatalf("logged as errors: %s", logged)
+		}
+	})
+}
+
+// TestBoundaryBuild: the builder's boundary settings are checked at Build,
+// a bearer token given to two principals is a Build error, and a store
+// URL's password never shows in an error.
+func TestBoundaryBuild(t *testing.T) {
+	carmy.RegisterStore("carmytest-unreachable", func(url string) (carmy.IdempotencyStore, carmy.Locker, error) {
+		return nil, nil, fmt.Errorf("cannot reach %s", url)
+	})
+	hash := carmy.HashToken(aliceToken)
+	for _, tt := range []struct {
+		name string
+		b    *carmy.Builder
+		want string // in the error; "" means Build succeeds
+		hide string // never in the error
+	}{
+		{"host with a scheme", carmy.New().AllowHosts("http://tools.example.com"), "AllowHosts", ""},
+		{"empty host", carmy.New().AllowHosts(""), "AllowHosts", ""},
+		{"host with a path", carmy.New().AllowHosts("tools.example.com/x"), "AllowHosts", ""},
+		{"host with a bad port", carmy.New().AllowHosts("tools.example.com:99999"), "AllowHosts", ""},
+		{"hosts", carmy.New().AllowHosts("tools.example.com", "Tools.Example.com:8443", "[::1]:3000", "10.0.0.1"), "", ""},
+		{"origin with a path", carmy.New().AllowOrigins("https://app.example/"), "AllowOrigins", ""},
+		{"origin without a scheme", carmy.New().AllowOrigins("app.example"), "AllowOrigins", ""},
+		{"origin in capitals", carmy.New().AllowOrigins("https://App.example"), "lower case", ""},
+		{"origins", carmy.New().AllowOrigins("https://app.example", "http://localhost:5173"), "", ""},
+		{"one token, two principals", carmy.New().Authenticate(carmy.BearerTokens(
+			carmy.Token{SHA256: hash, Principal: "alice"}, carmy.Token{SHA256: strings.ToUpper(hash), Principal: "mallory"})), `"mallory"`, aliceToken},
+		{"one token, two permission sets", carmy.New().Authenticate(carmy.BearerTokens(
+			carmy.Token{SHA256: hash, Principal: "alice"}, carmy.Token{SHA256: hash, Principal: "alice", Permissions: []string{"admin"}})), "BearerTokens", ""},
+		{"one token listed twice alike", carmy.New().Authenticate(carmy.BearerTokens(
+			carmy.Token{SHA256: hash, Principal: "alice"}, carmy.Token{SHA256: hash, Principal: "alice"})), "", ""},
+		{"store URL echoed by its opener", carmy.New().StoreURL("carmytest-unreachable://carmy:pa55word@db:6379/0"), "carmy:xxxxx@db", "pa55word"},
+		{"store URL that does not parse", carmy.New().StoreURL("carmytest-unreachable://carmy:pa55word@db:port"), "carmy:xxxxx@db", "pa55word"},
+		{"store URL without a scheme", carmy.New().StoreURL("carmy:pa55word@db:6379"), "no scheme", "pa55word"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg, err := tt.b.Logger(quietLogger()).Build()
+			if reg != nil {
+				defer reg.Close()
+			}
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Build: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Build: %v; want an error with %q", err, tt.want)
+			}
+			if tt.hide != "" && strings.Contains(err.Error(), tt.hide) {
+				t.Fatalf("Build: %v shows %q", err, tt.hide)
+			}
+		})
+	}
+	t.Run("without a builder, an ambiguous token is refused", func(t *testing.T) {
+		auth := carmy.BearerTokens(carmy.Token{SHA256: hash, Principal: "alice"}, carmy.Token{SHA256: hash, Principal: "mallory"})
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		if id, err := auth.Authenticate(req); carmy.CodeOf(err) != carmy.CodeUnauthenticated {
+			t.Fatalf("Authenticate = %+v, %v; want unauthenticated", id, err)
+		}
+	})
+	t.Run("without a builder, two Authorization headers are refused", func(t *testing.T) {
+		auth := carmy.BearerTokens(carmy.Token{SHA256: hash, Principal: "alice"})
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Add("Authorization", "Bearer "+aliceToken)
+		req.Header.Add("Authorization", "Bearer "+aliceToken)
+		if id, err := auth.Authenticate(req); carmy.CodeOf(err) != carmy.CodeUnauthenticated {
+			t.Fatalf("Authenticate = %+v, %v; want unauthenticated", id, err)
+		}
+	})
+}
+
+// largestBody records the largest answer to a POST a client received;
+// the answers to GET are streams that last.
+type largestBody struct {
+	mu  sync.Mutex
+	max int
+}
+
+func (l *largestBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || req.Method != http.MethodPost {
+		return res, err
+	}
+	raw, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	l.mu.Lock()
+	l.max = max(l.max, len(raw))
+	l.mu.Unlock()
+	res.Body = io.NopCloser(bytes.NewReader(raw))
+	return res, err
+}
+
+// TestErrorAnswerLimits: the answers to inputs and tools built to make
+// errors huge stay within 64 KiB over MCP as over HTTP, and Go callers get
+// the same 20 field errors and a count of the rest.
+func TestErrorAnswerLimits(t *testing.T) {
+	srv, _ := boundaryServer(t, carmy.New())
+	measured := &largestBody{}
+	client := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, nil)
+	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: srv.URL + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: measured}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	var members map[string]any
+	if err := json.Unmarshal([]byte(membersBody(30_000)), &members); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		tool     string
+		input    any
+		problems int
+	}{
+		{"take", members, 30_000},
+		{"loud", nil, 1000},
+	} {
+		t.Run("MCP "+tt.tool, func(t *testing.T) {
+			measured.mu.Lock()
+			measured.max = 0
+			measured.mu.Unlock()
+			res, err := session.CallTool(context.Background(), &mcp.CallToolParams{Name: tt.tool, Arguments: tt.input})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fields, _ := errorObject(t, res)["fields"].([]any)
+			last, _ := fields[len(fields)-1].(map[string]any)
+			var more int
+			if _, err := fmt.Sscanf(last["message"].(string), "and %d more problems", &more); err != nil || len(fields) > 21 || len(fields)-1+more != tt.problems {
+				t.Fatalf("%d field errors, the last %v; want at most 20 and a count of the rest", len(fields), last)
+			}
+			if measured.max > maxAnswer {
+				t.Fatalf("a %d-byte MCP answer; the limit is %d", measured.max, maxAnswer)
+			}
+		})
+	}
+	t.Run("Execute", func(t *testing.T) {
+		reg, err := carmy.New().Tool(boundaryTools()...).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reg.Close()
+		_, err = reg.Execute(context.Background(), carmy.Call{Tool: "take", Input: []byte(membersBody(500))})
+		var e *carmy.Error
+		if !errors.As(err, &e) || len(e.Fields) != 21 || e.Fields[20].Message != "and 480 more problems; fix these and call again to see them" {
+			t.Fatalf("Execute: %v", err)
+		}
+		if !strings.Contains(e.Message, "500 problems") {
+			t.Fatalf("the message %q does not count every problem", e.Message)
+		}
+	})
 }

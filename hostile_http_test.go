@@ -241,6 +241,7 @@ func TestHostileHTTP(t *testing.T) {
 		"custom": carmy.New().Authenticate(carol),
 		"allow":  carmy.New().AllowHosts("tools.example.com", "api.example.com:8443").AllowOrigins("https://app.example"),
 		"small":  carmy.New().BodyLimit(1024),
+		"large":  carmy.New().BodyLimit(8 << 20),
 	}
 	srvs := map[string]*httptest.Server{}
 	for name, b := range servers {
@@ -343,6 +344,7 @@ func TestHostileHTTP(t *testing.T) {
 			}
 		}},
 		{"body limit on /mcp", "small", post("/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"`+strings.Repeat("a", 2048)+`"}}`), 413, "", nil},
+		{"a body limit above MCP's own default", "large", post("/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"`+strings.Repeat("a", 5<<20)+`"}}`), 200, "", nil},
 		{"body limit on /tools/{name}", "small", hostile(`{"name":"` + strings.Repeat("a", 2048) + `"}`), 413, carmy.CodeInvalidInput, nil},
 
 		// Answers name no Go types.

@@ -194,9 +194,9 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
 		Logger: r.sdkLogger(),
 		// Handler checks the Host itself, with the names the host allows,
-		// and bounds the body by the builder's limit.
+		// and bounds the body by the builder's limit, on every route.
 		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        r.bodyLimit,
+		MaxRequestBodyBytes:        -1,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		req.Header.Del(identityRef)

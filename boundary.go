@@ -113,12 +113,11 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if req.ContentLength != 0 && req.Body != nil && req.Body != http.NoBody {
-		rc := http.NewResponseController(w)
 		// The server has no overall read timeout, which would cut off
-		// long-running calls and streams: the deadline covers the body
-		// only, and is lifted once the body has been read.
-		_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
-		body := &deadlineBody{ReadCloser: http.MaxBytesReader(w, req.Body, b.r.bodyLimit), rc: rc}
+		// long-running calls and streams: this deadline covers the body
+		// only, since net/http lifts it once the body has been read.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+		body := &trackedBody{ReadCloser: http.MaxBytesReader(w, req.Body, b.r.bodyLimit)}
 		req.Body = body
 		if req.ProtoMajor == 1 {
 			w = &unreadBodyWriter{ResponseWriter: w, body: body}
@@ -134,7 +133,7 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // loopback.
 func (b *boundary) hostAllowed(req *http.Request) bool {
 	if local, ok := req.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
-		if ap, err := netip.ParseAddrPort(local.String()); err == nil && !ap.Addr().Unmap().IsLoopback() {
+		if ap, err := netip.ParseAddrPort(local.String()); err == nil && !ap.Addr().IsLoopback() {
 			return true
 		}
 	}
@@ -181,21 +180,16 @@ func (r *Registry) logRefusal(req *http.Request, principal string, e *Error) {
 		"method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr)
 }
 
-// deadlineBody lifts the body's read deadline once the whole body has
-// been read, so that the call or stream that follows has no deadline but
-// its own. After any other error the deadline stays: it also bounds what
-// net/http reads of the rest of the body before it answers.
-type deadlineBody struct {
+// trackedBody notes whether the whole body was read.
+type trackedBody struct {
 	io.ReadCloser
-	rc   *http.ResponseController
-	done bool // the whole body was read
+	done bool
 }
 
-func (d *deadlineBody) Read(p []byte) (int, error) {
-	n, err := d.ReadCloser.Read(p)
-	if err == io.EOF && !d.done {
-		d.done = true
-		_ = d.rc.SetReadDeadline(time.Time{})
+func (t *trackedBody) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err == io.EOF {
+		t.done = true
 	}
 	return n, err
 }
@@ -207,7 +201,7 @@ func (d *deadlineBody) Read(p []byte) (int, error) {
 // that long for its 401.
 type unreadBodyWriter struct {
 	http.ResponseWriter
-	body *deadlineBody
+	body *trackedBody
 }
 
 func (u *unreadBodyWriter) WriteHeader(status int) {

@@ -132,7 +132,12 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // is unknown, or not an IP address, is checked as if it came through
 // loopback.
 func (b *boundary) hostAllowed(req *http.Request) bool {
-	if local, ok := req.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
+	switch local := req.Context().Value(http.LocalAddrContextKey).(type) {
+	case *net.TCPAddr:
+		if !local.AddrPort().Addr().IsLoopback() {
+			return true
+		}
+	case net.Addr:
 		if ap, err := netip.ParseAddrPort(local.String()); err == nil && !ap.Addr().IsLoopback() {
 			return true
 		}

@@ -13,7 +13,7 @@ import (
 // measures the handlers.
 type discardWriter struct{ h http.Header }
 
-func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Header() http.Header       { return d.h }
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (discardWriter) WriteHeader(int)             {}
 

@@ -72,7 +72,9 @@ type FieldError struct {
 type Error struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
-	// Fields lists every problem found in the input, for CodeInvalidInput.
+	// Fields lists the problems found in the input, for CodeInvalidInput:
+	// at most 20, then one entry with path "" saying how many more there
+	// are, so that an input built to make errors cannot make answers huge.
 	Fields []FieldError `json:"fields,omitempty"`
 	// Details carries machine-readable facts, such as the digest to confirm
 	// for CodeConfirmationRequired. Values must be JSON-encodable.

@@ -35,6 +35,10 @@ func (b *Builder) AllowHosts(hosts ...string) *Builder {
 // is not the server's own, or Sec-Fetch-Site other than same-origin or
 // none) is refused with 403 on every route, /mcp included. Requests from
 // programs, which send neither header, are not affected.
+//
+// The pages of an allowed origin get CORS: their preflight requests are
+// answered, and they may send the Authorization, Content-Type,
+// Idempotency-Key and MCP headers, and read the answers.
 func (b *Builder) AllowOrigins(origins ...string) *Builder {
 	for _, o := range origins {
 		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
@@ -91,26 +95,51 @@ type boundary struct {
 	next    http.Handler
 	hosts   []hostKey
 	origins *http.CrossOriginProtection
+	allowed map[string]bool // the origins of AllowOrigins, for CORS
 }
 
 func (r *Registry) protect(next http.Handler, hosts []hostKey, origins []string) http.Handler {
-	cop := http.NewCrossOriginProtection()
+	b := &boundary{r: r, next: next, hosts: append(hosts, loopbackNames...), origins: http.NewCrossOriginProtection(), allowed: map[string]bool{}}
 	for _, o := range origins {
-		_ = cop.AddTrustedOrigin(o) // checked by Builder.AllowOrigins
+		_ = b.origins.AddTrustedOrigin(o) // checked by Builder.AllowOrigins
+		b.allowed[o] = true
 	}
-	return &boundary{r: r, next: next, hosts: append(hosts, loopbackNames...), origins: cop}
+	return b
 }
+
+// CORS: what the pages of an allowed origin may send and read.
+const (
+	corsMethods = "GET, POST, DELETE"
+	corsHeaders = "Authorization, Content-Type, Idempotency-Key, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID"
+	corsExposed = "X-Carmy-Execution-Id, Mcp-Session-Id, WWW-Authenticate, Retry-After"
+)
 
 func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.URL.Path != "/healthz" && !b.hostAllowed(req) {
-		b.r.refuse(w, req, http.StatusForbidden, Errorf(CodePermissionDenied,
+		b.r.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
 			"this server answers on a loopback address to the host names localhost, 127.0.0.1 and [::1], not %q; names a local proxy forwards with are allowed by the server's configuration (allowed hosts)", req.Host))
 		return
 	}
 	if !b.originAllowed(req) {
-		b.r.refuse(w, req, http.StatusForbidden, Errorf(CodePermissionDenied,
+		b.r.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
 			"cross-origin requests from browsers are refused; origins whose pages may call this server are allowed by the server's configuration (allowed origins)"))
 		return
+	}
+	if origin := req.Header.Get("Origin"); b.allowed[origin] {
+		// Without CORS headers, a browser would keep the answer from the
+		// page, and would not send JSON at all: its preflight is answered
+		// here.
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", corsExposed)
+		if req.Method == http.MethodOptions && req.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", corsMethods)
+			h.Set("Access-Control-Allow-Headers", corsHeaders)
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 	}
 	if req.ContentLength != 0 && req.Body != nil && req.Body != http.NoBody {
 		// The server has no overall read timeout, which would cut off
@@ -170,9 +199,9 @@ func (b *boundary) originAllowed(req *http.Request) bool {
 
 // refuse answers a request that the boundary refuses before the tool
 // runs, and logs the refusal at warn level, without the request's
-// credentials or input.
-func (r *Registry) refuse(w http.ResponseWriter, req *http.Request, status int, e *Error) {
-	r.logRefusal(req, "", e)
+// credentials or input. principal is "" until the caller is known.
+func (r *Registry) refuse(w http.ResponseWriter, req *http.Request, principal string, status int, e *Error) {
+	r.logRefusal(req, principal, e)
 	writeErrorStatus(w, status, e)
 }
 

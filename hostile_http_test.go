@@ -305,6 +305,22 @@ func TestHostileHTTP(t *testing.T) {
 		{"allowed origin calls", "allow", post("/tools/who", "", fromApp...), 200, "", nil},
 		{"allowed origin lists", "allow", get("/tools", fromApp...), 200, "", nil},
 		{"allowed origin opens MCP", "allow", post("/mcp", "", fromApp...), 200, "", nil},
+		{"allowed origin's preflight", "allow", boundaryRequest{method: http.MethodOptions, path: "/tools/who", header: append([]string{"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization,content-type,idempotency-key"}, fromApp...)}, 204, "", func(t *testing.T, a boundaryAnswer) {
+			if a.header.Get("Access-Control-Allow-Origin") != "https://app.example" || !strings.Contains(a.header.Get("Access-Control-Allow-Headers"), "Content-Type") || !strings.Contains(a.header.Get("Access-Control-Allow-Methods"), "POST") {
+				t.Fatalf("preflight answer headers %v", a.header)
+			}
+		}},
+		{"allowed origin reads the answer", "allow", post("/tools/who", "", fromApp...), 200, "", func(t *testing.T, a boundaryAnswer) {
+			if a.header.Get("Access-Control-Allow-Origin") != "https://app.example" || !strings.Contains(a.header.Get("Access-Control-Expose-Headers"), "X-Carmy-Execution-Id") {
+				t.Fatalf("answer headers %v", a.header)
+			}
+		}},
+		{"cross-site preflight", "allow", boundaryRequest{method: http.MethodOptions, path: "/tools/who", header: append([]string{"Access-Control-Request-Method", "POST"}, crossSite...)}, 403, carmy.CodePermissionDenied, nil},
+		{"same-origin answers carry no CORS headers", "allow", post("/tools/who", "", "Sec-Fetch-Site", "same-origin"), 200, "", func(t *testing.T, a boundaryAnswer) {
+			if v := a.header.Get("Access-Control-Allow-Origin"); v != "" {
+				t.Fatalf("Access-Control-Allow-Origin %q", v)
+			}
+		}},
 		{"an origin like the allowed one", "allow", post("/tools/who", "", "Origin", "https://app.example.evil", "Sec-Fetch-Site", "cross-site"), 403, carmy.CodePermissionDenied, nil},
 
 		// Calls are JSON, which a page cannot send cross-origin unasked.
@@ -601,16 +617,17 @@ func TestBoundaryLogs(t *testing.T) {
 	srv, logs := boundaryServer(t, carmy.New().Authenticate(tokens))
 	alice := []string{"Authorization", "Bearer " + aliceToken}
 	for _, tt := range []struct {
-		name string
-		req  boundaryRequest
-		code carmy.Code
+		name      string
+		req       boundaryRequest
+		code      carmy.Code
+		principal string // "" until the caller is known
 	}{
-		{"bad token", boundaryRequest{method: http.MethodPost, path: "/tools/who", body: `{"x":"` + input + `"}`, header: []string{"Authorization", "Bearer " + secret}}, carmy.CodeUnauthenticated},
-		{"two tokens", boundaryRequest{method: http.MethodPost, path: "/tools/who", header: []string{"Authorization", "Bearer " + secret, "Authorization", "Bearer " + aliceToken}}, carmy.CodeUnauthenticated},
-		{"bad token on /mcp", boundaryRequest{method: http.MethodPost, path: "/mcp", header: []string{"Authorization", "Bearer " + secret}}, carmy.CodeUnauthenticated},
-		{"foreign host", boundaryRequest{method: http.MethodPost, path: "/tools/who", host: "evil.example", header: alice}, carmy.CodePermissionDenied},
-		{"cross-site", boundaryRequest{method: http.MethodPost, path: "/tools/who", header: append([]string{"Sec-Fetch-Site", "cross-site"}, alice...)}, carmy.CodePermissionDenied},
-		{"content type", boundaryRequest{method: http.MethodPost, path: "/tools/who", body: input, header: append([]string{"Content-Type", "text/plain"}, alice...)}, carmy.CodeInvalidInput},
+		{"bad token", boundaryRequest{method: http.MethodPost, path: "/tools/who", body: `{"x":"` + input + `"}`, header: []string{"Authorization", "Bearer " + secret}}, carmy.CodeUnauthenticated, ""},
+		{"two tokens", boundaryRequest{method: http.MethodPost, path: "/tools/who", header: []string{"Authorization", "Bearer " + secret, "Authorization", "Bearer " + aliceToken}}, carmy.CodeUnauthenticated, ""},
+		{"bad token on /mcp", boundaryRequest{method: http.MethodPost, path: "/mcp", header: []string{"Authorization", "Bearer " + secret}}, carmy.CodeUnauthenticated, ""},
+		{"foreign host", boundaryRequest{method: http.MethodPost, path: "/tools/who", host: "evil.example", header: alice}, carmy.CodePermissionDenied, ""},
+		{"cross-site", boundaryRequest{method: http.MethodPost, path: "/tools/who", header: append([]string{"Sec-Fetch-Site", "cross-site"}, alice...)}, carmy.CodePermissionDenied, ""},
+		{"content type", boundaryRequest{method: http.MethodPost, path: "/tools/who", body: input, header: append([]string{"Content-Type", "text/plain"}, alice...)}, carmy.CodeInvalidInput, "alice"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(logs.String())
@@ -618,7 +635,11 @@ func TestBoundaryLogs(t *testing.T) {
 				t.Fatalf("answer %d %s; want %s", a.status, a.raw, tt.code)
 			}
 			logged := logs.String()[before:]
-			for _, want := range []string{"level=WARN", "code=" + string(tt.code), "remote=127.0.0.1:", "principal="} {
+			principal := "principal=" + tt.principal
+			if tt.principal == "" {
+				principal = `principal=""`
+			}
+			for _, want := range []string{"level=WARN", "code=" + string(tt.code), "remote=127.0.0.1:", principal} {
 				if !strings.Contains(logged, want) {
 					t.Fatalf("the log %q lacks %q", logged, want)
 				}

@@ -139,7 +139,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 	// A page may POST text/plain or a form to any origin without asking
 	// first; requiring JSON, even for an empty body, takes that away.
 	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		r.refuse(w, req, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input with Content-Type: application/json, even when it is empty"))
+		r.refuse(w, req, id.Principal, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input with Content-Type: application/json, even when it is empty"))
 		return
 	}
 	body, err := io.ReadAll(req.Body) // bounded by the body limit
@@ -148,9 +148,9 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		var netErr net.Error
 		switch {
 		case errors.As(err, &tooLarge):
-			r.refuse(w, req, http.StatusRequestEntityTooLarge, Errorf(CodeInvalidInput, "the input is larger than the limit of %d bytes", r.bodyLimit))
+			r.refuse(w, req, id.Principal, http.StatusRequestEntityTooLarge, Errorf(CodeInvalidInput, "the input is larger than the limit of %d bytes", r.bodyLimit))
 		case errors.As(err, &netErr) && netErr.Timeout():
-			r.refuse(w, req, http.StatusRequestTimeout, Errorf(CodeTimeout, "the request body did not arrive in time"))
+			r.refuse(w, req, id.Principal, http.StatusRequestTimeout, Errorf(CodeTimeout, "the request body did not arrive in time"))
 		default:
 			writeError(w, Errorf(CodeCancelled, "the request body could not be read"))
 		}

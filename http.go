@@ -100,10 +100,10 @@ func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
 }
 
 // identify authenticates a request; without an authenticator everyone is
-// the anonymous principal "".
-// It reads no body, so that a caller with bad credentials is refused at
-// once. A refusal is logged at warn level without its cause, which an
-// authenticator may have written with the credential in it.
+// the anonymous principal "". It reads no body, so that a caller with bad
+// credentials is refused at once. A refusal is logged at warn level
+// without its cause, which an authenticator may have written with the
+// credential in it.
 func (r *Registry) identify(req *http.Request) (Identity, error) {
 	if r.auth == nil {
 		return Identity{}, nil

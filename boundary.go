@@ -115,6 +115,19 @@ const (
 )
 
 func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	// First, so that every refusal, here or behind, closes the connection
+	// instead of waiting for a body nobody will read.
+	if req.ContentLength != 0 && req.Body != nil && req.Body != http.NoBody {
+		// The server has no overall read timeout, which would cut off
+		// long-running calls and streams: this deadline covers the body
+		// only, since net/http lifts it once the body has been read.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+		body := &trackedBody{ReadCloser: http.MaxBytesReader(w, req.Body, b.r.bodyLimit)}
+		req.Body = body
+		if req.ProtoMajor == 1 {
+			w = &unreadBodyWriter{ResponseWriter: w, body: body}
+		}
+	}
 	if req.URL.Path != "/healthz" && !b.hostAllowed(req) {
 		b.r.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
 			"this server answers on a loopback address to the host names localhost, 127.0.0.1 and [::1], not %q; names a local proxy forwards with are allowed by the server's configuration (allowed hosts)", req.Host))
@@ -139,17 +152,6 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
 			return
-		}
-	}
-	if req.ContentLength != 0 && req.Body != nil && req.Body != http.NoBody {
-		// The server has no overall read timeout, which would cut off
-		// long-running calls and streams: this deadline covers the body
-		// only, since net/http lifts it once the body has been read.
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
-		body := &trackedBody{ReadCloser: http.MaxBytesReader(w, req.Body, b.r.bodyLimit)}
-		req.Body = body
-		if req.ProtoMajor == 1 {
-			w = &unreadBodyWriter{ResponseWriter: w, body: body}
 		}
 	}
 	b.next.ServeHTTP(w, req)

@@ -574,19 +574,29 @@ func TestSlowBody(t *testing.T) {
 	defer carmy.SetBodyReadTimeout(deadline)()
 	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})
 	srv, _ := boundaryServer(t, carmy.New().Authenticate(tokens))
-	head := func(path, token string, length int) string {
-		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", path, token, length)
+	headAt := func(host, path, token string, length int) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", path, host, token, length)
 	}
+	head := func(path, token string, length int) string { return headAt("127.0.0.1", path, token, length) }
 	for _, path := range []string{"/tools/who", "/mcp"} {
-		t.Run("bad token, body never sent: 401 at once "+path, func(t *testing.T) {
-			res, took, err := rawExchange(t, srv, head(path, "nope", 100_000), "{", 2*time.Second)
-			if err != nil {
-				t.Fatalf("no answer after %v: %v", took, err)
-			}
-			if res.StatusCode != http.StatusUnauthorized || !res.Close || took > deadline {
-				t.Fatalf("%s after %v, close %v; want 401 at once, closing the connection", res.Status, took, res.Close)
-			}
-		})
+		for _, tt := range []struct {
+			name   string
+			head   string
+			status int
+		}{
+			{"bad token", head(path, "nope", 100_000), http.StatusUnauthorized},
+			{"foreign host", headAt("evil.example", path, aliceToken, 100_000), http.StatusForbidden},
+		} {
+			t.Run(tt.name+", body never sent: refused at once "+path, func(t *testing.T) {
+				res, took, err := rawExchange(t, srv, tt.head, "{", 2*time.Second)
+				if err != nil {
+					t.Fatalf("no answer after %v: %v", took, err)
+				}
+				if res.StatusCode != tt.status || !res.Close || took > deadline {
+					t.Fatalf("%s after %v, close %v; want %d at once, closing the connection", res.Status, took, res.Close, tt.status)
+				}
+			})
+		}
 		t.Run("body trickled: cut off at the deadline "+path, func(t *testing.T) {
 			res, took, err := rawExchange(t, srv, head(path, aliceToken, 100), "{", 3*time.Second)
 			if took > 2*time.Second {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -50,6 +51,9 @@ func HashToken(token string) string {
 // an "Authorization: Bearer" header. Every known hash is compared, in
 // constant time, so a response reveals nothing about how close a guess
 // came. It panics on a malformed hash, which is a configuration mistake.
+// One hash given for two principals, or with two sets of permissions, is
+// a [Builder.Build] error; used without a builder, such a token is
+// refused.
 func BearerTokens(tokens ...Token) Authenticator {
 	b := bearer{}
 	for _, t := range tokens {
@@ -64,24 +68,58 @@ func BearerTokens(tokens ...Token) Authenticator {
 
 type bearer struct{ tokens []bearerToken }
 
+// validate reports a hash given twice with different identities, which
+// would let whoever holds the token be either.
+func (b bearer) validate() error {
+	for i, t := range b.tokens {
+		for _, u := range b.tokens[:i] {
+			if t.hash == u.hash && !t.same(u.Token) {
+				return fmt.Errorf("BearerTokens: the token of %q is also the token of %q; give each principal its own token", t.Principal, u.Principal)
+			}
+		}
+	}
+	return nil
+}
+
+func (t Token) same(u Token) bool {
+	return t.Principal == u.Principal && slices.Equal(t.Permissions, u.Permissions)
+}
+
+// authorization returns the request's one Authorization header.
+func authorization(r *http.Request) (string, *Error) {
+	v := r.Header.Values("Authorization")
+	if len(v) > 1 {
+		return "", Errorf(CodeUnauthenticated, "send one Authorization header, not %d", len(v))
+	}
+	if len(v) == 0 {
+		return "", nil
+	}
+	return v[0], nil
+}
+
 type bearerToken struct {
 	hash [sha256.Size]byte
 	Token
 }
 
 func (b bearer) Authenticate(r *http.Request) (Identity, error) {
-	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	header, e := authorization(r)
+	if e != nil {
+		return Identity{}, e
+	}
+	scheme, secret, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return Identity{}, Errorf(CodeUnauthenticated, "send a bearer token: Authorization: Bearer <token>")
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(secret)))
-	match := -1
+	match, ambiguous := -1, false
 	for i, t := range b.tokens {
 		if subtle.ConstantTimeCompare(sum[:], t.hash[:]) == 1 {
+			ambiguous = ambiguous || (match >= 0 && !t.same(b.tokens[match].Token))
 			match = i
 		}
 	}
-	if match < 0 {
+	if match < 0 || ambiguous {
 		return Identity{}, Errorf(CodeUnauthenticated, "the bearer token is not valid")
 	}
 	t := b.tokens[match]

@@ -85,8 +85,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/carmy-dev/carmy/store"
@@ -118,6 +120,8 @@ type Builder struct {
 	oauth          *oauthSetting // from carmy.toml, resolved at Build
 	allowAnonymous bool
 	bodyLimit      int64
+	allowHosts     []hostKey
+	allowOrigins   []string
 	addr           string
 	drain          time.Duration
 	elicit         bool
@@ -325,7 +329,7 @@ func (b *Builder) Build() (*Registry, error) {
 	if b.storeURL != "" {
 		s, l, err := store.Open(b.storeURL)
 		if err != nil {
-			errs = append(errs, &BuildError{Err: fmt.Errorf("store: %w", err)})
+			errs = append(errs, &BuildError{Err: redactedError{err, b.storeURL}})
 		} else {
 			if idem == nil {
 				idem = s
@@ -343,8 +347,13 @@ func (b *Builder) Build() (*Registry, error) {
 	if err := b.resolveOAuth(); err != nil {
 		errs = append(errs, err)
 	}
+	if v, ok := b.auth.(interface{ validate() error }); ok {
+		if err := v.validate(); err != nil {
+			errs = append(errs, &BuildError{Err: err})
+		}
+	}
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
-		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
+		auth: b.auth, bodyLimit: b.bodyLimit, allowHosts: slices.Clone(b.allowHosts), allowOrigins: slices.Clone(b.allowOrigins), elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
 	if r.logger == nil {
@@ -391,6 +400,41 @@ func (b *Builder) Build() (*Registry, error) {
 		t.handler = r.handlerFor(t, b.middleware)
 	}
 	return r, nil
+}
+
+// redactedError is an error of opening the store URL, which may hold a
+// password: its text shows the URL with the password masked. The cause
+// stays reachable with errors.As for the host's own handling.
+type redactedError struct {
+	err error
+	url string
+}
+
+func (e redactedError) Error() string {
+	return "store: " + strings.ReplaceAll(e.err.Error(), e.url, redactURL(e.url))
+}
+
+func (e redactedError) Unwrap() error { return e.err }
+
+// redactURL masks the password of a URL, also in one that does not parse
+// or has no scheme.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return raw
+	}
+	prefix, userinfo := "", raw[:at]
+	if i := strings.Index(userinfo, "://"); i >= 0 {
+		prefix, userinfo = userinfo[:i+3], userinfo[i+3:]
+	}
+	user, _, hasPassword := strings.Cut(userinfo, ":")
+	if !hasPassword {
+		return raw
+	}
+	return prefix + user + ":xxxxx" + raw[at:]
 }
 
 // states resolves the value of State[T].

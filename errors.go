@@ -1,9 +1,13 @@
 package carmy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Code classifies an [Error] so that a caller, human or model, knows what to
@@ -68,7 +72,9 @@ type FieldError struct {
 type Error struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
-	// Fields lists every problem found in the input, for CodeInvalidInput.
+	// Fields lists the problems found in the input, for CodeInvalidInput:
+	// at most 20, then one entry with path "" saying how many more there
+	// are, so that an input built to make errors cannot make answers huge.
 	Fields []FieldError `json:"fields,omitempty"`
 	// Details carries machine-readable facts, such as the digest to confirm
 	// for CodeConfirmationRequired. Values must be JSON-encodable.
@@ -264,3 +270,101 @@ func (e *BuildError) Error() string {
 
 // Unwrap returns the problem.
 func (e *BuildError) Unwrap() error { return e.Err }
+
+// Limits of an error as callers see it, against inputs built to make the
+// answer huge (a field error per unknown member, each naming the member).
+// An MCP answer carries the error up to three times, once as escaped text,
+// so an error's JSON of at most maxErrorJSON keeps every answer, on every
+// transport, within 64 KiB.
+const (
+	maxFieldErrors  = 20
+	maxErrorJSON    = 15 << 10
+	maxMessageBytes = 1 << 10 // of the message, when the whole is too large
+	maxFieldBytes   = 256     // of a field error's path and message, likewise
+)
+
+// limitFields keeps the first maxFieldErrors field errors and replaces the
+// rest with one entry, path "", saying how many more there are: "and 12
+// more problems". It leaves f itself unchanged.
+func limitFields(f []FieldError) []FieldError {
+	kept, more := splitMore(f)
+	if len(kept) <= maxFieldErrors {
+		return f
+	}
+	return joinMore(kept[:maxFieldErrors], more+len(kept)-maxFieldErrors)
+}
+
+const moreFormat = "and %d more problems; fix these and call again to see them"
+
+// splitMore separates the entry that counts left-out problems, if any.
+func splitMore(f []FieldError) ([]FieldError, int) {
+	var n int
+	if len(f) > 0 && f[len(f)-1].Path == "" {
+		if _, err := fmt.Sscanf(f[len(f)-1].Message, moreFormat, &n); err == nil && n > 0 {
+			return f[:len(f)-1], n
+		}
+	}
+	return f, 0
+}
+
+func joinMore(kept []FieldError, more int) []FieldError {
+	kept = slices.Clip(kept) // never append into the caller's array
+	if more == 0 {
+		return kept
+	}
+	return append(kept, FieldError{Message: fmt.Sprintf(moreFormat, more)})
+}
+
+// bounded returns e as it may be sent: limitFields, and when its JSON is
+// still larger than maxErrorJSON, strings cut short, then details left
+// out, then field errors counted instead of listed. e itself is unchanged.
+func (e *Error) bounded() *Error {
+	fields := limitFields(e.Fields)
+	if len(fields) == len(e.Fields) && encodedSize(e) <= maxErrorJSON {
+		return e
+	}
+	b := *e
+	b.Fields = fields
+	if encodedSize(&b) <= maxErrorJSON {
+		return &b
+	}
+	kept, more := splitMore(fields)
+	kept = slices.Clone(kept)
+	for i := range kept {
+		kept[i] = FieldError{Path: truncate(kept[i].Path, maxFieldBytes), Message: truncate(kept[i].Message, maxFieldBytes)}
+	}
+	b.Message, b.Fields = truncate(b.Message, maxMessageBytes), joinMore(kept, more)
+	if b.Details != nil && encodedSize(&b) > maxErrorJSON {
+		b.Details = nil
+		b.Message += " (details left out: too large)"
+	}
+	for len(kept) > 0 && encodedSize(&b) > maxErrorJSON {
+		kept, more = kept[:len(kept)-1], more+1
+		b.Fields = joinMore(kept, more)
+	}
+	return &b
+}
+
+// encodedSize is the length of e's JSON as encoding/json writes it, which
+// escapes more than carmy's own encoder: an upper bound on every
+// transport.
+func encodedSize(e *Error) int {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return math.MaxInt
+	}
+	return len(b)
+}
+
+// truncate cuts s to at most n bytes, on a character boundary, marking the
+// cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}

@@ -51,6 +51,7 @@ func TestFaults(t *testing.T) {
 
 	post := func(ctx context.Context, tool string) (int, string, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/tools/"+tool, nil)
+		req.Header.Set("Content-Type", "application/json")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, "", err

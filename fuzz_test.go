@@ -41,7 +41,7 @@ func FuzzHTTPCall(f *testing.F) {
 	defer reg.Close()
 	h := reg.Handler()
 	f.Fuzz(func(t *testing.T, name, ctype, key string, body []byte) {
-		req := httptest.NewRequest(http.MethodPost, "/tools/"+url.PathEscape(name), bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/tools/"+url.PathEscape(name), bytes.NewReader(body))
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 
@@ -24,8 +25,22 @@ const DefaultBodyLimit = 1 << 20
 // A call answers 200 with {"execution_id","output","replayed"} and an
 // X-Carmy-Execution-Id header, or a status that fits the error's code with
 // {"error":{"code","message","fields","details","retryable"}}. Every
-// request is authenticated by the builder's [Authenticator], if any. The
-// handler is safe for concurrent use; it is built once.
+// request is authenticated by the builder's [Authenticator], if any,
+// before its body is read; a request with two Authorization headers is
+// refused.
+//
+// Browsers are kept out unless the host lets them in: a request that
+// arrived on a loopback address must name the server localhost, 127.0.0.1
+// or [::1] in its Host header, or a name given to [Builder.AllowHosts]
+// (/healthz aside), and a cross-origin request from a browser must come
+// from an origin given to [Builder.AllowOrigins]; others get 403
+// permission_denied. POST /tools/{name} takes Content-Type:
+// application/json only, even with an empty body (415 otherwise), which a
+// page cannot send to another origin without asking first. [Builder.BodyLimit]
+// bounds the body on every route, /mcp included, and a body must arrive
+// within 30 seconds of its headers.
+//
+// The handler is safe for concurrent use; it is built once.
 func (r *Registry) Handler() http.Handler {
 	r.handlerOnce.Do(func() {
 		mux := http.NewServeMux()
@@ -42,7 +57,7 @@ func (r *Registry) Handler() http.Handler {
 		mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz", req.Method, req.URL.Path))
 		})
-		r.httpHandler = mux
+		r.httpHandler = r.protect(mux, r.allowHosts, r.allowOrigins)
 	})
 	return r.httpHandler
 }
@@ -74,7 +89,7 @@ func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
 
 func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
 	if _, err := r.identify(req); err != nil {
-		r.refuse(w, req, err)
+		r.writeAuthError(w, req, err)
 		return
 	}
 	out := make([]wireTool, 0, len(r.names))
@@ -86,20 +101,28 @@ func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
 }
 
 // identify authenticates a request; without an authenticator everyone is
-// the anonymous principal "".
+// the anonymous principal "". It reads no body, so that a caller with bad
+// credentials is refused at once. A refusal is logged at warn level
+// without its cause, which an authenticator may have written with the
+// credential in it.
 func (r *Registry) identify(req *http.Request) (Identity, error) {
 	if r.auth == nil {
 		return Identity{}, nil
 	}
-	id, err := r.auth.Authenticate(req)
-	if err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			return Identity{}, e
+	// Proxies and authenticators disagree on which of two Authorization
+	// headers counts: none does.
+	_, e := authorization(req)
+	if e == nil {
+		id, err := r.auth.Authenticate(req)
+		if err == nil {
+			return id, nil
 		}
-		return Identity{}, &Error{Code: CodeUnauthenticated, Message: "authentication failed", Err: err}
+		if !errors.As(err, &e) {
+			e = &Error{Code: CodeUnauthenticated, Message: "authentication failed", Err: err}
+		}
 	}
-	return id, nil
+	r.logRefusal(req, "", e)
+	return Identity{}, e
 }
 
 type wireResult struct {
@@ -111,27 +134,27 @@ type wireResult struct {
 func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 	id, err := r.identify(req)
 	if err != nil {
-		r.refuse(w, req, err)
+		r.writeAuthError(w, req, err)
 		return
 	}
-	if ct := req.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			writeErrorStatus(w, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input as application/json, not %q", ct))
-			return
-		}
+	// A page may POST text/plain or a form to any origin without asking
+	// first; requiring JSON, even for an empty body, takes that away.
+	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		r.refuse(w, req, id.Principal, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input with Content-Type: application/json, even when it is empty"))
+		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.bodyLimit))
+	body, err := io.ReadAll(req.Body) // bounded by the body limit
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeErrorStatus(w, http.StatusRequestEntityTooLarge, Errorf(CodeInvalidInput, "the input is larger than the limit of %d bytes", r.bodyLimit))
-			return
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooLarge):
+			r.refuse(w, req, id.Principal, http.StatusRequestEntityTooLarge, Errorf(CodeInvalidInput, "the input is larger than the limit of %d bytes", r.bodyLimit))
+		case errors.As(err, &netErr) && netErr.Timeout():
+			r.refuse(w, req, id.Principal, http.StatusRequestTimeout, Errorf(CodeTimeout, "the request body did not arrive in time"))
+		default:
+			writeError(w, Errorf(CodeCancelled, "the request body could not be read"))
 		}
-		writeError(w, Errorf(CodeCancelled, "the request body could not be read"))
-		return
-	}
-	if len(body) > 0 && req.Header.Get("Content-Type") == "" {
-		writeErrorStatus(w, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input with Content-Type: application/json"))
 		return
 	}
 	res, err := r.Execute(req.Context(), Call{
@@ -176,12 +199,13 @@ func StatusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// publicError is an error as callers see it: the *Error's wire fields, or a
-// generic internal error for anything else.
+// publicError is an error as callers see it, on every transport: the
+// *Error's wire fields within the size limits of an answer, or a generic
+// internal error for anything else.
 func publicError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
-		return e
+		return e.bounded()
 	}
 	return &Error{Code: CodeInternal, Message: "internal error", Retryable: true}
 }

@@ -76,11 +76,19 @@ func do(t *testing.T, method, url, body string, header ...string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
+	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// A header given twice is sent twice; one given as "" is not sent.
+	given := map[string]bool{}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		if !given[header[i]] {
+			req.Header.Del(header[i])
+		}
+		given[header[i]] = true
+		if header[i+1] != "" {
+			req.Header.Add(header[i], header[i+1])
+		}
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -147,7 +155,8 @@ func TestHTTPCall(t *testing.T) {
 		{"invalid input", "POST", "save_note", `{"text":""}`, nil, 400, "invalid_input"},
 		{"unknown tool", "POST", "save_nte", `{}`, nil, 404, "unknown_tool"},
 		{"wrong content type", "POST", "save_note", `text=hi`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "invalid_input"},
-		{"body without content type", "POST", "save_note", ``, nil, 400, "invalid_input"},
+		{"body without content type", "POST", "save_note", `{"text":"hi"}`, []string{"Content-Type", ""}, 415, "invalid_input"},
+		{"empty body without content type", "POST", "whoami", ``, []string{"Content-Type", ""}, 415, "invalid_input"},
 		{"body too large", "POST", "save_note", `{"text":"` + strings.Repeat("a", 300) + `"}`, nil, 413, "invalid_input"},
 		{"confirmation", "POST", "burn_note", `{"text":"x"}`, nil, 403, "confirmation_required"},
 		{"internal", "POST", "broken", ``, nil, 500, "internal"},

@@ -269,7 +269,13 @@ func promptInput(form []byte) (string, error) {
 // its client goes away.
 func (r *Registry) mcpHTTPHandler() http.Handler {
 	server := r.mcpServer()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Logger: r.sdkLogger(), MaxRequestBodyBytes: r.bodyLimit})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Logger: r.sdkLogger(),
+		// Handler checks the Host itself, with the names the host allows,
+		// and bounds the body by the builder's limit, on every route.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        -1,
+	})
 	// The identity reaches handlers as the SDK's auth.TokenInfo, whose
 	// UserID the SDK also binds a session to. Its middleware insists on a
 	// bearer header, which it gets; the caller's own credential has
@@ -283,7 +289,7 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		id, err := r.identify(req)
 		if err != nil {
-			r.refuse(w, req, err)
+			r.writeAuthError(w, req, err)
 			return
 		}
 		// A body of another type is the SDK's to refuse (415), unread.

@@ -73,6 +73,8 @@ type Registry struct {
 	// Serving.
 	auth          Authenticator
 	bodyLimit     int64
+	allowHosts    []hostKey
+	allowOrigins  []string
 	elicit        bool
 	stdioIdentity Identity
 	sessions      *sessionTable // MCP sessions over HTTP

@@ -501,6 +501,7 @@ func (t *tool) decode(input []byte) (reflect.Value, error) {
 	for i, p := range problems {
 		e.Fields[i] = FieldError(p)
 	}
+	e.Fields = limitFields(e.Fields)
 	if len(problems) == 1 {
 		e.Message = fmt.Sprintf("invalid input for %s: %s", t.meta.Name, describe(e.Fields[0]))
 	} else {

@@ -43,9 +43,9 @@ func (r *Registry) mountWellKnown(mux *http.ServeMux) {
 	}
 }
 
-// refuse answers a request its authentication refused; a resource server
+// writeAuthError answers a request its authentication refused; a resource server
 // adds its challenge.
-func (r *Registry) refuse(w http.ResponseWriter, req *http.Request, err error) {
+func (r *Registry) writeAuthError(w http.ResponseWriter, req *http.Request, err error) {
 	if rs, ok := r.auth.(resourceServer); ok {
 		w.Header().Set("WWW-Authenticate", rs.challenge(req, err))
 	}

@@ -689,7 +689,7 @@ func (d *decoder) number(n *Node, r *Rules, raw jsontext.Value, v reflect.Value)
 		f, err := strconv.ParseFloat(s, n.Bits)
 		if err != nil {
 			lo, hi := typeRange(n)
-			d.addf("must be between %s and %s (float%d)", lo.Lit, hi.Lit, n.Bits)
+			d.addf("must be between %s and %s (a %d-bit floating-point number)", lo.Lit, hi.Lit, n.Bits)
 			return
 		}
 		f, msg := settleFloat(n, r, raw, f)
@@ -709,7 +709,7 @@ func (d *decoder) number(n *Node, r *Rules, raw jsontext.Value, v reflect.Value)
 			d.addf("must be an integer, not %s", truncate(string(raw)))
 		case st == overflow || mag > limit:
 			lo, hi := typeRange(n)
-			d.addf("must be between %s and %s (int%d)", lo.Lit, hi.Lit, n.Bits)
+			d.addf("must be between %s and %s (a %d-bit integer)", lo.Lit, hi.Lit, n.Bits)
 		case neg:
 			v.SetInt(int64(-mag))
 		default:
@@ -722,7 +722,7 @@ func (d *decoder) number(n *Node, r *Rules, raw jsontext.Value, v reflect.Value)
 			d.addf("must be an integer, not %s", truncate(string(raw)))
 		case st == overflow || (neg && mag != 0) || mag > math.MaxUint64>>(64-n.Bits):
 			_, hi := typeRange(n)
-			d.addf("must be between 0 and %s (uint%d)", hi.Lit, n.Bits)
+			d.addf("must be between 0 and %s (an unsigned %d-bit integer)", hi.Lit, n.Bits)
 		default:
 			v.SetUint(mag)
 		}

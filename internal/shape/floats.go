@@ -112,7 +112,7 @@ func settleFloat(n *Node, r *Rules, raw []byte, f float64) (float64, string) {
 	if f == top || f == -top {
 		lo, hi := typeRange(n)
 		if exact().Cmp(lo.Rat) < 0 || exact().Cmp(hi.Rat) > 0 {
-			return f, fmt.Sprintf("must be between %s and %s (float%d)", lo.Lit, hi.Lit, n.Bits)
+			return f, fmt.Sprintf("must be between %s and %s (a %d-bit floating-point number)", lo.Lit, hi.Lit, n.Bits)
 		}
 	}
 	for _, rr := range [2]*Rules{&n.Rules, r} {

@@ -133,7 +133,7 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			"this server answers on a loopback address to the host names localhost, 127.0.0.1 and [::1], not %q; names a local proxy forwards with are allowed by the server's configuration (allowed hosts)", req.Host))
 		return
 	}
-	if !b.originAllowed(req) {
+	if !isResourceMetadata(req) && !b.originAllowed(req) {
 		b.r.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
 			"cross-origin requests from browsers are refused; origins whose pages may call this server are allowed by the server's configuration (allowed origins)"))
 		return
@@ -257,4 +257,12 @@ func (u *unreadBodyWriter) Flush() {
 	if f, ok := u.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// isResourceMetadata reports a read of the protected resource metadata:
+// a public document, holding no secret, that browser-based MCP clients
+// read from their own origin to find where to sign in.
+func isResourceMetadata(req *http.Request) bool {
+	return (req.Method == http.MethodGet || req.Method == http.MethodHead) &&
+		(req.URL.Path == wellKnownResource || req.URL.Path == wellKnownResourceMCP)
 }

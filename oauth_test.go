@@ -524,6 +524,14 @@ func TestOAuthHTTPChallenges(t *testing.T) {
 			if r.status != 200 || !jsonEqual(r.body, want) {
 				t.Errorf("GET %s: %d %v\nwant %v", tc.url, r.status, r.body, want)
 			}
+			// Browser-based clients read it from their own origin, while
+			// the routes behind it stay closed to other origins.
+			if got := browserGet(t, tc.url); got != 200 {
+				t.Errorf("cross-origin GET %s: %d; want 200", tc.url, got)
+			}
+			if got := browserGet(t, srv.URL+"/tools"); got != 403 {
+				t.Errorf("cross-origin GET /tools: %d; want 403", got)
+			}
 			// The MCP SDK's client checks the resource against the URL it
 			// derived the metadata URL from.
 			if _, err := oauthex.GetProtectedResourceMetadata(context.Background(), tc.url, tc.resource, http.DefaultClient); err != nil {
@@ -531,6 +539,24 @@ func TestOAuthHTTPChallenges(t *testing.T) {
 			}
 		}
 	})
+}
+
+// browserGet sends a GET as a page of another site does, and returns the
+// status.
+func browserGet(t *testing.T, url string) int {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Origin", "https://agent.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func jsonEqual(a, b any) bool {

@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,17 +42,25 @@ func (b *Builder) AllowHosts(hosts ...string) *Builder {
 // Idempotency-Key and MCP headers, and read the answers.
 func (b *Builder) AllowOrigins(origins ...string) *Builder {
 	for _, o := range origins {
-		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+		if err := checkOrigin(o); err != nil {
 			b.misuse("Builder.AllowOrigins(%q): %v", o, err)
-			continue
-		}
-		if o != strings.ToLower(o) {
-			b.misuse("Builder.AllowOrigins(%q): write the origin in lower case, as browsers send it", o)
 			continue
 		}
 		b.allowOrigins = append(b.allowOrigins, o)
 	}
 	return b
+}
+
+// checkOrigin checks an origin as browsers send it: "scheme://host[:port]",
+// in lower case.
+func checkOrigin(o string) error {
+	if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+		return err
+	}
+	if o != strings.ToLower(o) {
+		return errors.New("write the origin in lower case, as browsers send it")
+	}
+	return nil
 }
 
 // hostKey is an allowed Host: a lower-case name (an IPv6 address without

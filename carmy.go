@@ -157,6 +157,10 @@ func New() *Builder {
 //	log_level = "info"                 # debug, info, warn or error: log to standard error
 //	allow_unauthenticated = false      # serve a non-loopback address without authentication
 //	store_url = "redis://redis:6379/0" # shared idempotency store and locker (see store.Register); redis_url is the same
+//	allowed_hosts = ["tools.example.com"]         # see Builder.AllowHosts
+//	allowed_origins = ["https://app.example.com"] # see Builder.AllowOrigins
+//	session_timeout = "10m"            # see Builder.SessionTimeout
+//	max_sessions = 64                  # see Builder.MaxSessions
 //
 //	[[tokens]]                         # a bearer token, known by its hash (see HashToken)
 //	sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -170,8 +174,10 @@ func New() *Builder {
 //
 // CARMY_LISTEN, CARMY_BODY_LIMIT, CARMY_TIMEOUT, CARMY_DRAIN_TIMEOUT,
 // CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL,
-// CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE and CARMY_OAUTH_SCOPES
-// (comma-separated), when set and not empty, override the file's values;
+// CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES,
+// CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (lists comma-separated),
+// CARMY_SESSION_TIMEOUT and CARMY_MAX_SESSIONS, when set and not empty,
+// override the file's values;
 // the tokens authenticate with [BearerTokens], [oauth] with [OAuth],
 // resolved at Build, which then reaches the issuer.
 func App() *Builder {

@@ -2,6 +2,7 @@ package carmy
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -49,6 +50,27 @@ func (b *Builder) configure() {
 			tokens[i] = Token{SHA256: t.SHA256, Principal: t.Principal, Permissions: t.Permissions}
 		}
 		b.auth = BearerTokens(tokens...) // the tokens that passed the checks
+	}
+	for _, h := range c.AllowedHosts.Values {
+		k, err := parseAllowedHost(h)
+		if err != nil {
+			b.errs = append(b.errs, &BuildError{Site: c.AllowedHosts.Site, Err: fmt.Errorf("allowed host %q: %v", h, err)})
+			continue
+		}
+		b.allowHosts = append(b.allowHosts, k)
+	}
+	for _, o := range c.AllowedOrigins.Values {
+		if err := checkOrigin(o); err != nil {
+			b.errs = append(b.errs, &BuildError{Site: c.AllowedOrigins.Site, Err: fmt.Errorf("allowed origin %q: %v", o, err)})
+			continue
+		}
+		b.allowOrigins = append(b.allowOrigins, o)
+	}
+	if c.SessionTimeout > 0 {
+		b.sessionTimeout = c.SessionTimeout
+	}
+	if c.MaxSessions > 0 {
+		b.maxSessions = c.MaxSessions
 	}
 	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
 		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,6 +83,55 @@ func TestAppSettings(t *testing.T) {
 		s := carmy.SettingsOf(carmy.New())
 		if s.Addr != "" || s.Timeout != carmy.DefaultTimeout || s.BodyLimit != carmy.DefaultBodyLimit || s.Authenticator != nil || s.Logger != nil || s.Signals {
 			t.Errorf("settings %+v", s)
+		}
+	})
+
+	t.Run("allowed hosts and origins, sessions", func(t *testing.T) {
+		t.Setenv("CARMY_CONFIG", writeConfig(t, `allowed_hosts = ["tools.example.com"]
+allowed_origins = ["https://app.example.com"]
+session_timeout = "2m"
+max_sessions = 5
+`))
+		b := carmy.App().Tool(carmy.Tool(func() error { return nil }, carmy.Read, carmy.Name("noop"), carmy.Register(false)))
+		if d, n := carmy.SessionSettingsOf(b); d != 2*time.Minute || n != 5 {
+			t.Errorf("session_timeout, max_sessions gave %v, %d; want 2m0s, 5", d, n)
+		}
+		r, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		for _, tc := range []struct {
+			host, origin string
+			want         int
+		}{
+			{"tools.example.com", "", 200},
+			{"tools.example.com:3000", "https://app.example.com", 200},
+			{"evil.example.com", "", 403},
+			{"localhost:3000", "https://evil.example.com", 403},
+		} {
+			req := httptest.NewRequest("GET", "/tools", nil)
+			req.Host = tc.host
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+				req.Header.Set("Sec-Fetch-Site", "cross-site")
+			}
+			w := httptest.NewRecorder()
+			r.Handler().ServeHTTP(w, req)
+			if w.Code != tc.want {
+				t.Errorf("Host %s, Origin %q: %d; want %d", tc.host, tc.origin, w.Code, tc.want)
+			}
+		}
+	})
+
+	t.Run("a bad allowed host or origin names its line", func(t *testing.T) {
+		path := writeConfig(t, "allowed_hosts = [\"http://tools.example.com\"]\nallowed_origins = [\"https://App.example.com\"]\n")
+		t.Setenv("CARMY_CONFIG", path)
+		_, err := carmy.App().Build()
+		for _, want := range []string{path + `:1: allowed host "http://tools.example.com"`, path + `:2: allowed origin "https://App.example.com": write the origin in lower case`} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Build = %v; want %q", err, want)
+			}
 		}
 	})
 

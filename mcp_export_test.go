@@ -1,5 +1,11 @@
 package carmy
 
+import "time"
+
 // OpenSessions returns how many MCP sessions over HTTP the registry keeps
 // open.
 func OpenSessions(r *Registry) int { return r.sessions.len() }
+
+// SessionSettingsOf returns the builder's session timeout and limit; zero
+// means the default.
+func SessionSettingsOf(b *Builder) (time.Duration, int) { return b.sessionTimeout, b.maxSessions }

@@ -41,6 +41,10 @@ type Settings struct {
 	StoreURL             string        // shared idempotency store and locker, by URL
 	Tokens               []Token       // bearer tokens
 	OAuth                OAuth         // the OAuth resource server; none when Issuer is ""
+	AllowedHosts         List          // Host names a local proxy forwards with
+	AllowedOrigins       List          // browser origins whose pages may call the server
+	SessionTimeout       time.Duration // how long an idle MCP session lives
+	MaxSessions          int           // MCP sessions per principal
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -96,8 +100,10 @@ func Load(path string) (Settings, error) {
 // else ./carmy.toml when it exists, else none; then CARMY_LISTEN,
 // CARMY_BODY_LIMIT, CARMY_TIMEOUT, CARMY_DRAIN_TIMEOUT, CARMY_LOG_LEVEL,
 // CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL, CARMY_OAUTH_ISSUER,
-// CARMY_OAUTH_AUDIENCE and CARMY_OAUTH_SCOPES (comma-separated), when set
-// and not empty, override the file's values. A bad variable is a
+// CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES (comma-separated),
+// CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (both comma-separated),
+// CARMY_SESSION_TIMEOUT and CARMY_MAX_SESSIONS, when set and not empty,
+// override the file's values. A bad variable is a
 // [*Problem] whose Site is its name.
 func FromEnv() (Settings, error) {
 	var (
@@ -143,14 +149,15 @@ func FromEnv() (Settings, error) {
 	})
 	env(envStoreURL, func(v string) (err error) { c.StoreURL, err = parseStoreURL(v); return })
 	errs = append(errs, oauthFromEnv(&c)...)
+	errs = append(errs, boundaryFromEnv(&c)...)
 	return c, errors.Join(errs...)
 }
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "tokens", "oauth"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "tokens", "oauth"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), [[tokens]] and [oauth]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), allowed_hosts, allowed_origins, session_timeout, max_sessions, [[tokens]] and [oauth]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -263,6 +270,16 @@ func parse(path, src string) (Settings, error) {
 		fail(d.line("redis_url"), "redis_url and store_url name the same setting; keep one")
 	} else {
 		scalar("redis_url", func(s string) (err error) { c.StoreURL, err = parseStoreURL(s); return }, `a URL such as "redis://redis:6379/0"`)
+	}
+	c.AllowedHosts = parseList(&d, path, "allowed_hosts", `["tools.example.com"]`, fail)
+	c.AllowedOrigins = parseList(&d, path, "allowed_origins", `["https://app.example.com"]`, fail)
+	scalar("session_timeout", func(s string) (err error) { c.SessionTimeout, err = parseDuration(s); return }, `a duration such as "10m"`)
+	if v := d.value("max_sessions"); v != nil {
+		if n, ok := v.(int64); !ok || n <= 0 {
+			fail(d.line("max_sessions"), "max_sessions must be a positive number of sessions, not %s", tomlValue(v))
+		} else {
+			c.MaxSessions = int(n)
+		}
 	}
 	c.Tokens = parseTokens(&d, fail)
 	c.OAuth = parseOAuth(&d, path, fail)

@@ -92,6 +92,12 @@ func TestLoadConfig(t *testing.T) {
 			DrainTimeout: 5 * time.Second,
 			LogLevel:     "warn",
 			StoreURL:     "redis://redis:6379/0",
+			AllowedHosts: config.List{Values: []string{"tools.example.com", "tools.example.com:8443"},
+				Site: filepath.Join("testdata", "full.toml") + ":9"},
+			AllowedOrigins: config.List{Values: []string{"https://app.example.com"},
+				Site: filepath.Join("testdata", "full.toml") + ":10"},
+			SessionTimeout: 5 * time.Minute,
+			MaxSessions:    8,
 			Tokens: []config.Token{
 				{SHA256: hash(aliceToken), Principal: "alice", Permissions: []string{"confirm:cancel_order", "orders:write"}},
 				{SHA256: hash(bobToken), Principal: "bob"},
@@ -139,6 +145,10 @@ func TestLoadConfigErrors(t *testing.T) {
 			`bad_values.toml:6: log_level: "loud" is not a log level: use debug, info, warn or error`,
 			`bad_values.toml:7: allow_unauthenticated must be true or false, not "yes"`,
 			`bad_values.toml:8: store_url: not a URL with a scheme, such as "redis://redis:6379/0" (the value is not shown: it may hold a password)`,
+			`bad_values.toml:9: allowed_hosts must be a list of strings such as ["tools.example.com"], not "tools.example.com"`,
+			`bad_values.toml:10: allowed_origins must be strings such as ["https://app.example.com"], not the integer 7`,
+			`bad_values.toml:11: session_timeout: "0s" must be positive`,
+			`bad_values.toml:12: max_sessions must be a positive number of sessions, not the integer 0`,
 		}},
 		{"bad_tokens.toml", []string{
 			// The TOML library keeps one position per dotted key, that of the
@@ -268,10 +278,39 @@ timeout = "later"
 func TestAppConfig(t *testing.T) {
 	full := filepath.Join("testdata", "full.toml")
 	clearEnv := func(t *testing.T) {
-		for _, v := range []string{"CARMY_CONFIG", "CARMY_LISTEN", "CARMY_BODY_LIMIT", "CARMY_TIMEOUT", "CARMY_DRAIN_TIMEOUT", "CARMY_LOG_LEVEL", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL"} {
+		for _, v := range []string{"CARMY_CONFIG", "CARMY_LISTEN", "CARMY_BODY_LIMIT", "CARMY_TIMEOUT", "CARMY_DRAIN_TIMEOUT", "CARMY_LOG_LEVEL", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL",
+			"CARMY_ALLOWED_HOSTS", "CARMY_ALLOWED_ORIGINS", "CARMY_SESSION_TIMEOUT", "CARMY_MAX_SESSIONS"} {
 			t.Setenv(v, "")
 		}
 	}
+
+	t.Run("browser and session variables", func(t *testing.T) {
+		clearEnv(t)
+		t.Setenv("CARMY_CONFIG", full)
+		t.Setenv("CARMY_ALLOWED_HOSTS", " proxy.internal , ,tools.example.com:9000")
+		t.Setenv("CARMY_ALLOWED_ORIGINS", "https://console.example.com")
+		t.Setenv("CARMY_SESSION_TIMEOUT", "90s")
+		t.Setenv("CARMY_MAX_SESSIONS", "3")
+		c, err := config.FromEnv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := config.List{Values: []string{"proxy.internal", "tools.example.com:9000"}, Site: "CARMY_ALLOWED_HOSTS"}
+		if !reflect.DeepEqual(c.AllowedHosts, want) {
+			t.Errorf("AllowedHosts = %+v, want %+v (the variable replaces the file's list)", c.AllowedHosts, want)
+		}
+		if want := (config.List{Values: []string{"https://console.example.com"}, Site: "CARMY_ALLOWED_ORIGINS"}); !reflect.DeepEqual(c.AllowedOrigins, want) {
+			t.Errorf("AllowedOrigins = %+v, want %+v", c.AllowedOrigins, want)
+		}
+		if c.SessionTimeout != 90*time.Second || c.MaxSessions != 3 {
+			t.Errorf("SessionTimeout, MaxSessions = %v, %d; want 1m30s, 3", c.SessionTimeout, c.MaxSessions)
+		}
+
+		t.Setenv("CARMY_SESSION_TIMEOUT", "forever")
+		t.Setenv("CARMY_MAX_SESSIONS", "-2")
+		_, err = config.FromEnv()
+		wantProblems(t, err, `CARMY_SESSION_TIMEOUT: "forever" is not a duration`, `CARMY_MAX_SESSIONS: "-2" is not a positive number of sessions`)
+	})
 
 	t.Run("no file", func(t *testing.T) {
 		clearEnv(t)

@@ -646,6 +646,13 @@ var badFormatValues = map[string][]string{
 
 var patternValues = []string{"ABC-123", "XYZ-999", "abc-123", "ABC-12", "ABCD-123", "", "AB-1234"}
 
+// durationValues are durations in Go's syntax, at the edges of what
+// time.ParseDuration reads; badDurationValues are not.
+var (
+	durationValues    = []string{"0", "0s", "1h30m", "250ms", "-1.5h", "+2m", ".5s", "1.s", "1us", "1µs", "1μs", "3ns", "1h1m1s1ms1us1ns", "2562047h47m16.854775807s", "-2562047h47m16.854775808s"}
+	badDurationValues = []string{"", "1", "1d", "h", "1 h", "1.h5", "--1s", "1hh", "."}
+)
+
 // str writes a string for s.
 func (g *gen) str(s map[string]any, bad bool) {
 	if s["contentEncoding"] == "base64" {
@@ -665,6 +672,14 @@ func (g *gen) str(s map[string]any, bad bool) {
 			g.quote(badFormatValues[f][g.pick(len(badFormatValues[f]))])
 		} else {
 			g.quote(formatValues[f][g.pick(len(formatValues[f]))])
+		}
+		return
+	}
+	if p, ok := s["pattern"].(string); ok && strings.Contains(p, "|ms|s|m|h") {
+		if bad {
+			g.quote(badDurationValues[g.pick(len(badDurationValues))])
+		} else {
+			g.quote(durationValues[g.pick(len(durationValues))])
 		}
 		return
 	}

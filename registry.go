@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -181,14 +185,17 @@ func WithMetadata(key, value string) CallOption {
 }
 
 // Invoke calls a tool from Go: it encodes input as JSON (nil means {}; a
-// json.RawMessage or []byte is sent as is), runs [Registry.Execute] and
-// decodes the output into Out. Errors are [*Error] values.
+// json.RawMessage or []byte is sent as is; a value of the tool's input type,
+// or a pointer to one, is written as its schema says), runs
+// [Registry.Execute] and decodes the output into Out. Errors are [*Error]
+// values.
 func Invoke[Out any](ctx context.Context, r *Registry, tool string, input any, opts ...CallOption) (Out, error) {
 	var zero Out
 	c := Call{Tool: tool}
 	for _, o := range opts {
 		o(&c)
 	}
+	t := r.tools[tool]
 	switch in := input.(type) {
 	case nil:
 	case json.RawMessage:
@@ -196,7 +203,7 @@ func Invoke[Out any](ctx context.Context, r *Registry, tool string, input any, o
 	case []byte:
 		c.Input = in
 	default:
-		b, err := marshal(input)
+		b, err := encodeInput(t, input)
 		if err != nil {
 			return zero, &Error{Code: CodeInvalidInput, Message: "the input cannot be encoded as JSON: " + err.Error(), Err: err}
 		}
@@ -211,8 +218,38 @@ func Invoke[Out any](ctx context.Context, r *Registry, tool string, input any, o
 		return zero, nil
 	}
 	var out Out
+	if t != nil && t.out != nil && t.out.Type == reflect.TypeFor[Out]() {
+		// The tool's own output type: read with the model that wrote it.
+		if problems := shape.DecodeValue(t.out, res.Output, reflect.ValueOf(&out).Elem()); len(problems) > 0 {
+			err := fmt.Errorf("%s", describe(FieldError(problems[0])))
+			return zero, &Error{Code: CodeInternal, Message: "the output does not decode into the requested type: " + err.Error(), Err: err}
+		}
+		return out, nil
+	}
 	if err := unmarshal(res.Output, &out); err != nil {
 		return zero, &Error{Code: CodeInternal, Message: "the output does not decode into the requested type: " + err.Error(), Err: err}
 	}
 	return out, nil
+}
+
+// encodeInput writes an input given as a Go value: with the tool's input
+// model when it is of the tool's input type, else with the model of its own
+// type, so that inline members, byte arrays and durations are written as
+// the schema reads them.
+func encodeInput(t *tool, input any) ([]byte, error) {
+	v := reflect.ValueOf(input)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil, nil // no input: {}
+		}
+		v = v.Elem()
+	}
+	if t != nil && t.in != nil && t.inType == v.Type() {
+		return encodeValue(t.in, v)
+	}
+	n, err := shape.Of(v.Type())
+	if err != nil {
+		return jsonv2.Marshal(input, encodeOptions) // a type carmy cannot model: the JSON library's view of it
+	}
+	return encodeValue(n, v)
 }

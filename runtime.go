@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -415,19 +416,43 @@ func (r *Registry) internal(t *tool, execID string, cause error, what string) *E
 	return e
 }
 
+// encodeOptions encode the host's own documents (metadata, errors); tool
+// outputs go through encodeValue.
 var encodeOptions = jsonv2.JoinOptions(jsonv2.Deterministic(true))
 
-// encode turns a tool's output into JSON that matches its schema.
+// encode turns a tool's output into JSON that matches its schema: the
+// rules are checked, then the value is written from the model that
+// published the schema.
 func (t *tool) encode(out any) ([]byte, error) {
 	if t.out == nil {
 		return []byte("null"), nil
 	}
+	v := reflect.ValueOf(out)
 	if t.out.Checked() && out != nil {
-		if problems := shape.Check(t.out, reflect.ValueOf(out), nil); len(problems) > 0 {
+		if problems := shape.Check(t.out, v, nil); len(problems) > 0 {
 			return nil, fmt.Errorf("%s: %s", problems[0].Path, problems[0].Message)
 		}
 	}
-	return jsonv2.Marshal(out, encodeOptions)
+	return encodeValue(t.out, v)
+}
+
+// encodeBuffers recycles the encoder's scratch space: an output is written
+// there, then copied out at its exact size.
+var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// encodeValue writes v with the model n.
+func encodeValue(n *shape.Node, v reflect.Value) ([]byte, error) {
+	if !v.IsValid() { // a nil interface
+		return []byte("null"), nil
+	}
+	bp := encodeBuffers.Get().(*[]byte)
+	b, err := shape.Encode((*bp)[:0], n, v)
+	out := slices.Clone(b)
+	if cap(b) <= 64<<10 {
+		*bp = b[:0]
+		encodeBuffers.Put(bp)
+	}
+	return out, err
 }
 
 // callFunc is the invoker of a function declared with Tool.
@@ -472,7 +497,5 @@ func funcName(fn reflect.Value) string {
 	}
 	return strings.ReplaceAll(strings.TrimSuffix(f.Name(), "-fm"), "[...]", "")
 }
-
-func marshal(v any) ([]byte, error) { return jsonv2.Marshal(v, encodeOptions) }
 
 func unmarshal(b []byte, v any) error { return jsonv2.Unmarshal(b, v) }

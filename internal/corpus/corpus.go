@@ -25,10 +25,19 @@ type Type struct {
 	// Tool declares a tool taking the type as input; nil when the type's
 	// root is not an object and so cannot be an input.
 	Tool func(name string) *carmy.ToolDef
+	// Output declares a tool without input whose output is of the type:
+	// each call returns what next gives, which must hold a value of it.
+	Output func(name string, next func() any) *carmy.ToolDef
+	// Go is the Go type.
+	Go reflect.Type
 }
 
 func entry[T any](name string) Type {
-	c := Type{Name: name, Schema: carmy.SchemaFor[T]}
+	c := Type{Name: name, Schema: carmy.SchemaFor[T], Go: reflect.TypeFor[T]()}
+	c.Output = func(tool string, next func() any) *carmy.ToolDef {
+		return carmy.Tool(func(context.Context) (T, error) { return next().(T), nil }, carmy.Read,
+			carmy.Register(false), carmy.Name(tool))
+	}
 	if reflect.TypeFor[T]().Kind() == reflect.Struct {
 		c.Tool = func(tool string) *carmy.ToolDef {
 			return carmy.Tool(func(context.Context, T) error { return nil }, carmy.Write,
@@ -73,6 +82,10 @@ var Types = []Type{
 	entry[Keys]("keys"),
 	entry[Deep]("deep"),
 	entry[Grid]("arrays"),
+	entry[Inline]("inline_members"),
+	entry[ByteArrays]("byte_arrays"),
+	entry[Durations]("durations"),
+	entry[Containers]("containers"),
 	// Roots that are not objects: outputs only.
 	entry[Status]("root_enum"),
 	entry[[]Item]("root_slice"),
@@ -510,4 +523,63 @@ type Grid struct {
 	Cells [3][2]int8 `json:"cells"`
 	Ptrs  [2]*string `json:"ptrs"`
 	Lines [1]Line    `json:"lines"`
+}
+
+// Inline flattens named members tagged inline into the enclosing object.
+type Inline struct {
+	Meta  Meta   `json:",inline"`
+	Page  Paging `json:"page,inline"` // a name and inline: still flattened
+	Title string `json:"title"`
+}
+
+// Meta is inlined in Inline.
+type Meta struct {
+	Owner   string `json:"owner" validate:"required"`
+	Version uint16 `json:"version"`
+}
+
+// Paging is inlined in Inline.
+type Paging struct {
+	Offset uint32 `json:"offset"`
+	Limit  uint8  `json:"limit" validate:"max=100"`
+}
+
+// ByteArrays are arrays of integers, not base64 strings.
+type ByteArrays struct {
+	IPv4   [4]byte     `json:"ipv4"`
+	Digest [8]uint8    `json:"digest"`
+	Maybe  *[2]byte    `json:"maybe"`
+	Many   [][3]byte   `json:"many"`
+	Blob   []byte      `json:"blob"`
+	Fixed  [0]byte     `json:"fixed"`
+	IDs    [2]int16    `json:"ids"`
+	Named  [2]Priority `json:"named"`
+	Nested [2][2]byte  `json:"nested"`
+}
+
+// Durations are strings in Go's syntax.
+type Durations struct {
+	Timeout time.Duration            `json:"timeout"`
+	Retry   *time.Duration           `json:"retry"`
+	Steps   []time.Duration          `json:"steps"`
+	ByName  map[string]time.Duration `json:"by_name"`
+	Maybe   time.Duration            `json:"maybe,omitempty"`
+}
+
+// Containers mixes maps, pointers, times and uuids at several depths.
+type Containers struct {
+	Counts  map[string]int             `json:"counts"`
+	Ptrs    map[string]*string         `json:"ptrs"`
+	Nested  map[string]map[string]bool `json:"nested"`
+	PtrPtr  **int                      `json:"ptr_ptr"`
+	Lines   []*Line                    `json:"lines"`
+	When    time.Time                  `json:"when"`
+	Whens   []time.Time                `json:"whens"`
+	ID      uuid.UUID                  `json:"id"`
+	IDs     map[string]uuid.UUID       `json:"ids"`
+	Opt     *Address                   `json:"opt,omitempty"`
+	Zeroed  Line                       `json:"zeroed,omitzero"`
+	Strings []string                   `json:"strings,omitempty"`
+	F32     float32                    `json:"f32"`
+	F64s    []float64                  `json:"f64s"`
 }

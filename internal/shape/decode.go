@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/bits"
 	"reflect"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -41,6 +42,30 @@ func Decode(n *Node, data []byte, dst reflect.Value) (problems []Problem, fatal 
 	d.buf = bytes.Buffer{}
 	decoders.Put(d)
 	return problems, fatal
+}
+
+// DecodeValue decodes data, one JSON value of any kind, into dst, an
+// addressable value of the type n models, as strictly as Decode decodes an
+// input. It reads what Encode writes: a tool's output.
+func DecodeValue(n *Node, data []byte, dst reflect.Value) []Problem {
+	d := decoders.Get().(*decoder)
+	d.buf = *bytes.NewBuffer(data)
+	d.dec.Reset(&d.buf)
+	d.problems, d.path, d.syntax = d.problems[:0], d.path[:0], false
+	d.value(n, nil, dst)
+	if !d.syntax {
+		if _, err := d.dec.ReadToken(); err != io.EOF {
+			if err == nil {
+				err = errors.New("unexpected data after the value")
+			}
+			d.fail(err)
+		}
+	}
+	problems := d.problems
+	d.problems = nil
+	d.buf = bytes.Buffer{}
+	decoders.Put(d)
+	return problems
 }
 
 var emptyObject = []byte("{}")
@@ -185,6 +210,8 @@ func want(n *Node) string {
 		return "a number"
 	case KindString, KindText:
 		return "a string"
+	case KindDuration:
+		return "a duration string such as \"1h30m\""
 	case KindTime:
 		return "an RFC 3339 date-time string"
 	case KindBytes:
@@ -267,7 +294,7 @@ func (d *decoder) value(n *Node, r *Rules, v reflect.Value) {
 		if ok {
 			d.number(n, r, raw, v)
 		}
-	case KindString, KindText, KindTime, KindBytes:
+	case KindString, KindText, KindTime, KindBytes, KindDuration:
 		if k != '"' {
 			d.mismatch(n, k)
 			return
@@ -589,6 +616,18 @@ func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
 			return
 		}
 		v.Set(reflect.ValueOf(t))
+	case KindDuration:
+		s := unsafe.String(unsafe.SliceData(b), len(b))
+		x, err := time.ParseDuration(s)
+		if err != nil {
+			if durationSyntax.MatchString(s) {
+				d.addf("must be a duration between %v and %v, not %q", time.Duration(math.MinInt64), time.Duration(math.MaxInt64), truncate(s))
+			} else {
+				d.addf("must be a duration such as \"1h30m\" or \"250ms\" (units ns, us, ms, s, m, h), not %q", truncate(s))
+			}
+			return
+		}
+		v.SetInt(int64(x))
 	case KindBytes:
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(b)))
 		m, err := base64.StdEncoding.Decode(out, b)
@@ -609,6 +648,8 @@ func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
 		}
 	}
 }
+
+var durationSyntax = regexp.MustCompile(durationPattern)
 
 // stringCache holds strings made from decoded bytes, by a hash of them, so
 // that a string that comes again ("EUR", a SKU, a map key) is shared, not

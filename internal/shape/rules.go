@@ -279,9 +279,8 @@ func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth in
 			// false and a zero struct are fine.
 			if depth == 0 {
 				f.Required, f.Nullable = true, false
-			} else {
-				r.NonNull = true
 			}
+			r.NonNull = true // what an output is checked against
 			return true, nil
 		case numberKind(n) || n.Kind == KindBool:
 			if n.Kind == KindBool {
@@ -297,7 +296,8 @@ func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth in
 		}
 		if depth == 0 {
 			f.Required, f.Nullable = true, false
-		} else {
+		}
+		if ptr || depth > 0 {
 			r.NonNull = true
 		}
 		if n.Kind == KindString {

@@ -168,6 +168,8 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 		}
 	case KindBytes:
 		o.set("contentEncoding", "base64")
+	case KindDuration:
+		o.set("pattern", durationPattern)
 	case KindSlice, KindArray:
 		o.set("items", e.use(n.Elem, r.Items, elemNullable(n, r), annotations{}, false))
 		setCount(o, "minItems", minLen)

@@ -42,7 +42,22 @@ func (c Confirmation) String() string {
 // MarshalText implements [encoding.TextMarshaler].
 func (c Confirmation) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
-// ToolMetadata is what a registry publishes about a tool.
+// UnmarshalText implements [encoding.TextUnmarshaler]: "none" or "required".
+func (c *Confirmation) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "none":
+		*c = ConfirmationNone
+	case "required":
+		*c = ConfirmationRequired
+	default:
+		return fmt.Errorf("unknown confirmation %q; want none or required", text)
+	}
+	return nil
+}
+
+// ToolMetadata is what a registry publishes about a tool. Its JSON form is
+// the one every wire form uses (GET /tools, MCP's _meta): the timeout is
+// timeout_ms, in integer milliseconds.
 type ToolMetadata struct {
 	Name         string          `json:"name"`
 	Description  string          `json:"description"`
@@ -52,7 +67,32 @@ type ToolMetadata struct {
 	Idempotent   bool            `json:"idempotent"`
 	ParallelSafe bool            `json:"parallel_safe"`
 	Confirmation Confirmation    `json:"confirmation"`
-	Timeout      time.Duration   `json:"timeout"`
+	Timeout      time.Duration   `json:"-"` // timeout_ms in JSON
+}
+
+// toolMetadataJSON is ToolMetadata without its methods, for its JSON form.
+type toolMetadataJSON ToolMetadata
+
+// MarshalJSON writes the metadata with the timeout as timeout_ms.
+func (m ToolMetadata) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		toolMetadataJSON
+		TimeoutMS int64 `json:"timeout_ms"`
+	}{toolMetadataJSON(m), m.Timeout.Milliseconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (m *ToolMetadata) UnmarshalJSON(data []byte) error {
+	var w struct {
+		toolMetadataJSON
+		TimeoutMS int64 `json:"timeout_ms"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*m = ToolMetadata(w.toolMetadataJSON)
+	m.Timeout = time.Duration(w.TimeoutMS) * time.Millisecond
+	return nil
 }
 
 func (m ToolMetadata) clone() ToolMetadata {

@@ -274,7 +274,7 @@ func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth in
 	switch name {
 	case "required":
 		switch {
-		case (numberKind(n) || n.Kind == KindBool || n.Kind == KindStruct) && ptr:
+		case (numberKind(n) || n.Kind == KindBool || n.Kind == KindStruct || n.Kind == KindDuration) && ptr:
 			// On a pointer, the validator's required means non-nil: 0,
 			// false and a zero struct are fine.
 			if depth == 0 {
@@ -282,6 +282,8 @@ func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth in
 			}
 			r.NonNull = true // what an output is checked against
 			return true, nil
+		case n.Kind == KindDuration:
+			return false, fmt.Errorf("required on the %s field means non-zero to the validator, so \"0s\" would be refused, which a schema cannot say of a duration string: use a pointer (*%s) if the key must be present and not null, or check it in the tool", n.Type, n.Type)
 		case numberKind(n) || n.Kind == KindBool:
 			if n.Kind == KindBool {
 				return false, fmt.Errorf("required on the bool field means true to the validator, so false would be refused: use a pointer (*bool) if the key must be present and not null, or drop the rule")

@@ -483,8 +483,8 @@ permissions = ["orders:write"]
 	}
 	status, body := hostGet(t, client, base+"/tools", aliceToken)
 	var tools []struct {
-		Name    string `json:"name"`
-		TimeoutMS int64 `json:"timeout_ms"`
+		Name      string `json:"name"`
+		TimeoutMS int64  `json:"timeout_ms"`
 	}
 	if err := json.Unmarshal(body, &tools); status != http.StatusOK || err != nil {
 		t.Fatalf("GET /tools: %d %s", status, body)

@@ -3,10 +3,13 @@ package carmy_test
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
 )
@@ -72,5 +75,36 @@ func TestToolMetadataJSON(t *testing.T) {
 	var back carmy.ToolMetadata
 	if err := json.Unmarshal(b, &back); err != nil || back.Timeout != m.Timeout || back.Name != "x" || back.Effect != carmy.Read {
 		t.Errorf("json.Unmarshal(%s) = %+v, %v", b, back, err)
+	}
+}
+
+func greet(_ context.Context, in struct {
+	Name string `json:"name"`
+}) (string, error) {
+	return "Hello, \"" + in.Name + "\"\n", nil
+}
+
+// A string output over MCP is the text block itself; its structured
+// content keeps the JSON.
+func TestMCPStringOutput(t *testing.T) {
+	reg, err := carmy.New().Tool(carmy.Tool(greet, carmy.Read, carmy.Register(false))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(reg.Handler())
+	t.Cleanup(func() { srv.Close(); _ = reg.Close() }) // after the session's own cleanup
+	s, err := mcpSession(t, srv.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "Ann"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := r.Content[0].(*mcp.TextContent).Text; text != "Hello, \"Ann\"\n" {
+		t.Errorf("text block %q, want the string itself", text)
+	}
+	if m := structured(t, r); m["result"] != "Hello, \"Ann\"\n" {
+		t.Errorf("structured content %v", r.StructuredContent)
 	}
 }

@@ -12,7 +12,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/corpus"
 )
+
+type corpusDecimal = corpus.Decimal
 
 // ownInput has what a JSON library may write differently from the schema:
 // an inline member, a byte array and durations.
@@ -106,5 +109,91 @@ func TestMCPStringOutput(t *testing.T) {
 	}
 	if m := structured(t, r); m["result"] != "Hello, \"Ann\"\n" {
 		t.Errorf("structured content %v", r.StructuredContent)
+	}
+}
+
+// legacyAmount has its own JSON and no schema: only a tool whose schemas
+// are written out can use it.
+type legacyAmount struct{ cents int64 }
+
+func (a legacyAmount) MarshalJSON() ([]byte, error) { return json.Marshal(a.cents) }
+
+func (a *legacyAmount) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &a.cents) }
+
+type declaredIn struct {
+	Items []struct {
+		SKU    string       `json:"sku"`
+		Amount legacyAmount `json:"amount"`
+	} `json:"items"`
+}
+
+type declaredOut struct {
+	Total legacyAmount `json:"total"`
+}
+
+type declaredTool struct{ meta carmy.ToolMetadata }
+
+func (d declaredTool) Metadata() carmy.ToolMetadata { return d.meta }
+
+func (declaredTool) Execute(_ carmy.Context, in declaredIn) (declaredOut, error) {
+	var out declaredOut
+	for _, it := range in.Items {
+		out.Total.cents += it.Amount.cents
+	}
+	return out, nil
+}
+
+func TestImplDeclaredSchemas(t *testing.T) {
+	in := json.RawMessage(`{"type":"object","additionalProperties":false,"required":["items"],"properties":{"items":{"type":"array","items":{"type":"object","required":["sku","amount"],"properties":{"sku":{"type":"string","minLength":1},"amount":{"type":"integer"}}}}}}`)
+	out := json.RawMessage(`{"type":"object","required":["total"],"properties":{"total":{"type":"integer","maximum":1000}}}`)
+	if _, err := carmy.New().Tool(carmy.Impl(declaredTool{carmy.ToolMetadata{Name: "sum", Effect: carmy.Read}})).Build(); err == nil || !strings.Contains(err.Error(), "own JSON encoding") {
+		t.Errorf("Build without declared schemas: %v; want the own-JSON error", err)
+	}
+	reg, err := carmy.New().Tool(carmy.Impl(declaredTool{carmy.ToolMetadata{Name: "sum", Effect: carmy.Read, InputSchema: in, OutputSchema: out}})).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	ctx := context.Background()
+	res, err := reg.Execute(ctx, carmy.Call{Tool: "sum", Input: json.RawMessage(`{"items":[{"sku":"a","amount":5},{"sku":"b","amount":7}]}`)})
+	if err != nil || string(res.Output) != `{"total":12}` {
+		t.Errorf("sum = %s, %v", res.Output, err)
+	}
+	_, err = reg.Execute(ctx, carmy.Call{Tool: "sum", Input: json.RawMessage(`{"items":[{"sku":"a","amount":5},{"sku":"b","amount":7},{"sku":"","amount":"x"}],"extra":1}`)})
+	e, _ := err.(*carmy.Error)
+	if e == nil || e.Code != carmy.CodeInvalidInput {
+		t.Fatalf("invalid input: %v", err)
+	}
+	paths := map[string]bool{}
+	for _, f := range e.Fields {
+		paths[f.Path] = true
+	}
+	if !paths["items[2].sku"] || !paths["items[2].amount"] || !paths[""] && !paths["extra"] {
+		t.Errorf("field paths %+v; want items[2].sku, items[2].amount and the extra member", e.Fields)
+	}
+	_, err = reg.Execute(ctx, carmy.Call{Tool: "sum", Input: json.RawMessage(`{"items":[{"sku":"a","amount":5000}]}`)})
+	if carmy.CodeOf(err) != carmy.CodeInternal {
+		t.Errorf("an output beyond its declared schema: %v; want internal", err)
+	}
+}
+
+type priced struct {
+	Lines []corpusDecimal `json:"lines"`
+}
+
+func TestOpaqueTypes(t *testing.T) {
+	reg, err := carmy.New().Tool(carmy.Tool(func(_ context.Context, in priced) (priced, error) { return in, nil }, carmy.Read, carmy.Name("price"), carmy.Register(false))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	ctx := context.Background()
+	res, err := reg.Execute(ctx, carmy.Call{Tool: "price", Input: json.RawMessage(`{"lines":["1.50","-0.05"]}`)})
+	if err != nil || string(res.Output) != `{"lines":["1.50","-0.05"]}` {
+		t.Errorf("price = %s, %v", res.Output, err)
+	}
+	_, err = reg.Execute(ctx, carmy.Call{Tool: "price", Input: json.RawMessage(`{"lines":["1.50","1.5"]}`)})
+	if e, _ := err.(*carmy.Error); e == nil || len(e.Fields) != 1 || e.Fields[0].Path != "lines[1]" || !strings.Contains(e.Fields[0].Message, "pattern") {
+		t.Errorf("bad amount: %v", err)
 	}
 }

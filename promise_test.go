@@ -683,6 +683,10 @@ func (g *gen) str(s map[string]any, bad bool) {
 		}
 		return
 	}
+	if ex, ok := s["examples"].([]any); ok && !bad && g.chance(0.8) {
+		g.literal(ex[g.pick(len(ex))])
+		return
+	}
 	if _, ok := s["pattern"]; ok {
 		g.quote(patternValues[g.pick(len(patternValues))])
 		return

@@ -8,7 +8,11 @@ package corpus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,6 +90,7 @@ var Types = []Type{
 	entry[ByteArrays]("byte_arrays"),
 	entry[Durations]("durations"),
 	entry[Containers]("containers"),
+	entry[Opaque]("opaque"),
 	// Roots that are not objects: outputs only.
 	entry[Status]("root_enum"),
 	entry[[]Item]("root_slice"),
@@ -582,4 +587,58 @@ type Containers struct {
 	Strings []string                   `json:"strings,omitempty"`
 	F32     float32                    `json:"f32"`
 	F64s    []float64                  `json:"f64s"`
+}
+
+// Decimal is an exact amount with two decimal places that travels as a
+// string ("12.50"): a type with its own JSON and its own schema.
+type Decimal struct {
+	Cents int64
+}
+
+// MarshalJSON writes the amount as a string.
+func (d Decimal) MarshalJSON() ([]byte, error) {
+	sign, c := "", d.Cents
+	if c < 0 {
+		sign, c = "-", -c
+	}
+	return []byte(fmt.Sprintf(`"%s%d.%02d"`, sign, c/100, c%100)), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *Decimal) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	neg := strings.HasPrefix(s, "-")
+	whole, frac, ok := strings.Cut(strings.TrimPrefix(s, "-"), ".")
+	w, err1 := strconv.ParseInt(whole, 10, 64)
+	f, err2 := strconv.ParseInt(frac, 10, 64)
+	if !ok || len(frac) != 2 || err1 != nil || err2 != nil || w > math.MaxInt64/100-1 {
+		return fmt.Errorf("%q is not an amount such as \"12.50\"", s)
+	}
+	d.Cents = w*100 + f
+	if neg {
+		d.Cents = -d.Cents
+	}
+	return nil
+}
+
+// JSONSchema declares the string form.
+func (Decimal) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type:        "string",
+		Pattern:     `^-?(0|[1-9][0-9]{0,15})\.[0-9]{2}$`,
+		Description: "An amount with two decimal places, such as \"12.50\".",
+		Examples:    []any{"0.00", "12.50", "-3.05", "9999999999999999.99"},
+	}
+}
+
+// Opaque holds types with their own JSON at several places.
+type Opaque struct {
+	Price    Decimal            `json:"price"`
+	Discount *Decimal           `json:"discount"`
+	Lines    []Decimal          `json:"lines"`
+	ByCode   map[string]Decimal `json:"by_code"`
+	Optional Decimal            `json:"optional,omitzero"`
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -138,10 +139,12 @@ func (d *decoder) isArrayToken(i int) bool {
 // root decodes the top-level object and reports whether it was one.
 func (d *decoder) root(n *Node, v reflect.Value) bool {
 	d.syntax = false
-	switch k := d.dec.PeekKind(); k {
-	case '{':
+	switch k := d.dec.PeekKind(); {
+	case n.Kind == KindOpaque && k != 0:
+		d.opaque(n, v) // its declared schema says what the root may be
+	case k == '{':
 		d.object(n, v)
-	case 0:
+	case k == 0:
 		_, err := d.dec.ReadToken()
 		d.fail(err)
 		return false
@@ -242,6 +245,10 @@ func (d *decoder) value(n *Node, r *Rules, v reflect.Value) {
 		d.skip()
 		return
 	}
+	if n.Kind == KindOpaque {
+		d.opaque(n, v)
+		return
+	}
 	if k == 'n' {
 		switch n.Kind {
 		case KindPtr, KindAny:
@@ -309,6 +316,22 @@ func (d *decoder) value(n *Node, r *Rules, v reflect.Value) {
 		}
 	case KindRaw:
 		d.raw(v)
+	}
+}
+
+// opaque decodes a value of a type with its own JSON: checked against its
+// declared schema, then read by the type's own UnmarshalJSON.
+func (d *decoder) opaque(n *Node, v reflect.Value) {
+	raw, ok := d.readValue()
+	if !ok {
+		return
+	}
+	if problems := n.Opaque.problems(raw, d.path); len(problems) > 0 {
+		d.problems = append(d.problems, problems...)
+		return
+	}
+	if err := jsonv2.Unmarshal(bytes.Clone(raw), v.Addr().Interface()); err != nil {
+		d.addf("cannot be read: %v", err)
 	}
 }
 

@@ -145,6 +145,8 @@ func (e *encoder) value(n *Node, v reflect.Value) {
 		e.free(v.Interface())
 	case KindRaw:
 		e.raw(v.Bytes())
+	case KindOpaque:
+		e.opaque(n, v)
 	default:
 		e.fail("has the type %s, which carmy cannot encode", n.Type)
 	}
@@ -296,6 +298,31 @@ func (e *encoder) free(x any) {
 		return
 	}
 	e.buf = append(e.buf, b...)
+}
+
+// opaque writes a value of a type with its own JSON by its own methods,
+// and checks what they wrote against the declared schema.
+func (e *encoder) opaque(n *Node, v reflect.Value) {
+	if !v.CanAddr() {
+		// A MarshalJSON with a pointer receiver needs an addressable value.
+		p := reflect.New(v.Type())
+		p.Elem().Set(v)
+		v = p.Elem()
+	}
+	b, err := jsonv2.Marshal(v.Addr().Interface(), jsonv2.Deterministic(true))
+	if err != nil {
+		e.fail("cannot be encoded: %v", err)
+		return
+	}
+	if problems := n.Opaque.Validate(b); len(problems) > 0 {
+		if problems[0].Path != "" {
+			e.fail("%s %s", problems[0].Path, problems[0].Message)
+		} else {
+			e.fail("%s", problems[0].Message)
+		}
+		return
+	}
+	e.raw(b)
 }
 
 // raw writes JSON held as bytes, after checking that it is JSON.

@@ -64,6 +64,8 @@ type Node struct {
 	// Recursive marks a named type that contains itself; only such types
 	// go to $defs.
 	Recursive bool
+	// Opaque is the declared schema of a type with its own JSON.
+	Opaque *Opaque
 
 	// checked is true when a value of this type, anywhere below, has rules
 	// to check after decoding.
@@ -256,7 +258,12 @@ func (b *builder) build(t reflect.Type, where string, n *Node) *Node {
 	if t.Kind() != reflect.Pointer && t.Kind() != reflect.Interface {
 		for _, m := range jsonMarshalers {
 			if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
-				b.fail(where, "type %s has its own JSON encoding (%s), so carmy cannot derive its schema; use plain fields, or implement encoding.TextMarshaler for a string form", t, m)
+				o, err := opaqueOf(t)
+				if err != nil {
+					b.fail(where, "%v", err)
+					return n
+				}
+				n.Kind, n.Opaque = KindOpaque, o
 				return n
 			}
 		}

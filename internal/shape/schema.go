@@ -1,6 +1,7 @@
 package shape
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Schema returns the JSON Schema (draft 2020-12) of the type n models. The
@@ -65,6 +67,9 @@ func (e *emitter) use(n *Node, r *Rules, nullable bool, a annotations, root bool
 	for n.Kind == KindPtr {
 		n = n.Elem
 	}
+	if n.Kind == KindOpaque {
+		return e.opaque(n, nullable, a)
+	}
 	if n.Recursive && !root {
 		ref := &object{}
 		ref.set("$ref", "#/$defs/"+e.defName(n))
@@ -83,6 +88,56 @@ func (e *emitter) use(n *Node, r *Rules, nullable bool, a annotations, root bool
 		e.defName(n)
 	}
 	return e.body(n, r, nullable, a)
+}
+
+// opaque emits a declared schema as it was written, made nullable and
+// annotated as its use asks.
+func (e *emitter) opaque(n *Node, nullable bool, a annotations) *object {
+	o := rawObject(n.Opaque.Doc)
+	if nullable {
+		null := &object{}
+		null.set("type", "null")
+		wrap := &object{}
+		wrap.set("anyOf", []any{o, null})
+		o = wrap
+	}
+	if a.title != "" {
+		o.set("title", a.title)
+	}
+	if a.desc != "" {
+		o.set("description", a.desc)
+	}
+	return o
+}
+
+// rawObject reads a schema document into an object, its members kept in
+// order; the boolean schemas become {} and {"not":{}}.
+func rawObject(doc []byte) *object {
+	o := &object{}
+	switch string(bytes.TrimSpace(doc)) {
+	case "true":
+		return o
+	case "false":
+		o.set("not", &object{})
+		return o
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(doc))
+	if _, err := dec.ReadToken(); err != nil {
+		return o
+	}
+	for dec.PeekKind() == '"' {
+		k, err := dec.ReadToken()
+		if err != nil {
+			return o
+		}
+		name := k.String() // before the next read voids the token
+		v, err := dec.ReadValue()
+		if err != nil {
+			return o
+		}
+		o.set(name, jsontextRaw(bytes.Clone(v)))
+	}
+	return o
 }
 
 func (e *emitter) annotate(o *object, n *Node, a annotations) {

@@ -197,3 +197,75 @@ func TestOpaqueTypes(t *testing.T) {
 		t.Errorf("bad amount: %v", err)
 	}
 }
+
+type crossBase struct {
+	Password string `json:"password"`
+	Confirm  string `json:"confirm" validate:"eqfield=Password"`
+}
+
+type crossInput struct {
+	crossBase
+	Window struct {
+		From int `json:"from"`
+		To   int `json:"to" validate:"gtfield=From"`
+	} `json:"window"`
+	Ranges []struct {
+		Lo int `json:"lo"`
+		Hi int `json:"hi" validate:"gtefield=Lo"`
+	} `json:"ranges"`
+	Kind   string `json:"kind"`
+	Reason string `json:"reason,omitempty" validate:"required_if=Kind refund"`
+}
+
+// Cross-field rules hold in embedded structs, unnamed structs and structs
+// inside slices, not only at the top.
+func TestCrossFieldRules(t *testing.T) {
+	reg, err := carmy.New().Tool(carmy.Tool(func(context.Context, crossInput) error { return nil }, carmy.Write, carmy.Name("cross"), carmy.Register(false))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	ok := `{"password":"a","confirm":"a","window":{"from":1,"to":2},"ranges":[{"lo":1,"hi":1}],"kind":"sale"}`
+	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "cross", Input: json.RawMessage(ok)}); err != nil {
+		t.Fatalf("valid input refused: %v", err)
+	}
+	bad := `{"password":"a","confirm":"b","window":{"from":3,"to":2},"ranges":[{"lo":1,"hi":1},{"lo":5,"hi":4}],"kind":"refund"}`
+	_, err = reg.Execute(context.Background(), carmy.Call{Tool: "cross", Input: json.RawMessage(bad)})
+	e, _ := err.(*carmy.Error)
+	var paths []string
+	if e != nil {
+		for _, f := range e.Fields {
+			paths = append(paths, f.Path)
+		}
+	}
+	if want := []string{"confirm", "reason", "window.to", "ranges[1].hi"}; !sameSet(paths, want) {
+		t.Errorf("field paths %v, want %v (%v)", paths, want, err)
+	}
+	_, err = carmy.New().Tool(carmy.Tool(func(context.Context, struct {
+		A int `json:"a" validate:"eqcsfield=B.C"`
+	}) error {
+		return nil
+	}, carmy.Write, carmy.Name("cs"), carmy.Register(false))).Build()
+	if err == nil || !strings.Contains(err.Error(), "eqcsfield") {
+		t.Errorf("a cross-struct rule: %v; want a Build error", err)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, x := range a {
+		seen[x]++
+	}
+	for _, x := range b {
+		seen[x]--
+	}
+	for _, n := range seen {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -213,6 +213,12 @@ func parseValidate(tag string, f *Field) error {
 				continue
 			}
 			if crossField(name) {
+				if strings.HasSuffix(name, "csfield") {
+					return fmt.Errorf("validate:%q: %s compares with a field of another struct, which carmy cannot check (it runs the rules of each struct on that struct); move the rule to the struct that holds both fields and use %s", tag, name, strings.Replace(name, "csfield", "field", 1))
+				}
+				if depth > 0 {
+					return fmt.Errorf("validate:%q: %s after dive would compare each element with a field, which carmy cannot check; check it in the tool", tag, name)
+				}
 				f.Cross = true
 			}
 			mapped := false

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
@@ -268,4 +269,41 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+type requiredIn struct {
+	ID   uuid.UUID `json:"id" validate:"required"`
+	At   time.Time `json:"at" validate:"required"`
+	Key  [2]byte   `json:"key" validate:"required"`
+	Name *string   `json:"name" validate:"required"`
+}
+
+// required means what the validator means: non-zero for values, non-nil
+// for pointers.
+func TestRequiredMeaning(t *testing.T) {
+	reg, err := carmy.New().Tool(carmy.Tool(func(context.Context, requiredIn) error { return nil }, carmy.Write, carmy.Name("req"), carmy.Register(false))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	tests := []struct {
+		input string
+		paths []string
+	}{
+		{`{"id":"0190b3d2-4b7e-7c3a-9f00-1234567890ab","at":"2024-01-02T03:04:05Z","key":[0,1],"name":""}`, nil},
+		{`{"id":"00000000-0000-0000-0000-000000000000","at":"0001-01-01T00:00:00Z","key":[0,0],"name":null}`, []string{"id", "at", "key", "name"}},
+		{`{"id":"0190b3d2-4b7e-7c3a-9f00-1234567890ab","at":"0001-01-01T00:00:00.000+00:00","key":[1,0],"name":"x"}`, []string{"at"}},
+	}
+	for _, tt := range tests {
+		_, err := reg.Execute(context.Background(), carmy.Call{Tool: "req", Input: json.RawMessage(tt.input)})
+		var paths []string
+		if e, ok := err.(*carmy.Error); ok {
+			for _, f := range e.Fields {
+				paths = append(paths, f.Path)
+			}
+		}
+		if !sameSet(paths, tt.paths) {
+			t.Errorf("%s: problems at %v, want %v (%v)", tt.input, paths, tt.paths, err)
+		}
+	}
 }

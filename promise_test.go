@@ -634,7 +634,7 @@ var formatValues = map[string][]string{
 	"email":     {"a@example.com", "first.last@sub.example.org", "x+tag@example.io"},
 	"uri":       {"https://example.com", "http://example.com/a?b=c", "https://例え.jp/パス"},
 	"uuid":      {"0190b3d2-4b7e-7c3a-9f00-1234567890ab", "00000000-0000-0000-0000-000000000000", "F47AC10B-58CC-4372-A567-0E02B2C3D479"},
-	"date-time": {"2024-01-02T03:04:05Z", "2024-02-29T23:59:59.999999999+14:00", "1970-01-01T00:00:00-00:30"},
+	"date-time": {"2024-01-02T03:04:05Z", "2024-02-29T23:59:59.999999999+14:00", "1970-01-01T00:00:00-00:30", "0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000-00:00", "0001-01-01T01:00:00+01:00"},
 }
 
 var badFormatValues = map[string][]string{

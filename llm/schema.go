@@ -99,6 +99,7 @@ var noteKeywords = map[string]bool{
 	"multipleOf": true, "minItems": true, "maxItems": true, "uniqueItems": true,
 	"minProperties": true, "maxProperties": true,
 	"contentEncoding": true, "contentMediaType": true, "default": true,
+	"not": true, // a value required refuses (the nil UUID, the zero time)
 }
 
 // dropKeywords are annotations a provider may lack that can go without a

@@ -91,6 +91,7 @@ var Types = []Type{
 	entry[Durations]("durations"),
 	entry[Containers]("containers"),
 	entry[Opaque]("opaque"),
+	entry[RequiredValues]("required_values"),
 	// Roots that are not objects: outputs only.
 	entry[Status]("root_enum"),
 	entry[[]Item]("root_slice"),
@@ -641,4 +642,18 @@ type Opaque struct {
 	Lines    []Decimal          `json:"lines"`
 	ByCode   map[string]Decimal `json:"by_code"`
 	Optional Decimal            `json:"optional,omitzero"`
+}
+
+// RequiredValues holds required as the validator reads it: non-zero for
+// values (the nil UUID, the zero time and an array of zeros refused),
+// non-nil for pointers (a *string may be "").
+type RequiredValues struct {
+	ID     uuid.UUID   `json:"id" validate:"required"`
+	At     time.Time   `json:"at" validate:"required"`
+	Key    [3]uint8    `json:"key" validate:"required"`
+	Name   *string     `json:"name" validate:"required"`
+	IDs    []uuid.UUID `json:"ids" validate:"dive,required"`
+	Label  string      `json:"label" validate:"required"`
+	Count  *int        `json:"count" validate:"required"`
+	Stamps []time.Time `json:"stamps,omitempty" validate:"dive,required"`
 }

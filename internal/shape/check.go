@@ -313,6 +313,9 @@ func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
 		return ruleProblems(r, n.Elem, v.Elem())
 	}
 	var out []string
+	if r.NonZero && isZeroValue(n, v) {
+		out = append(out, "must not be "+zeroNoun(n)+": it is required")
+	}
 	switch n.Kind {
 	case KindInt, KindUint, KindFloat:
 		c := func(b *Bound) int { return compareNumber(n, v, b) }
@@ -364,6 +367,19 @@ func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
 		}
 	}
 	return out
+}
+
+// zeroNoun names the zero value that required refuses.
+func zeroNoun(n *Node) string {
+	switch {
+	case n.Kind == KindTime:
+		return "the zero time (0001-01-01T00:00:00Z)"
+	case n.Type == uuidType:
+		return "the nil UUID"
+	case n.Kind == KindArray:
+		return "an array of zeros"
+	}
+	return "the zero value"
 }
 
 // lengthHolds reports whether a string of size bytes certainly keeps the

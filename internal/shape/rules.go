@@ -1,13 +1,16 @@
 package shape
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -19,13 +22,17 @@ type Rules struct {
 	Enum                 []Literal
 	Pattern              *regexp.Regexp
 	Format               string
-	NonNull              bool   // a pointer element that must not be null
-	Items                *Rules // rules of every element (validate's dive)
+	NonNull              bool // a pointer element that must not be null
+	// NonZero refuses the zero value of a type whose zero JSON is not
+	// empty: the nil UUID, the zero time, an array of zeros (validator's
+	// required on them).
+	NonZero bool
+	Items   *Rules // rules of every element (validate's dive)
 }
 
 func (r *Rules) empty() bool {
 	return r.Min == nil && r.XMin == nil && r.Max == nil && r.XMax == nil &&
-		r.MinLen == nil && r.MaxLen == nil && r.Enum == nil && r.Pattern == nil && !r.NonNull &&
+		r.MinLen == nil && r.MaxLen == nil && r.Enum == nil && r.Pattern == nil && !r.NonNull && !r.NonZero &&
 		(r.Items == nil || r.Items.empty())
 }
 
@@ -308,8 +315,17 @@ func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth in
 		if ptr || depth > 0 {
 			r.NonNull = true
 		}
-		if n.Kind == KindString {
+		if ptr {
+			return true, nil // on a pointer, the validator's required means non-nil: *string may be ""
+		}
+		switch n.Kind {
+		case KindString:
 			tightenLen(&r.MinLen, 1, true)
+		case KindTime, KindText, KindArray:
+			if _, err := zeroSchema(n); err != nil {
+				return false, err
+			}
+			r.NonZero = true
 		}
 		return true, nil
 	case "min", "max", "len", "gt", "gte", "lt", "lte":
@@ -576,3 +592,68 @@ func floatBound(f float64) *Bound {
 
 // runeCount counts characters as JSON Schema and the validator do.
 func runeCount(s string) int { return utf8.RuneCountInString(s) }
+
+// zeroTimePattern matches the zero time.Time written at offset zero, as the
+// decoder reads it: the value validator's required refuses.
+const zeroTimePattern = `^0001-01-01T00:00:00(\.0+)?(Z|[+-]00:00)$`
+
+// nilUUIDPattern matches the nil UUID in every form uuid.Parse reads.
+const nilUUIDPattern = `^([uU][rR][nN]:[uU][uU][iI][dD]:)?\{?0{8}-?0{4}-?0{4}-?0{4}-?0{12}\}?$`
+
+// zeroSchema is the schema of the zero value's JSON, for "not": what
+// required refuses.
+func zeroSchema(n *Node) (map[string]any, error) {
+	switch n.Kind {
+	case KindTime:
+		return map[string]any{"pattern": zeroTimePattern}, nil
+	case KindText:
+		if n.Type == uuidType {
+			return map[string]any{"pattern": nilUUIDPattern}, nil
+		}
+		text, err := reflect.Zero(n.Type).Interface().(encoding.TextMarshaler).MarshalText()
+		if err != nil {
+			return nil, fmt.Errorf("required on %s: its zero value has no text form: %v", n.Type, err)
+		}
+		return map[string]any{"const": string(text)}, nil
+	case KindArray:
+		zero, err := zeroJSON(n)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"const": zero}, nil
+	}
+	return nil, fmt.Errorf("required on %s is not supported", n.Type)
+}
+
+// zeroJSON is the JSON value of the zero value of an array of scalars.
+func zeroJSON(n *Node) (any, error) {
+	switch n.Kind {
+	case KindInt, KindUint, KindFloat:
+		return 0, nil
+	case KindBool:
+		return false, nil
+	case KindString:
+		return "", nil
+	case KindArray:
+		items := make([]any, n.Len)
+		for i := range items {
+			v, err := zeroJSON(n.Elem)
+			if err != nil {
+				return nil, err
+			}
+			items[i] = v
+		}
+		return items, nil
+	}
+	return nil, fmt.Errorf("required on an array of %s, whose zero value the schema cannot state; use a slice with min=1, or check it in the tool", n.Type)
+}
+
+// isZeroValue reports whether v is what required refuses.
+func isZeroValue(n *Node, v reflect.Value) bool {
+	if n.Kind == KindTime {
+		t := v.Interface().(time.Time)
+		_, offset := t.Zone()
+		return t.IsZero() && offset == 0
+	}
+	return v.IsZero()
+}

@@ -213,6 +213,11 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 			o.set("exclusiveMaximum", jsontextRaw(xmax.Lit))
 		}
 	}
+	if r.NonZero || n.Rules.NonZero {
+		if z, err := zeroSchema(n); err == nil {
+			o.set("not", z)
+		}
+	}
 	minLen, maxLen := lengths(n, r)
 	switch n.Kind {
 	case KindString:

@@ -77,6 +77,10 @@ var promiseRegressions = []struct{ corpus, input string }{
 	// required on a pointer to a number means non-null, and 0 is fine.
 	{"pointers", `{"required":"x","quantity":0,"items":[],"by_key":{}}`},
 	{"pointers", `{"required":"x","quantity":null,"items":[],"by_key":{}}`},
+	// Rules after omitempty: a number that is not 0 as written but rounds
+	// to 0 must keep them, as the schema says.
+	{"omitempty_rules", `{"code":"","tags":[],"ratio":1e-400}`},
+	{"omitempty_rules", `{"code":"","tags":[],"ratio":-0.0}`},
 	// Free-form values carry any JSON number.
 	{"free_form", `{"any":1e400,"raw":-1e400,"meta":{"a":1e400}}`},
 	{"free_form", `{"any":[1e400],"raw":null,"meta":{},"list":[-1e400]}`},

@@ -92,6 +92,7 @@ var Types = []Type{
 	entry[Containers]("containers"),
 	entry[Opaque]("opaque"),
 	entry[RequiredValues]("required_values"),
+	entry[OmitemptyRules]("omitempty_rules"),
 	// Roots that are not objects: outputs only.
 	entry[Status]("root_enum"),
 	entry[[]Item]("root_slice"),
@@ -656,4 +657,18 @@ type RequiredValues struct {
 	Label  string      `json:"label" validate:"required"`
 	Count  *int        `json:"count" validate:"required"`
 	Stamps []time.Time `json:"stamps,omitempty" validate:"dive,required"`
+}
+
+// OmitemptyRules are "optional but valid": the rules after omitempty hold
+// unless the value is empty.
+type OmitemptyRules struct {
+	Homepage string            `json:"homepage,omitempty" validate:"omitempty,url"`
+	Nick     string            `json:"nick,omitempty" validate:"omitempty,min=3,max=40"`
+	Code     string            `json:"code" validate:"omitempty,len=4"`
+	Color    string            `json:"color,omitempty" validate:"omitempty,oneof=red green"`
+	Age      int               `json:"age,omitempty" validate:"omitempty,min=18,max=130"`
+	Ratio    float64           `json:"ratio,omitempty" validate:"omitempty,gt=0.5,lte=2"`
+	Tags     []string          `json:"tags" validate:"omitempty,min=2,dive,omitempty,min=2"`
+	Labels   map[string]string `json:"labels,omitempty" validate:"omitempty,min=1,max=3"`
+	Note     *string           `json:"note,omitempty" validate:"omitempty,min=2"`
 }

@@ -313,6 +313,9 @@ func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
 		return ruleProblems(r, n.Elem, v.Elem())
 	}
 	var out []string
+	if r.IfSet != nil && !emptyValue(n, v) {
+		out = append(out, ruleProblems(r.IfSet, n, v)...)
+	}
 	if r.NonZero && isZeroValue(n, v) {
 		out = append(out, "must not be "+zeroNoun(n)+": it is required")
 	}

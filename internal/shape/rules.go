@@ -28,12 +28,15 @@ type Rules struct {
 	// required on them).
 	NonZero bool
 	Items   *Rules // rules of every element (validate's dive)
+	// IfSet holds the rules after the validator's omitempty: they hold
+	// unless the value is empty ("", 0, [] or {}).
+	IfSet *Rules
 }
 
 func (r *Rules) empty() bool {
 	return r.Min == nil && r.XMin == nil && r.Max == nil && r.XMax == nil &&
 		r.MinLen == nil && r.MaxLen == nil && r.Enum == nil && r.Pattern == nil && !r.NonNull && !r.NonZero &&
-		(r.Items == nil || r.Items.empty())
+		(r.Items == nil || r.Items.empty()) && (r.IfSet == nil || r.IfSet.empty())
 }
 
 // items returns the element rules, creating them.
@@ -229,9 +232,9 @@ func parseValidate(tag string, f *Field) error {
 				f.Cross = true
 			}
 			mapped := false
-			if !conditional && node != nil && !strings.Contains(rule, "|") {
+			if target := conditionalTarget(rules, node, ptr, conditional, name); target != nil && !strings.Contains(rule, "|") {
 				var err error
-				if mapped, err = mapRule(name, param, node, ptr, rules, f, depth); err != nil {
+				if mapped, err = mapRule(name, param, node, ptr, target, f, depth); err != nil {
 					return fmt.Errorf("validate:%q: %v", tag, err)
 				}
 			}
@@ -264,6 +267,48 @@ func parseValidate(tag string, f *Field) error {
 		f.Runtime = "omitnil," + f.Runtime
 	}
 	return nil
+}
+
+// conditionalTarget returns the rules a validator rule maps into, nil when
+// it stays with the validator. After omitempty, a rule holds unless the
+// value is empty: on a pointer, the validator skips only nil, which the
+// schema allows anyway, so the rule maps as it is; on a string, a number,
+// a slice or a map, it maps into the rules that hold when the value is not
+// empty (IfSet), which the schema states as anyOf the empty value and the
+// rules.
+func conditionalTarget(r *Rules, n *Node, ptr, conditional bool, name string) *Rules {
+	switch {
+	case n == nil:
+		return nil
+	case !conditional:
+		return r
+	case name == "required":
+		return nil
+	case ptr:
+		return r
+	case n.Kind == KindString || numberKind(n) || n.Kind == KindSlice || n.Kind == KindMap:
+		if r.IfSet == nil {
+			r.IfSet = &Rules{}
+		}
+		return r.IfSet
+	}
+	return nil
+}
+
+// emptyValue reports whether v, a value of a kind that IfSet rules apply
+// to, is empty: "", 0, or no items or members.
+func emptyValue(n *Node, v reflect.Value) bool {
+	switch n.Kind {
+	case KindString, KindSlice, KindMap:
+		return v.Len() == 0
+	case KindInt:
+		return v.Int() == 0
+	case KindUint:
+		return v.Uint() == 0
+	case KindFloat:
+		return v.Float() == 0
+	}
+	return false
 }
 
 // hasCheck reports whether a level of rules checks anything.

@@ -213,6 +213,9 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 			o.set("exclusiveMaximum", jsontextRaw(xmax.Lit))
 		}
 	}
+	if r.IfSet != nil && (!r.IfSet.empty() || r.IfSet.Format != "") { // formats are checked by the validator
+		o.set("anyOf", []any{emptySchema(n), e.body(n, r.IfSet, false, annotations{})})
+	}
 	if r.NonZero || n.Rules.NonZero {
 		if z, err := zeroSchema(n); err == nil {
 			o.set("not", z)
@@ -259,6 +262,24 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 	}
 	if a.examples != nil {
 		o.set("examples", a.examples)
+	}
+	return o
+}
+
+// emptySchema is the schema of the empty value of a node of a kind that
+// IfSet rules apply to.
+func emptySchema(n *Node) *object {
+	o := &object{}
+	o.set("type", jsonType(n))
+	switch n.Kind {
+	case KindString:
+		o.set("maxLength", 0)
+	case KindSlice:
+		o.set("maxItems", 0)
+	case KindMap:
+		o.set("maxProperties", 0)
+	default:
+		o.set("enum", []any{0})
 	}
 	return o
 }

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -434,25 +433,6 @@ func (t *tool) encode(out any) ([]byte, error) {
 		}
 	}
 	return encodeValue(t.out, v)
-}
-
-// encodeBuffers recycles the encoder's scratch space: an output is written
-// there, then copied out at its exact size.
-var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-// encodeValue writes v with the model n.
-func encodeValue(n *shape.Node, v reflect.Value) ([]byte, error) {
-	if !v.IsValid() { // a nil interface
-		return []byte("null"), nil
-	}
-	bp := encodeBuffers.Get().(*[]byte)
-	b, err := shape.Encode((*bp)[:0], n, v)
-	out := slices.Clone(b)
-	if cap(b) <= 64<<10 {
-		*bp = b[:0]
-		encodeBuffers.Put(bp)
-	}
-	return out, err
 }
 
 // callFunc is the invoker of a function declared with Tool.

@@ -11,7 +11,8 @@ import (
 
 // SchemaFor returns the JSON Schema that carmy derives for T, the same one
 // a tool publishes for an input or output of that type; nil when T has no
-// schema (a channel, a func, a type with its own JSON encoding).
+// schema (a channel, a func, a type with its own JSON encoding and no
+// JSONSchema method to declare it).
 func SchemaFor[T any]() json.RawMessage {
 	n, err := shape.Of(reflect.TypeFor[T]())
 	if err != nil {

@@ -178,6 +178,36 @@ func TestImplDeclaredSchemas(t *testing.T) {
 	}
 }
 
+type countIn struct {
+	Items []struct {
+		N int `json:"n"`
+	} `json:"items"`
+}
+
+type countTool struct{}
+
+func (countTool) Metadata() carmy.ToolMetadata {
+	return carmy.ToolMetadata{Name: "count", Effect: carmy.Read,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"n":{"type":"number"}}}}}}`)}
+}
+
+func (countTool) Execute(_ carmy.Context, in countIn) (int, error) { return len(in.Items), nil }
+
+// A value a written-out schema allows but the Go type cannot hold is
+// refused at its path, without naming Go types.
+func TestImplDeclaredSchemaLooserThanType(t *testing.T) {
+	reg, err := carmy.New().Tool(carmy.Impl[countIn, int](countTool{})).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	_, err = reg.Execute(context.Background(), carmy.Call{Tool: "count", Input: json.RawMessage(`{"items":[{"n":1},{"n":1.5}]}`)})
+	e, _ := err.(*carmy.Error)
+	if e == nil || len(e.Fields) != 1 || e.Fields[0].Path != "items[1].n" || strings.Contains(e.Fields[0].Message, "int") {
+		t.Errorf("1.5 for an int: %v %+v", err, e)
+	}
+}
+
 type priced struct {
 	Lines []corpusDecimal `json:"lines"`
 }

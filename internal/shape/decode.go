@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -330,9 +331,37 @@ func (d *decoder) opaque(n *Node, v reflect.Value) {
 		d.problems = append(d.problems, problems...)
 		return
 	}
-	if err := jsonv2.Unmarshal(bytes.Clone(raw), v.Addr().Interface()); err != nil {
-		d.addf("cannot be read: %v", err)
+	if u, ok := v.Addr().Interface().(json.Unmarshaler); ok {
+		if err := u.UnmarshalJSON(bytes.Clone(raw)); err != nil {
+			d.addf("cannot be read: %v", err)
+		}
+		return
 	}
+	// A hand-written tool's input with its schema written out: the JSON
+	// library's errors name Go types, which callers must not see.
+	var se *jsonv2.SemanticError
+	if err := jsonv2.Unmarshal(bytes.Clone(raw), v.Addr().Interface()); errors.As(err, &se) && se.JSONPointer != "" {
+		at := len(d.path)
+		for tok := range se.JSONPointer.Tokens() {
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 {
+				d.path = append(d.path, seg{index: i}) // a member named by digits reads as an index here
+			} else {
+				d.path = append(d.path, seg{name: tok})
+			}
+		}
+		d.addf("has a value the tool cannot read, though its schema allows it; send %s", kindHint(se.JSONKind))
+		d.path = d.path[:at]
+	} else if err != nil {
+		d.add("has a value the tool cannot read, though its schema allows it")
+	}
+}
+
+// kindHint says what to send instead of a value of kind k.
+func kindHint(k jsontext.Kind) string {
+	if k == 0 {
+		return "another value"
+	}
+	return "something other than " + kindNoun(k)
 }
 
 // freeValue decodes any JSON value as encoding/json decodes it into an

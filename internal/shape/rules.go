@@ -232,7 +232,7 @@ func parseValidate(tag string, f *Field) error {
 				f.Cross = true
 			}
 			mapped := false
-			if target := conditionalTarget(rules, node, ptr, conditional, name); target != nil && !strings.Contains(rule, "|") {
+			if target := conditionalTarget(rules, node, conditional, name); target != nil && !strings.Contains(rule, "|") {
 				var err error
 				if mapped, err = mapRule(name, param, node, ptr, target, f, depth); err != nil {
 					return fmt.Errorf("validate:%q: %v", tag, err)
@@ -271,12 +271,11 @@ func parseValidate(tag string, f *Field) error {
 
 // conditionalTarget returns the rules a validator rule maps into, nil when
 // it stays with the validator. After omitempty, a rule holds unless the
-// value is empty: on a pointer, the validator skips only nil, which the
-// schema allows anyway, so the rule maps as it is; on a string, a number,
-// a slice or a map, it maps into the rules that hold when the value is not
-// empty (IfSet), which the schema states as anyOf the empty value and the
-// rules.
-func conditionalTarget(r *Rules, n *Node, ptr, conditional bool, name string) *Rules {
+// value is empty: on a string, a number, a slice or a map (or a pointer to
+// one, which the validator follows), it maps into the rules that hold when
+// the value is not empty (IfSet), which the schema states as anyOf the
+// empty value and the rules.
+func conditionalTarget(r *Rules, n *Node, conditional bool, name string) *Rules {
 	switch {
 	case n == nil:
 		return nil
@@ -284,8 +283,6 @@ func conditionalTarget(r *Rules, n *Node, ptr, conditional bool, name string) *R
 		return r
 	case name == "required":
 		return nil
-	case ptr:
-		return r
 	case n.Kind == KindString || numberKind(n) || n.Kind == KindSlice || n.Kind == KindMap:
 		if r.IfSet == nil {
 			r.IfSet = &Rules{}

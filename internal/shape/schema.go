@@ -214,7 +214,7 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 		}
 	}
 	if r.IfSet != nil && (!r.IfSet.empty() || r.IfSet.Format != "") { // formats are checked by the validator
-		o.set("anyOf", []any{emptySchema(n), e.body(n, r.IfSet, false, annotations{})})
+		o.set("anyOf", []any{emptySchema(n, nullable), e.body(n, r.IfSet, false, annotations{})})
 	}
 	if r.NonZero || n.Rules.NonZero {
 		if z, err := zeroSchema(n); err == nil {
@@ -267,10 +267,14 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 }
 
 // emptySchema is the schema of the empty value of a node of a kind that
-// IfSet rules apply to.
-func emptySchema(n *Node) *object {
+// IfSet rules apply to, null included when the use is nullable.
+func emptySchema(n *Node, nullable bool) *object {
 	o := &object{}
-	o.set("type", jsonType(n))
+	if nullable {
+		o.set("type", []any{jsonType(n), "null"})
+	} else {
+		o.set("type", jsonType(n))
+	}
 	switch n.Kind {
 	case KindString:
 		o.set("maxLength", 0)

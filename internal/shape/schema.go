@@ -111,7 +111,8 @@ func (e *emitter) opaque(n *Node, nullable bool, a annotations) *object {
 }
 
 // rawObject reads a schema document into an object, its members kept in
-// order; the boolean schemas become {} and {"not":{}}.
+// order and its $schema and $id left out; the boolean schemas become {}
+// and {"not":{}}.
 func rawObject(doc []byte) *object {
 	o := &object{}
 	switch string(bytes.TrimSpace(doc)) {
@@ -134,6 +135,9 @@ func rawObject(doc []byte) *object {
 		v, err := dec.ReadValue()
 		if err != nil {
 			return o
+		}
+		if name == "$schema" || name == "$id" {
+			continue // a document's own; embedded, it would start a new resource
 		}
 		o.set(name, jsontextRaw(bytes.Clone(v)))
 	}

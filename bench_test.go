@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/carmy-dev/carmy"
 	"github.com/carmy-dev/carmy/internal/benchtools"
 	"github.com/carmy-dev/carmy/internal/shape"
@@ -172,3 +174,43 @@ func benchBuild(b *testing.B, fns []any) {
 // benchGeneration numbers the sets of types of the cold build, across
 // runs of the benchmark (-count) too, so that no set is ever made twice.
 var benchGeneration atomic.Int64
+
+// BenchmarkEncode compares the output encoder, which writes from the model
+// that publishes the schema, with go-json-experiment/json's Marshal, the
+// encoder it replaced, on the small and medium outputs. Compare the two
+// in one run: go test -run X -bench Encode -count 10 | benchstat -col /enc -
+func BenchmarkEncode(b *testing.B) {
+	in := benchtools.PlaceOrder{}
+	if err := jsonv2.Unmarshal([]byte(benchtools.MediumInput), &in); err != nil {
+		b.Fatal(err)
+	}
+	medium, _ := benchtools.PlaceOrderFunc(context.Background(), in)
+	for _, c := range []struct {
+		name string
+		out  any
+	}{
+		{"small", benchtools.Order{OrderID: 1234567}},
+		{"medium", medium},
+	} {
+		n, err := shape.Of(reflect.TypeOf(c.out))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name+"/enc=model", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := carmy.EncodeValue(n, reflect.ValueOf(c.out)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/enc=jsonv2", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := jsonv2.Marshal(c.out, jsonv2.Deterministic(true)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -73,16 +73,25 @@ func (t *tool) prepareTypes(b *Builder, d *ToolDef) []error {
 	if t.inType == nil {
 		t.inType = emptyInputType
 	}
+	if d.impl != nil && (t.meta.InputSchema != nil || t.meta.OutputSchema != nil) {
+		problems = append(problems, t.declaredSchemas(d)...)
+		if t.meta.InputSchema != nil && t.meta.OutputSchema != nil {
+			return problems
+		}
+	}
 	in, err := shape.Of(t.inType)
-	if err != nil {
+	switch {
+	case t.in != nil: // declared
+	case err != nil:
 		problems = append(problems, fmt.Errorf("input %v", err))
-	} else {
+	default:
 		t.in = in
 		if t.meta.InputSchema == nil {
 			t.meta.InputSchema = shape.Schema(in)
 		}
 	}
 	switch {
+	case t.out != nil: // declared
 	case d.outType == nil:
 		if t.meta.OutputSchema == nil {
 			t.meta.OutputSchema = nullSchema
@@ -116,6 +125,30 @@ func (t *tool) prepareTypes(b *Builder, d *ToolDef) []error {
 		sv := reflect.New(d.fn.Type().In(i)).Elem()
 		sv.Field(0).Set(v)
 		t.args[i] = sv
+	}
+	return problems
+}
+
+// declaredSchemas prepares the schemas a hand-written tool's metadata
+// writes out: each is compiled once, checks every input or output, and
+// leaves the decoding and encoding to the types' own JSON methods.
+func (t *tool) declaredSchemas(d *ToolDef) []error {
+	var problems []error
+	for _, s := range []struct {
+		what string
+		doc  json.RawMessage
+		typ  reflect.Type
+		node **shape.Node
+	}{{"input", t.meta.InputSchema, t.inType, &t.in}, {"output", t.meta.OutputSchema, d.outType, &t.out}} {
+		if s.doc == nil {
+			continue
+		}
+		o, err := shape.CompileOpaque(t.meta.Name+" "+s.what, s.doc)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("has an %s schema that cannot be used: %v", s.what, err))
+			continue
+		}
+		*s.node = shape.OpaqueNode(s.typ, o)
 	}
 	return problems
 }

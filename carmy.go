@@ -28,10 +28,14 @@
 // json tags name the members, a field is required unless it is a pointer or
 // has omitempty or omitzero, pointers are nullable, sized integers carry
 // their range, and validate rules that JSON Schema can say (required, min,
-// max, len, gt, gte, lt, lte, oneof, email, url, uuid, and dive for
-// elements) become keywords. The runtime decodes strictly and enforces the
-// same model, so an input is accepted exactly when it conforms to the
-// published schema and to the validator rules that JSON Schema cannot say.
+// max, len, gt, gte, lt, lte, oneof, email, url, uuid, dive for elements,
+// and each after omitempty) become keywords. time.Duration travels as a
+// string in Go's syntax ("1h30m"); a type with its own MarshalJSON,
+// UnmarshalJSON and JSONSchema method is published and checked as it
+// declares. The runtime decodes strictly and enforces the same model, so an
+// input is accepted exactly when it conforms to the published schema and to
+// the validator rules that JSON Schema cannot say; outputs are written by
+// that model, so they conform to their published schemas too.
 //
 // # Effects
 //

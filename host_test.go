@@ -483,8 +483,8 @@ permissions = ["orders:write"]
 	}
 	status, body := hostGet(t, client, base+"/tools", aliceToken)
 	var tools []struct {
-		Name    string `json:"name"`
-		Timeout string `json:"timeout"`
+		Name      string `json:"name"`
+		TimeoutMS int64  `json:"timeout_ms"`
 	}
 	if err := json.Unmarshal(body, &tools); status != http.StatusOK || err != nil {
 		t.Fatalf("GET /tools: %d %s", status, body)
@@ -493,8 +493,8 @@ permissions = ["orders:write"]
 	for _, tool := range tools {
 		if tool.Name == "carmy_test_host_whoami" {
 			found = true
-			if tool.Timeout != "7s" {
-				t.Errorf("timeout %s, want the configured 7s", tool.Timeout)
+			if tool.TimeoutMS != 7000 {
+				t.Errorf("timeout_ms %d, want the configured 7000", tool.TimeoutMS)
 			}
 		}
 	}

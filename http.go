@@ -80,7 +80,7 @@ type wireTool struct {
 	Idempotent   bool         `json:"idempotent"`
 	ParallelSafe bool         `json:"parallel_safe"`
 	Confirmation Confirmation `json:"confirmation"`
-	Timeout      string       `json:"timeout"`
+	TimeoutMS    int64        `json:"timeout_ms"`
 }
 
 type jsontextRaw []byte
@@ -95,7 +95,7 @@ func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
 	out := make([]wireTool, 0, len(r.names))
 	for _, name := range r.names {
 		m := r.tools[name].meta
-		out = append(out, wireTool{m.Name, m.Description, jsontextRaw(m.InputSchema), jsontextRaw(m.OutputSchema), m.Effect, m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.String()})
+		out = append(out, wireTool{m.Name, m.Description, jsontextRaw(m.InputSchema), jsontextRaw(m.OutputSchema), m.Effect, m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds()})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

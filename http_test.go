@@ -131,7 +131,7 @@ func TestHTTPToolsList(t *testing.T) {
 	}
 	save := tools[2]
 	schema, _ := save["input_schema"].(map[string]any)
-	if save["effect"] != "write" || save["description"] != "Save a note" || schema["type"] != "object" || save["parallel_safe"] != true || save["timeout"] != "1m0s" {
+	if save["effect"] != "write" || save["description"] != "Save a note" || schema["type"] != "object" || save["parallel_safe"] != true || save["timeout_ms"] != float64(60000) {
 		t.Fatalf("save_note = %v", save)
 	}
 	if tools[1]["confirmation"] != "required" {

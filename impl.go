@@ -27,6 +27,13 @@ type implTool struct {
 // or a pointer to one. The tool is not registered automatically: add it to
 // a [Builder] with [Builder.Tool].
 //
+// A schema written out in the metadata is the tool's contract: it is
+// compiled once, at Build, and every input and output is checked against
+// it, with field errors at carmy's paths (items[2].sku); the values are
+// read and written by their types' own JSON methods. So In and Out may be
+// types carmy cannot model, which without a written-out schema are a Build
+// error.
+//
 // The handler's types are erased once, here; calls go through a prepared
 // invoker with no reflection on the handler.
 func Impl[In, Out any](h ToolHandler[In, Out]) *ToolDef {

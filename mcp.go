@@ -161,7 +161,7 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			structured = nil
 		}
 		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: string(res.Output)}},
+			Content:           []mcp.Content{&mcp.TextContent{Text: outputText(res.Output)}},
 			StructuredContent: structured,
 			Meta:              mcp.Meta{"carmy/execution_id": res.ExecutionID, "carmy/replayed": res.Replayed},
 		}, nil
@@ -177,6 +177,16 @@ func httpCaller(extra *mcp.RequestExtra) (Identity, context.Context, bool) {
 	id, ok := extra.TokenInfo.Extra[infoIdentity].(Identity)
 	gone, _ := extra.TokenInfo.Extra[infoRequest].(context.Context)
 	return id, gone, ok
+}
+
+// outputText is an output as an MCP text block shows it: a string is the
+// text itself, anything else its JSON.
+func outputText(out json.RawMessage) string {
+	var s string
+	if len(out) > 0 && out[0] == '"' && json.Unmarshal(out, &s) == nil {
+		return s
+	}
+	return string(out)
 }
 
 // mcpError is a tool failure as MCP reports it: a result with isError set

@@ -77,6 +77,10 @@ var promiseRegressions = []struct{ corpus, input string }{
 	// required on a pointer to a number means non-null, and 0 is fine.
 	{"pointers", `{"required":"x","quantity":0,"items":[],"by_key":{}}`},
 	{"pointers", `{"required":"x","quantity":null,"items":[],"by_key":{}}`},
+	// Rules after omitempty: a number that is not 0 as written but rounds
+	// to 0 must keep them, as the schema says.
+	{"omitempty_rules", `{"code":"","tags":[],"ratio":1e-400}`},
+	{"omitempty_rules", `{"code":"","tags":[],"ratio":-0.0}`},
 	// Free-form values carry any JSON number.
 	{"free_form", `{"any":1e400,"raw":-1e400,"meta":{"a":1e400}}`},
 	{"free_form", `{"any":[1e400],"raw":null,"meta":{},"list":[-1e400]}`},
@@ -634,7 +638,7 @@ var formatValues = map[string][]string{
 	"email":     {"a@example.com", "first.last@sub.example.org", "x+tag@example.io"},
 	"uri":       {"https://example.com", "http://example.com/a?b=c", "https://例え.jp/パス"},
 	"uuid":      {"0190b3d2-4b7e-7c3a-9f00-1234567890ab", "00000000-0000-0000-0000-000000000000", "F47AC10B-58CC-4372-A567-0E02B2C3D479"},
-	"date-time": {"2024-01-02T03:04:05Z", "2024-02-29T23:59:59.999999999+14:00", "1970-01-01T00:00:00-00:30"},
+	"date-time": {"2024-01-02T03:04:05Z", "2024-02-29T23:59:59.999999999+14:00", "1970-01-01T00:00:00-00:30", "0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000-00:00", "0001-01-01T01:00:00+01:00"},
 }
 
 var badFormatValues = map[string][]string{
@@ -645,6 +649,13 @@ var badFormatValues = map[string][]string{
 }
 
 var patternValues = []string{"ABC-123", "XYZ-999", "abc-123", "ABC-12", "ABCD-123", "", "AB-1234"}
+
+// durationValues are durations in Go's syntax, at the edges of what
+// time.ParseDuration reads; badDurationValues are not.
+var (
+	durationValues    = []string{"0", "0s", "1h30m", "250ms", "-1.5h", "+2m", ".5s", "1.s", "1us", "1µs", "1μs", "3ns", "1h1m1s1ms1us1ns", "2562047h47m16.854775807s", "-2562047h47m16.854775808s"}
+	badDurationValues = []string{"", "1", "1d", "h", "1 h", "1.h5", "--1s", "1hh", "."}
+)
 
 // str writes a string for s.
 func (g *gen) str(s map[string]any, bad bool) {
@@ -666,6 +677,18 @@ func (g *gen) str(s map[string]any, bad bool) {
 		} else {
 			g.quote(formatValues[f][g.pick(len(formatValues[f]))])
 		}
+		return
+	}
+	if p, ok := s["pattern"].(string); ok && strings.Contains(p, "|ms|s|m|h") {
+		if bad {
+			g.quote(badDurationValues[g.pick(len(badDurationValues))])
+		} else {
+			g.quote(durationValues[g.pick(len(durationValues))])
+		}
+		return
+	}
+	if ex, ok := s["examples"].([]any); ok && !bad && g.chance(0.8) {
+		g.literal(ex[g.pick(len(ex))])
 		return
 	}
 	if _, ok := s["pattern"]; ok {

@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -38,7 +42,22 @@ func (c Confirmation) String() string {
 // MarshalText implements [encoding.TextMarshaler].
 func (c Confirmation) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
-// ToolMetadata is what a registry publishes about a tool.
+// UnmarshalText implements [encoding.TextUnmarshaler]: "none" or "required".
+func (c *Confirmation) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "none":
+		*c = ConfirmationNone
+	case "required":
+		*c = ConfirmationRequired
+	default:
+		return fmt.Errorf("unknown confirmation %q; want none or required", text)
+	}
+	return nil
+}
+
+// ToolMetadata is what a registry publishes about a tool. Its JSON form is
+// the one every wire form uses (GET /tools, MCP's _meta): the timeout is
+// timeout_ms, in integer milliseconds.
 type ToolMetadata struct {
 	Name         string          `json:"name"`
 	Description  string          `json:"description"`
@@ -48,7 +67,32 @@ type ToolMetadata struct {
 	Idempotent   bool            `json:"idempotent"`
 	ParallelSafe bool            `json:"parallel_safe"`
 	Confirmation Confirmation    `json:"confirmation"`
-	Timeout      time.Duration   `json:"timeout"`
+	Timeout      time.Duration   `json:"-"` // timeout_ms in JSON
+}
+
+// toolMetadataJSON is ToolMetadata without its methods, for its JSON form.
+type toolMetadataJSON ToolMetadata
+
+// MarshalJSON writes the metadata with the timeout as timeout_ms.
+func (m ToolMetadata) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		toolMetadataJSON
+		TimeoutMS int64 `json:"timeout_ms"`
+	}{toolMetadataJSON(m), m.Timeout.Milliseconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (m *ToolMetadata) UnmarshalJSON(data []byte) error {
+	var w struct {
+		toolMetadataJSON
+		TimeoutMS int64 `json:"timeout_ms"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*m = ToolMetadata(w.toolMetadataJSON)
+	m.Timeout = time.Duration(w.TimeoutMS) * time.Millisecond
+	return nil
 }
 
 func (m ToolMetadata) clone() ToolMetadata {
@@ -184,14 +228,17 @@ func WithMetadata(key, value string) CallOption {
 }
 
 // Invoke calls a tool from Go: it encodes input as JSON (nil means {}; a
-// json.RawMessage or []byte is sent as is), runs [Registry.Execute] and
-// decodes the output into Out. Errors are [*Error] values.
+// json.RawMessage or []byte is sent as is; a value of the tool's input type,
+// or a pointer to one, is written as its schema says), runs
+// [Registry.Execute] and decodes the output into Out. Errors are [*Error]
+// values.
 func Invoke[Out any](ctx context.Context, r *Registry, tool string, input any, opts ...CallOption) (Out, error) {
 	var zero Out
 	c := Call{Tool: tool}
 	for _, o := range opts {
 		o(&c)
 	}
+	t := r.tools[tool]
 	switch in := input.(type) {
 	case nil:
 	case json.RawMessage:
@@ -199,7 +246,7 @@ func Invoke[Out any](ctx context.Context, r *Registry, tool string, input any, o
 	case []byte:
 		c.Input = in
 	default:
-		b, err := marshal(input)
+		b, err := encodeInput(t, input)
 		if err != nil {
 			return zero, &Error{Code: CodeInvalidInput, Message: "the input cannot be encoded as JSON: " + err.Error(), Err: err}
 		}
@@ -214,8 +261,38 @@ func Invoke[Out any](ctx context.Context, r *Registry, tool string, input any, o
 		return zero, nil
 	}
 	var out Out
+	if t != nil && t.out != nil && t.out.Type == reflect.TypeFor[Out]() {
+		// The tool's own output type: read with the model that wrote it.
+		if problems := shape.DecodeValue(t.out, res.Output, reflect.ValueOf(&out).Elem()); len(problems) > 0 {
+			err := fmt.Errorf("%s", describe(FieldError(problems[0])))
+			return zero, &Error{Code: CodeInternal, Message: "the output does not decode into the requested type: " + err.Error(), Err: err}
+		}
+		return out, nil
+	}
 	if err := unmarshal(res.Output, &out); err != nil {
 		return zero, &Error{Code: CodeInternal, Message: "the output does not decode into the requested type: " + err.Error(), Err: err}
 	}
 	return out, nil
+}
+
+// encodeInput writes an input given as a Go value: with the tool's input
+// model when it is of the tool's input type, else with the model of its own
+// type, so that inline members, byte arrays and durations are written as
+// the schema reads them.
+func encodeInput(t *tool, input any) ([]byte, error) {
+	v := reflect.ValueOf(input)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil, nil // no input: {}
+		}
+		v = v.Elem()
+	}
+	if t != nil && t.in != nil && t.inType == v.Type() {
+		return encodeValue(t.in, v)
+	}
+	n, err := shape.Of(v.Type())
+	if err != nil {
+		return jsonv2.Marshal(input, encodeOptions) // a type carmy cannot model: the JSON library's view of it
+	}
+	return encodeValue(n, v)
 }

@@ -552,19 +552,24 @@ func (r *Registry) internal(t *tool, execID string, cause error, what string) *E
 	return e
 }
 
+// encodeOptions encode the host's own documents (metadata, errors); tool
+// outputs go through encodeValue.
 var encodeOptions = jsonv2.JoinOptions(jsonv2.Deterministic(true))
 
-// encode turns a tool's output into JSON that matches its schema.
+// encode turns a tool's output into JSON that matches its schema: the
+// rules are checked, then the value is written from the model that
+// published the schema.
 func (t *tool) encode(out any) ([]byte, error) {
 	if t.out == nil {
 		return []byte("null"), nil
 	}
+	v := reflect.ValueOf(out)
 	if t.out.Checked() && out != nil {
-		if problems := shape.Check(t.out, reflect.ValueOf(out), nil); len(problems) > 0 {
+		if problems := shape.Check(t.out, v, nil); len(problems) > 0 {
 			return nil, fmt.Errorf("%s: %s", problems[0].Path, problems[0].Message)
 		}
 	}
-	return jsonv2.Marshal(out, encodeOptions)
+	return encodeValue(t.out, v)
 }
 
 // callFunc is the invoker of a function declared with Tool.
@@ -609,7 +614,5 @@ func funcName(fn reflect.Value) string {
 	}
 	return strings.ReplaceAll(strings.TrimSuffix(f.Name(), "-fm"), "[...]", "")
 }
-
-func marshal(v any) ([]byte, error) { return jsonv2.Marshal(v, encodeOptions) }
 
 func unmarshal(b []byte, v any) error { return jsonv2.Unmarshal(b, v) }

@@ -28,6 +28,7 @@ var geminiFormats = map[string][]string{
 
 func (x *exporter) geminiRoot(schema json.RawMessage) json.RawMessage {
 	s, _ := x.root(schema)
+	collapseOptional(s)
 	if s == nil {
 		return nil
 	}

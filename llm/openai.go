@@ -16,6 +16,7 @@ var openAIKeep = map[string]bool{
 
 func (x *exporter) openAIRoot(schema json.RawMessage) json.RawMessage {
 	s, _ := x.root(schema)
+	collapseOptional(s)
 	if s == nil {
 		return nil
 	}

@@ -99,6 +99,7 @@ var noteKeywords = map[string]bool{
 	"multipleOf": true, "minItems": true, "maxItems": true, "uniqueItems": true,
 	"minProperties": true, "maxProperties": true,
 	"contentEncoding": true, "contentMediaType": true, "default": true,
+	"not": true, // a value required refuses (the nil UUID, the zero time)
 }
 
 // dropKeywords are annotations a provider may lack that can go without a
@@ -204,4 +205,55 @@ func (x *exporter) root(schema json.RawMessage) (s *jnode, wasNullable bool) {
 	}
 	s.set("type", jstr("object"))
 	return s, wasNullable
+}
+
+// collapseOptional rewrites, everywhere in s, the form carmy gives rules
+// that hold unless a value is empty (validate:"omitempty,url"): anyOf an
+// empty value and the rules. Providers that take no anyOf of two schemas
+// get the rules on the value itself, with a note that it may be empty; the
+// runtime still accepts the empty value.
+func collapseOptional(s *jnode) {
+	if s == nil {
+		return
+	}
+	if s.kind == '{' {
+		if anyOf := s.get("anyOf"); anyOf != nil && len(anyOf.vals) == 2 && isEmptyBranch(anyOf.vals[0]) && anyOf.vals[1].kind == '{' {
+			rules := anyOf.vals[1]
+			s.del("anyOf")
+			for i, k := range rules.keys {
+				if s.get(k) == nil {
+					s.set(k, rules.vals[i])
+				}
+			}
+			addNotes(s, []string{"or empty"})
+		}
+	}
+	for _, v := range s.vals {
+		collapseOptional(v)
+	}
+}
+
+// isEmptyBranch reports whether a schema allows only an empty value: "",
+// 0, [] or {}.
+func isEmptyBranch(s *jnode) bool {
+	if s.kind != '{' || s.get("type") == nil {
+		return false
+	}
+	for i, k := range s.keys {
+		v := s.vals[i]
+		switch k {
+		case "type":
+		case "maxLength", "maxItems", "maxProperties":
+			if string(v.raw) != "0" {
+				return false
+			}
+		case "enum":
+			if len(v.vals) != 1 || string(v.vals[0].raw) != "0" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -162,7 +162,7 @@ type wireTool struct {
 	Idempotent   bool            `json:"idempotent"`
 	ParallelSafe bool            `json:"parallel_safe"`
 	Confirmation string          `json:"confirmation"`
-	Timeout      json.RawMessage `json:"timeout"`
+	TimeoutMS    json.RawMessage `json:"timeout_ms"`
 }
 
 // printTools writes the tools as a table: name, effect, flags and the

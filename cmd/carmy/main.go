@@ -9,6 +9,7 @@
 //	gen     write carmy_gen.go: the doc comments of a package's tools, for their schemas
 //	vet     check carmy.Tool calls before run time (also a go vet -vettool)
 //	new     create a module with one example tool, ready to run and test
+//	schema  print the input and output schemas of a package's tools
 //	tools   list the tools of a running server
 //	call    call a tool of a running server
 //
@@ -55,6 +56,7 @@ func init() {
 		{"gen", "write carmy_gen.go: the doc comments of a package's tools, for their schemas", runGen},
 		{"vet", "check carmy.Tool calls before run time (also a go vet -vettool)", runVet},
 		{"new", "create a module with one example tool, ready to run and test", runNew},
+		{"schema", "print the input and output schemas of a package's tools", runSchema},
 		{"tools", "list the tools of a running server", runTools},
 		{"call", "call a tool of a running server", runCall},
 		{"help", "show the help of carmy or of a command", runHelp},

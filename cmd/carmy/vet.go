@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +38,11 @@ effect (0 or carmy.Effect(0)), an invalid name (given with carmy.Name or
 derived from the function's name), a closure without carmy.Name, and an
 option given twice with different values.
 
+It warns of validate rules that cannot reach the schema (alphanum,
+startswith, cross-field rules such as eqfield, alternatives with |, bounds
+on a time.Duration): carmy enforces them at run time, but a model reading
+the schema cannot see them.
+
 It also reports a package whose tools' types or functions carry doc
 comments while its carmy_gen.go is missing or out of date: the descriptions
 would be silently missing from the schemas. Run go generate, with a
@@ -58,7 +64,11 @@ what Builder.Build would report when the program runs, in the same words:
   - an invalid name, given with carmy.Name("...") or derived from the
     function's name (snake_case), and a closure without carmy.Name;
   - an option given twice with different values, a Timeout that is not
-    positive.
+    positive;
+  - a validate rule in a tool's input or output types that cannot reach
+    the schema (alphanum, startswith, eqfield, a|b, min on a duration...):
+    enforced at run time, invisible to a model. Say it in the field's
+    description, or use a rule the schema states.
 
 It also reports a package whose tools' types or functions have doc comments
 but whose carmy_gen.go is missing or out of date, since their descriptions
@@ -133,6 +143,7 @@ func analyze(pass *analysis.Pass) (any, error) {
 	for _, d := range decls {
 		if d.fun == "Tool" {
 			checkTool(pass, d)
+			checkRules(pass, d)
 		}
 	}
 	checkGenerated(pass, decls)
@@ -495,4 +506,78 @@ func (s *moduleSource) read(rel string) (map[string]string, error) {
 		files = append(files, f)
 	}
 	return packageDocs(files, fset), nil
+}
+
+// schemaRules are the validate rules carmy states in a schema; the others
+// are enforced at run time only.
+var schemaRules = map[string]bool{
+	"required": true, "min": true, "max": true, "len": true, "gt": true, "gte": true, "lt": true, "lte": true,
+	"oneof": true, "email": true, "url": true, "http_url": true,
+	"uuid": true, "uuid4": true, "uuid_rfc4122": true, "uuid4_rfc4122": true,
+	"omitempty": true, "omitnil": true, "omitzero": true, "dive": true,
+}
+
+// checkRules warns, at a carmy.Tool call, of each validate rule in the
+// tool's types that the schema cannot state.
+func checkRules(pass *analysis.Pass, d declaration) {
+	seen := map[types.Type]bool{}
+	for _, root := range d.roots {
+		walkRules(root, "", seen, func(path, rule string) {
+			pass.Report(analysis.Diagnostic{Pos: d.call.Pos(), End: d.call.End(), Category: "rule",
+				Message: fmt.Sprintf("carmy: %s: validate rule %q cannot reach the schema; carmy enforces it at run time, but a model reading the schema cannot see it: say it in the field's description, or use a rule the schema states", path, rule)})
+		})
+	}
+}
+
+// walkRules calls report for every rule of a struct field reachable from t
+// that is not in schemaRules.
+func walkRules(t types.Type, path string, seen map[types.Type]bool, report func(path, rule string)) {
+	if seen[t] {
+		return
+	}
+	seen[t] = true
+	switch u := types.Unalias(t).Underlying().(type) {
+	case *types.Pointer:
+		walkRules(u.Elem(), path, seen, report)
+	case *types.Slice:
+		walkRules(u.Elem(), path+"[]", seen, report)
+	case *types.Array:
+		walkRules(u.Elem(), path+"[]", seen, report)
+	case *types.Map:
+		walkRules(u.Elem(), path+"[]", seen, report)
+	case *types.Struct:
+		for i := range u.NumFields() {
+			f := u.Field(i)
+			if !f.Exported() && !f.Embedded() {
+				continue
+			}
+			tag := reflect.StructTag(u.Tag(i))
+			name, _, _ := strings.Cut(tag.Get("json"), ",")
+			fpath := path
+			if !f.Embedded() || name != "" {
+				if name == "" {
+					name = f.Name()
+				}
+				if fpath != "" {
+					fpath += "."
+				}
+				fpath += name
+			}
+			if name == "-" {
+				continue
+			}
+			duration := isNamed(types.Unalias(f.Type()), "time", "Duration")
+			for rule := range strings.SplitSeq(tag.Get("validate"), ",") {
+				rname, _, _ := strings.Cut(rule, "=")
+				switch {
+				case rule == "" || rule == "-":
+				case strings.Contains(rule, "|"), !schemaRules[rname]:
+					report(fpath, rule)
+				case duration && rname != "required" && rname != "omitempty" && rname != "dive":
+					report(fpath, rule)
+				}
+			}
+			walkRules(f.Type(), fpath, seen, report)
+		}
+	}
 }

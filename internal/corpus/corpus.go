@@ -8,7 +8,11 @@ package corpus
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,10 +29,19 @@ type Type struct {
 	// Tool declares a tool taking the type as input; nil when the type's
 	// root is not an object and so cannot be an input.
 	Tool func(name string) *carmy.ToolDef
+	// Output declares a tool without input whose output is of the type:
+	// each call returns what next gives, which must hold a value of it.
+	Output func(name string, next func() any) *carmy.ToolDef
+	// Go is the Go type.
+	Go reflect.Type
 }
 
 func entry[T any](name string) Type {
-	c := Type{Name: name, Schema: carmy.SchemaFor[T]}
+	c := Type{Name: name, Schema: carmy.SchemaFor[T], Go: reflect.TypeFor[T]()}
+	c.Output = func(tool string, next func() any) *carmy.ToolDef {
+		return carmy.Tool(func(context.Context) (T, error) { return next().(T), nil }, carmy.Read,
+			carmy.Register(false), carmy.Name(tool))
+	}
 	if reflect.TypeFor[T]().Kind() == reflect.Struct {
 		c.Tool = func(tool string) *carmy.ToolDef {
 			return carmy.Tool(func(context.Context, T) error { return nil }, carmy.Write,
@@ -73,6 +86,13 @@ var Types = []Type{
 	entry[Keys]("keys"),
 	entry[Deep]("deep"),
 	entry[Grid]("arrays"),
+	entry[Inline]("inline_members"),
+	entry[ByteArrays]("byte_arrays"),
+	entry[Durations]("durations"),
+	entry[Containers]("containers"),
+	entry[Opaque]("opaque"),
+	entry[RequiredValues]("required_values"),
+	entry[OmitemptyRules]("omitempty_rules"),
 	// Roots that are not objects: outputs only.
 	entry[Status]("root_enum"),
 	entry[[]Item]("root_slice"),
@@ -510,4 +530,145 @@ type Grid struct {
 	Cells [3][2]int8 `json:"cells"`
 	Ptrs  [2]*string `json:"ptrs"`
 	Lines [1]Line    `json:"lines"`
+}
+
+// Inline flattens named members tagged inline into the enclosing object.
+type Inline struct {
+	Meta  Meta   `json:",inline"`
+	Page  Paging `json:"page,inline"` // a name and inline: still flattened
+	Title string `json:"title"`
+}
+
+// Meta is inlined in Inline.
+type Meta struct {
+	Owner   string `json:"owner" validate:"required"`
+	Version uint16 `json:"version"`
+}
+
+// Paging is inlined in Inline.
+type Paging struct {
+	Offset uint32 `json:"offset"`
+	Limit  uint8  `json:"limit" validate:"max=100"`
+}
+
+// ByteArrays are arrays of integers, not base64 strings.
+type ByteArrays struct {
+	IPv4   [4]byte     `json:"ipv4"`
+	Digest [8]uint8    `json:"digest"`
+	Maybe  *[2]byte    `json:"maybe"`
+	Many   [][3]byte   `json:"many"`
+	Blob   []byte      `json:"blob"`
+	Fixed  [0]byte     `json:"fixed"`
+	IDs    [2]int16    `json:"ids"`
+	Named  [2]Priority `json:"named"`
+	Nested [2][2]byte  `json:"nested"`
+}
+
+// Durations are strings in Go's syntax.
+type Durations struct {
+	Timeout time.Duration            `json:"timeout"`
+	Retry   *time.Duration           `json:"retry"`
+	Steps   []time.Duration          `json:"steps"`
+	ByName  map[string]time.Duration `json:"by_name"`
+	Maybe   time.Duration            `json:"maybe,omitempty"`
+}
+
+// Containers mixes maps, pointers, times and uuids at several depths.
+type Containers struct {
+	Counts  map[string]int             `json:"counts"`
+	Ptrs    map[string]*string         `json:"ptrs"`
+	Nested  map[string]map[string]bool `json:"nested"`
+	PtrPtr  **int                      `json:"ptr_ptr"`
+	Lines   []*Line                    `json:"lines"`
+	When    time.Time                  `json:"when"`
+	Whens   []time.Time                `json:"whens"`
+	ID      uuid.UUID                  `json:"id"`
+	IDs     map[string]uuid.UUID       `json:"ids"`
+	Opt     *Address                   `json:"opt,omitempty"`
+	Zeroed  Line                       `json:"zeroed,omitzero"`
+	Strings []string                   `json:"strings,omitempty"`
+	F32     float32                    `json:"f32"`
+	F64s    []float64                  `json:"f64s"`
+}
+
+// Decimal is an exact amount with two decimal places that travels as a
+// string ("12.50"): a type with its own JSON and its own schema.
+type Decimal struct {
+	Cents int64
+}
+
+// MarshalJSON writes the amount as a string.
+func (d Decimal) MarshalJSON() ([]byte, error) {
+	sign, c := "", d.Cents
+	if c < 0 {
+		sign, c = "-", -c
+	}
+	return []byte(fmt.Sprintf(`"%s%d.%02d"`, sign, c/100, c%100)), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (d *Decimal) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	neg := strings.HasPrefix(s, "-")
+	whole, frac, ok := strings.Cut(strings.TrimPrefix(s, "-"), ".")
+	w, err1 := strconv.ParseInt(whole, 10, 64)
+	f, err2 := strconv.ParseInt(frac, 10, 64)
+	if !ok || len(frac) != 2 || err1 != nil || err2 != nil || w > math.MaxInt64/100-1 {
+		return fmt.Errorf("%q is not an amount such as \"12.50\"", s)
+	}
+	d.Cents = w*100 + f
+	if neg {
+		d.Cents = -d.Cents
+	}
+	return nil
+}
+
+// JSONSchema declares the string form.
+func (Decimal) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{
+		Type:        "string",
+		Pattern:     `^-?(0|[1-9][0-9]{0,15})\.[0-9]{2}$`,
+		Description: "An amount with two decimal places, such as \"12.50\".",
+		Examples:    []any{"0.00", "12.50", "-3.05", "9999999999999999.99"},
+	}
+}
+
+// Opaque holds types with their own JSON at several places.
+type Opaque struct {
+	Price    Decimal            `json:"price"`
+	Discount *Decimal           `json:"discount"`
+	Lines    []Decimal          `json:"lines"`
+	ByCode   map[string]Decimal `json:"by_code"`
+	Optional Decimal            `json:"optional,omitzero"`
+}
+
+// RequiredValues holds required as the validator reads it: non-zero for
+// values (the nil UUID, the zero time and an array of zeros refused),
+// non-nil for pointers (a *string may be "").
+type RequiredValues struct {
+	ID     uuid.UUID   `json:"id" validate:"required"`
+	At     time.Time   `json:"at" validate:"required"`
+	Key    [3]uint8    `json:"key" validate:"required"`
+	Name   *string     `json:"name" validate:"required"`
+	IDs    []uuid.UUID `json:"ids" validate:"dive,required"`
+	Label  string      `json:"label" validate:"required"`
+	Count  *int        `json:"count" validate:"required"`
+	Stamps []time.Time `json:"stamps,omitempty" validate:"dive,required"`
+}
+
+// OmitemptyRules are "optional but valid": the rules after omitempty hold
+// unless the value is empty.
+type OmitemptyRules struct {
+	Homepage string            `json:"homepage,omitempty" validate:"omitempty,url"`
+	Nick     string            `json:"nick,omitempty" validate:"omitempty,min=3,max=40"`
+	Code     string            `json:"code" validate:"omitempty,len=4"`
+	Color    string            `json:"color,omitempty" validate:"omitempty,oneof=red green"`
+	Age      int               `json:"age,omitempty" validate:"omitempty,min=18,max=130"`
+	Ratio    float64           `json:"ratio,omitempty" validate:"omitempty,gt=0.5,lte=2"`
+	Tags     []string          `json:"tags" validate:"omitempty,min=2,dive,omitempty,min=2"`
+	Labels   map[string]string `json:"labels,omitempty" validate:"omitempty,min=1,max=3"`
+	Note     *string           `json:"note,omitempty" validate:"omitempty,min=2"`
 }

@@ -23,15 +23,19 @@ var (
 func Validator() *validator.Validate {
 	validateOnce.Do(func() {
 		validate = validator.New()
-		validate.RegisterTagNameFunc(func(f reflect.StructField) string {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" {
-				return f.Name
-			}
-			return name
-		})
+		validate.RegisterTagNameFunc(validatorName)
 	})
 	return validate
+}
+
+// validatorName is how the validator names a field in its namespaces: by
+// its JSON name, else its Go name.
+func validatorName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" {
+		return f.Name
+	}
+	return name
 }
 
 // probeRuntime fails when the validator does not know a rule of tag: it
@@ -162,27 +166,49 @@ func (c *checker) fields(n *Node, v reflect.Value) {
 }
 
 // crossFields runs the rules that compare fields of one struct, and only
-// those: every other rule has been checked already.
+// those: every other rule has been checked already. The filter and
+// StructNamespace name a field by its Go names from the struct down,
+// through embedded structs ("Base.Password"), after the struct type's
+// name, which an unnamed struct type does not have.
 func (c *checker) crossFields(n *Node, v reflect.Value) {
-	allowed := map[string]bool{}
+	allowed := map[string]bool{} // the cross fields and the embedded structs that lead to them
+	names := map[string]string{} // Go path → JSON name
 	for _, f := range n.Fields {
-		if f.Cross {
-			allowed[n.Type.Name()+"."+f.GoName] = true
+		if !f.Cross {
+			continue
 		}
+		var p string
+		t := n.Type
+		for i, x := range f.Index {
+			sf := t.Field(x)
+			if i > 0 {
+				p += "."
+			}
+			p += sf.Name
+			allowed[p] = true
+			t = sf.Type
+		}
+		names[p] = f.Name
+	}
+	prefix := ""
+	if name := n.Type.Name(); name != "" {
+		prefix = name + "."
 	}
 	ptr := reflect.New(n.Type)
 	ptr.Elem().Set(v)
-	err := Validator().StructFiltered(ptr.Interface(), func(ns []byte) bool { return !allowed[string(ns)] })
+	err := Validator().StructFiltered(ptr.Interface(), func(ns []byte) bool {
+		return !allowed[strings.TrimPrefix(string(ns), prefix)]
+	})
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) {
 		return
 	}
 	for _, fe := range verrs {
-		ns := fe.Namespace()
-		if _, rest, ok := strings.Cut(ns, "."); ok {
-			ns = rest
+		name, ok := names[strings.TrimPrefix(fe.StructNamespace(), prefix)]
+		if !ok {
+			continue
 		}
-		c.path = append(c.path, seg{name: ns})
+		c.path = append(c.path, seg{name: name})
 		c.add(validatorMessage(fe))
 		c.path = c.path[:len(c.path)-1]
 	}
@@ -287,6 +313,12 @@ func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
 		return ruleProblems(r, n.Elem, v.Elem())
 	}
 	var out []string
+	if r.IfSet != nil && !emptyValue(n, v) {
+		out = append(out, ruleProblems(r.IfSet, n, v)...)
+	}
+	if r.NonZero && isZeroValue(n, v) {
+		out = append(out, "must not be "+zeroNoun(n)+": it is required")
+	}
 	switch n.Kind {
 	case KindInt, KindUint, KindFloat:
 		c := func(b *Bound) int { return compareNumber(n, v, b) }
@@ -338,6 +370,19 @@ func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
 		}
 	}
 	return out
+}
+
+// zeroNoun names the zero value that required refuses.
+func zeroNoun(n *Node) string {
+	switch {
+	case n.Kind == KindTime:
+		return "the zero time (0001-01-01T00:00:00Z)"
+	case n.Type == uuidType:
+		return "the nil UUID"
+	case n.Kind == KindArray:
+		return "an array of zeros"
+	}
+	return "the zero value"
 }
 
 // lengthHolds reports whether a string of size bytes certainly keeps the

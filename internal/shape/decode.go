@@ -5,18 +5,21 @@ import (
 	"encoding"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/bits"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -42,6 +45,30 @@ func Decode(n *Node, data []byte, dst reflect.Value) (problems []Problem, fatal 
 	d.buf = bytes.Buffer{}
 	decoders.Put(d)
 	return problems, fatal
+}
+
+// DecodeValue decodes data, one JSON value of any kind, into dst, an
+// addressable value of the type n models, as strictly as Decode decodes an
+// input. It reads what Encode writes: a tool's output.
+func DecodeValue(n *Node, data []byte, dst reflect.Value) []Problem {
+	d := decoders.Get().(*decoder)
+	d.buf = *bytes.NewBuffer(data)
+	d.dec.Reset(&d.buf)
+	d.problems, d.path, d.syntax = d.problems[:0], d.path[:0], false
+	d.value(n, nil, dst)
+	if !d.syntax {
+		if _, err := d.dec.ReadToken(); err != io.EOF {
+			if err == nil {
+				err = errors.New("unexpected data after the value")
+			}
+			d.fail(err)
+		}
+	}
+	problems := d.problems
+	d.problems = nil
+	d.buf = bytes.Buffer{}
+	decoders.Put(d)
+	return problems
 }
 
 var emptyObject = []byte("{}")
@@ -114,10 +141,12 @@ func (d *decoder) isArrayToken(i int) bool {
 // root decodes the top-level object and reports whether it was one.
 func (d *decoder) root(n *Node, v reflect.Value) bool {
 	d.syntax = false
-	switch k := d.dec.PeekKind(); k {
-	case '{':
+	switch k := d.dec.PeekKind(); {
+	case n.Kind == KindOpaque && k != 0:
+		d.opaque(n, v) // its declared schema says what the root may be
+	case k == '{':
 		d.object(n, v)
-	case 0:
+	case k == 0:
 		_, err := d.dec.ReadToken()
 		d.fail(err)
 		return false
@@ -186,6 +215,8 @@ func want(n *Node) string {
 		return "a number"
 	case KindString, KindText:
 		return "a string"
+	case KindDuration:
+		return "a duration string such as \"1h30m\""
 	case KindTime:
 		return "an RFC 3339 date-time string"
 	case KindBytes:
@@ -214,6 +245,10 @@ func (d *decoder) value(n *Node, r *Rules, v reflect.Value) {
 	k := d.dec.PeekKind()
 	if k == 0 {
 		d.skip()
+		return
+	}
+	if n.Kind == KindOpaque {
+		d.opaque(n, v)
 		return
 	}
 	if k == 'n' {
@@ -268,7 +303,7 @@ func (d *decoder) value(n *Node, r *Rules, v reflect.Value) {
 		if ok {
 			d.number(n, r, raw, v)
 		}
-	case KindString, KindText, KindTime, KindBytes:
+	case KindString, KindText, KindTime, KindBytes, KindDuration:
 		if k != '"' {
 			d.mismatch(n, k)
 			return
@@ -284,6 +319,50 @@ func (d *decoder) value(n *Node, r *Rules, v reflect.Value) {
 	case KindRaw:
 		d.raw(v)
 	}
+}
+
+// opaque decodes a value of a type with its own JSON: checked against its
+// declared schema, then read by the type's own UnmarshalJSON.
+func (d *decoder) opaque(n *Node, v reflect.Value) {
+	raw, ok := d.readValue()
+	if !ok {
+		return
+	}
+	if problems := n.Opaque.problems(raw, d.path); len(problems) > 0 {
+		d.problems = append(d.problems, problems...)
+		return
+	}
+	if u, ok := v.Addr().Interface().(json.Unmarshaler); ok {
+		if err := u.UnmarshalJSON(bytes.Clone(raw)); err != nil {
+			d.addf("cannot be read: %v", err)
+		}
+		return
+	}
+	// A hand-written tool's input with its schema written out: the JSON
+	// library's errors name Go types, which callers must not see.
+	var se *jsonv2.SemanticError
+	if err := jsonv2.Unmarshal(bytes.Clone(raw), v.Addr().Interface()); errors.As(err, &se) && se.JSONPointer != "" {
+		at := len(d.path)
+		for tok := range se.JSONPointer.Tokens() {
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 {
+				d.path = append(d.path, seg{index: i}) // a member named by digits reads as an index here
+			} else {
+				d.path = append(d.path, seg{name: tok})
+			}
+		}
+		d.addf("has a value the tool cannot read, though its schema allows it; send %s", kindHint(se.JSONKind))
+		d.path = d.path[:at]
+	} else if err != nil {
+		d.add("has a value the tool cannot read, though its schema allows it")
+	}
+}
+
+// kindHint says what to send instead of a value of kind k.
+func kindHint(k jsontext.Kind) string {
+	if k == 0 {
+		return "another value"
+	}
+	return "something other than " + kindNoun(k)
 }
 
 // freeValue decodes any JSON value as encoding/json decodes it into an
@@ -590,6 +669,18 @@ func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
 			return
 		}
 		v.Set(reflect.ValueOf(t))
+	case KindDuration:
+		s := unsafe.String(unsafe.SliceData(b), len(b))
+		x, err := time.ParseDuration(s)
+		if err != nil {
+			if durationSyntax.MatchString(s) {
+				d.addf("must be a duration between %v and %v, not %q", time.Duration(math.MinInt64), time.Duration(math.MaxInt64), truncate(s))
+			} else {
+				d.addf("must be a duration such as \"1h30m\" or \"250ms\" (units ns, us, ms, s, m, h), not %q", truncate(s))
+			}
+			return
+		}
+		v.SetInt(int64(x))
 	case KindBytes:
 		out := make([]byte, base64.StdEncoding.DecodedLen(len(b)))
 		m, err := base64.StdEncoding.Decode(out, b)
@@ -612,6 +703,8 @@ func (d *decoder) text(n *Node, raw jsontext.Value, v reflect.Value) {
 		}
 	}
 }
+
+var durationSyntax = regexp.MustCompile(durationPattern)
 
 // stringCache holds strings made from decoded bytes, by a hash of them, so
 // that a string that comes again ("EUR", a SKU, a map key) is shared, not

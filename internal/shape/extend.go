@@ -155,7 +155,7 @@ func jsonType(n *Node) string {
 		return "integer"
 	case KindFloat:
 		return "number"
-	case KindString, KindText, KindTime, KindBytes:
+	case KindString, KindText, KindTime, KindBytes, KindDuration:
 		return "string"
 	case KindStruct, KindMap:
 		return "object"

@@ -115,7 +115,18 @@ func settleFloat(n *Node, r *Rules, raw []byte, f float64) (float64, string) {
 			return f, fmt.Sprintf("must be between %s and %s (a %d-bit floating-point number)", lo.Lit, hi.Lit, n.Bits)
 		}
 	}
-	for _, rr := range [2]*Rules{&n.Rules, r} {
+	ifSet := (*Rules)(nil)
+	if r != nil && r.IfSet != nil && !r.IfSet.empty() {
+		if f == 0 && exact().Sign() != 0 {
+			// Not 0 as written, so the rules hold in the schema; 0 as
+			// decoded, where they would not be checked.
+			return f, "is too close to 0 for its rules; send 0 or a number that keeps them"
+		}
+		if f != 0 {
+			ifSet = r.IfSet
+		}
+	}
+	for _, rr := range [3]*Rules{&n.Rules, r, ifSet} {
 		if rr == nil {
 			continue
 		}

@@ -25,21 +25,23 @@ type Kind uint8
 
 // The kinds of node.
 const (
-	KindBool   Kind = iota + 1
-	KindInt         // signed integer, Bits wide
-	KindUint        // unsigned integer, Bits wide
-	KindFloat       // Bits wide
-	KindString      // a Go string kind
-	KindText        // a string decoded by UnmarshalText (uuid.UUID and the like)
-	KindTime        // time.Time as an RFC 3339 string
-	KindBytes       // []byte as base64
-	KindStruct      // an object with fixed members
-	KindSlice       // an array of any length
-	KindArray       // an array of exactly Len items
-	KindMap         // an object with string keys and Elem values
-	KindPtr         // a nullable Elem
-	KindAny         // any JSON value, decoded into an empty interface
-	KindRaw         // any JSON value, kept as raw bytes
+	KindBool     Kind = iota + 1
+	KindInt           // signed integer, Bits wide
+	KindUint          // unsigned integer, Bits wide
+	KindFloat         // Bits wide
+	KindString        // a Go string kind
+	KindText          // a string decoded by UnmarshalText (uuid.UUID and the like)
+	KindTime          // time.Time as an RFC 3339 string
+	KindBytes         // []byte as base64
+	KindStruct        // an object with fixed members
+	KindSlice         // an array of any length
+	KindArray         // an array of exactly Len items
+	KindMap           // an object with string keys and Elem values
+	KindPtr           // a nullable Elem
+	KindAny           // any JSON value, decoded into an empty interface
+	KindRaw           // any JSON value, kept as raw bytes
+	KindDuration      // time.Duration as a string in Go's syntax ("1h30m")
+	KindOpaque        // a type with its own JSON and its own schema
 )
 
 // Node is the model of one Go type. Nodes are built once per type, shared,
@@ -62,6 +64,8 @@ type Node struct {
 	// Recursive marks a named type that contains itself; only such types
 	// go to $defs.
 	Recursive bool
+	// Opaque is the declared schema of a type with its own JSON.
+	Opaque *Opaque
 
 	// checked is true when a value of this type, anywhere below, has rules
 	// to check after decoding.
@@ -87,7 +91,22 @@ type Field struct {
 	// enclosing struct (eqfield and the like).
 	Runtime string
 	Cross   bool
+	// Omit says when the encoder leaves the member out: never, when its
+	// value is empty (omitempty) or when it is zero (omitzero). A required
+	// member is always written, whatever the tag says.
+	Omit Omit
+	key  []byte // the quoted name and a colon, as the encoder writes them
 }
+
+// Omit is when an optional struct member is left out of an encoding.
+type Omit uint8
+
+// The omit modes.
+const (
+	OmitNever Omit = iota
+	OmitEmpty      // json:",omitempty": false, 0, "", a nil pointer, an empty slice, map or string
+	OmitZero       // json:",omitzero": the zero value, or IsZero() reporting true
+)
 
 // Lookup returns the struct member with the exact JSON name.
 func (n *Node) Lookup(name string) (*Field, bool) {
@@ -109,6 +128,7 @@ func (n *Node) Names() []string {
 
 var (
 	timeType          = reflect.TypeFor[time.Time]()
+	durationType      = reflect.TypeFor[time.Duration]()
 	uuidType          = reflect.TypeFor[uuid.UUID]()
 	rawMessageType    = reflect.TypeFor[json.RawMessage]()
 	jsontextValueType = reflect.TypeFor[jsontext.Value]()
@@ -119,6 +139,15 @@ var (
 		reflect.TypeFor[jsonv2.MarshalerTo](), reflect.TypeFor[jsonv2.UnmarshalerFrom](),
 	}
 )
+
+// durationPattern is the syntax time.ParseDuration reads: a sign, then 0 or
+// decimal numbers each with a unit. The range (about ±2562047h) is beyond
+// what a pattern can say: a longer duration matches it and is refused with
+// a message saying so.
+const durationPattern = `^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+
+// durationDesc describes a time.Duration whose type has no description.
+const durationDesc = `A duration in Go's syntax: a sequence of decimal numbers, each with a unit (ns, us, ms, s, m, h), such as "1h30m", "250ms" or "0s".`
 
 var cache struct {
 	sync.Mutex
@@ -216,6 +245,12 @@ func (b *builder) build(t reflect.Type, where string, n *Node) *Node {
 	case t == uuidType:
 		n.Kind, n.Format = KindText, "uuid"
 		return n
+	case t == durationType:
+		n.Kind = KindDuration
+		if n.Desc == "" {
+			n.Desc = durationDesc
+		}
+		return n
 	case t == rawMessageType || t == jsontextValueType:
 		n.Kind = KindRaw
 		return n
@@ -223,7 +258,12 @@ func (b *builder) build(t reflect.Type, where string, n *Node) *Node {
 	if t.Kind() != reflect.Pointer && t.Kind() != reflect.Interface {
 		for _, m := range jsonMarshalers {
 			if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
-				b.fail(where, "type %s has its own JSON encoding (%s), so carmy cannot derive its schema; use plain fields, or implement encoding.TextMarshaler for a string form", t, m)
+				o, err := opaqueOf(t)
+				if err != nil {
+					b.fail(where, "%v", err)
+					return n
+				}
+				n.Kind, n.Opaque = KindOpaque, o
 				return n
 			}
 		}
@@ -412,8 +452,14 @@ func (b *builder) collect(t reflect.Type, where string, index []int, depth int, 
 		}
 		f := &Field{Name: name, GoName: sf.Name, Index: idx}
 		f.Node = b.node(sf.Type, fwhere)
-		omit := strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,")
-		f.Required = !omit && sf.Type.Kind() != reflect.Pointer
+		switch {
+		case strings.Contains(","+opts+",", ",omitzero,"):
+			f.Omit = OmitZero
+		case strings.Contains(","+opts+",", ",omitempty,"):
+			f.Omit = OmitEmpty
+		}
+		f.Required = f.Omit == OmitNever && sf.Type.Kind() != reflect.Pointer
+		f.key = append(quote(nil, name), ':')
 		f.Nullable = sf.Type.Kind() == reflect.Pointer
 		b.fieldTags(sf, fwhere, f, t)
 		*out = append(*out, candidate{f: f, depth: depth, tagged: hasTag && name != ""})

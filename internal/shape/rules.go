@@ -1,13 +1,16 @@
 package shape
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -19,14 +22,21 @@ type Rules struct {
 	Enum                 []Literal
 	Pattern              *regexp.Regexp
 	Format               string
-	NonNull              bool   // a pointer element that must not be null
-	Items                *Rules // rules of every element (validate's dive)
+	NonNull              bool // a pointer element that must not be null
+	// NonZero refuses the zero value of a type whose zero JSON is not
+	// empty: the nil UUID, the zero time, an array of zeros (validator's
+	// required on them).
+	NonZero bool
+	Items   *Rules // rules of every element (validate's dive)
+	// IfSet holds the rules after the validator's omitempty: they hold
+	// unless the value is empty ("", 0, [] or {}).
+	IfSet *Rules
 }
 
 func (r *Rules) empty() bool {
 	return r.Min == nil && r.XMin == nil && r.Max == nil && r.XMax == nil &&
-		r.MinLen == nil && r.MaxLen == nil && r.Enum == nil && r.Pattern == nil && !r.NonNull &&
-		(r.Items == nil || r.Items.empty())
+		r.MinLen == nil && r.MaxLen == nil && r.Enum == nil && r.Pattern == nil && !r.NonNull && !r.NonZero &&
+		(r.Items == nil || r.Items.empty()) && (r.IfSet == nil || r.IfSet.empty())
 }
 
 // items returns the element rules, creating them.
@@ -213,12 +223,18 @@ func parseValidate(tag string, f *Field) error {
 				continue
 			}
 			if crossField(name) {
+				if strings.HasSuffix(name, "csfield") {
+					return fmt.Errorf("validate:%q: %s compares with a field of another struct, which carmy cannot check (it runs the rules of each struct on that struct); move the rule to the struct that holds both fields and use %s", tag, name, strings.Replace(name, "csfield", "field", 1))
+				}
+				if depth > 0 {
+					return fmt.Errorf("validate:%q: %s after dive would compare each element with a field, which carmy cannot check; check it in the tool", tag, name)
+				}
 				f.Cross = true
 			}
 			mapped := false
-			if !conditional && node != nil && !strings.Contains(rule, "|") {
+			if target := conditionalTarget(rules, node, conditional, name); target != nil && !strings.Contains(rule, "|") {
 				var err error
-				if mapped, err = mapRule(name, param, node, ptr, rules, f, depth); err != nil {
+				if mapped, err = mapRule(name, param, node, ptr, target, f, depth); err != nil {
 					return fmt.Errorf("validate:%q: %v", tag, err)
 				}
 			}
@@ -253,6 +269,45 @@ func parseValidate(tag string, f *Field) error {
 	return nil
 }
 
+// conditionalTarget returns the rules a validator rule maps into, nil when
+// it stays with the validator. After omitempty, a rule holds unless the
+// value is empty: on a string, a number, a slice or a map (or a pointer to
+// one, which the validator follows), it maps into the rules that hold when
+// the value is not empty (IfSet), which the schema states as anyOf the
+// empty value and the rules.
+func conditionalTarget(r *Rules, n *Node, conditional bool, name string) *Rules {
+	switch {
+	case n == nil:
+		return nil
+	case !conditional:
+		return r
+	case name == "required":
+		return nil
+	case n.Kind == KindString || numberKind(n) || n.Kind == KindSlice || n.Kind == KindMap:
+		if r.IfSet == nil {
+			r.IfSet = &Rules{}
+		}
+		return r.IfSet
+	}
+	return nil
+}
+
+// emptyValue reports whether v, a value of a kind that IfSet rules apply
+// to, is empty: "", 0, or no items or members.
+func emptyValue(n *Node, v reflect.Value) bool {
+	switch n.Kind {
+	case KindString, KindSlice, KindMap:
+		return v.Len() == 0
+	case KindInt:
+		return v.Int() == 0
+	case KindUint:
+		return v.Uint() == 0
+	case KindFloat:
+		return v.Float() == 0
+	}
+	return false
+}
+
 // hasCheck reports whether a level of rules checks anything.
 func hasCheck(level string) bool {
 	for rule := range strings.SplitSeq(level, ",") {
@@ -274,15 +329,16 @@ func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth in
 	switch name {
 	case "required":
 		switch {
-		case (numberKind(n) || n.Kind == KindBool || n.Kind == KindStruct) && ptr:
+		case (numberKind(n) || n.Kind == KindBool || n.Kind == KindStruct || n.Kind == KindDuration) && ptr:
 			// On a pointer, the validator's required means non-nil: 0,
 			// false and a zero struct are fine.
 			if depth == 0 {
 				f.Required, f.Nullable = true, false
-			} else {
-				r.NonNull = true
 			}
+			r.NonNull = true // what an output is checked against
 			return true, nil
+		case n.Kind == KindDuration:
+			return false, fmt.Errorf("required on the %s field means non-zero to the validator, so \"0s\" would be refused, which a schema cannot say of a duration string: use a pointer (*%s) if the key must be present and not null, or check it in the tool", n.Type, n.Type)
 		case numberKind(n) || n.Kind == KindBool:
 			if n.Kind == KindBool {
 				return false, fmt.Errorf("required on the bool field means true to the validator, so false would be refused: use a pointer (*bool) if the key must be present and not null, or drop the rule")
@@ -297,11 +353,21 @@ func mapRule(name, param string, n *Node, ptr bool, r *Rules, f *Field, depth in
 		}
 		if depth == 0 {
 			f.Required, f.Nullable = true, false
-		} else {
+		}
+		if ptr || depth > 0 {
 			r.NonNull = true
 		}
-		if n.Kind == KindString {
+		if ptr {
+			return true, nil // on a pointer, the validator's required means non-nil: *string may be ""
+		}
+		switch n.Kind {
+		case KindString:
 			tightenLen(&r.MinLen, 1, true)
+		case KindTime, KindText, KindArray:
+			if _, err := zeroSchema(n); err != nil {
+				return false, err
+			}
+			r.NonZero = true
 		}
 		return true, nil
 	case "min", "max", "len", "gt", "gte", "lt", "lte":
@@ -568,3 +634,68 @@ func floatBound(f float64) *Bound {
 
 // runeCount counts characters as JSON Schema and the validator do.
 func runeCount(s string) int { return utf8.RuneCountInString(s) }
+
+// zeroTimePattern matches the zero time.Time written at offset zero, as the
+// decoder reads it: the value validator's required refuses.
+const zeroTimePattern = `^0001-01-01T00:00:00(\.0+)?(Z|[+-]00:00)$`
+
+// nilUUIDPattern matches the nil UUID in every form uuid.Parse reads.
+const nilUUIDPattern = `^([uU][rR][nN]:[uU][uU][iI][dD]:)?\{?0{8}-?0{4}-?0{4}-?0{4}-?0{12}\}?$`
+
+// zeroSchema is the schema of the zero value's JSON, for "not": what
+// required refuses.
+func zeroSchema(n *Node) (map[string]any, error) {
+	switch n.Kind {
+	case KindTime:
+		return map[string]any{"pattern": zeroTimePattern}, nil
+	case KindText:
+		if n.Type == uuidType {
+			return map[string]any{"pattern": nilUUIDPattern}, nil
+		}
+		text, err := reflect.Zero(n.Type).Interface().(encoding.TextMarshaler).MarshalText()
+		if err != nil {
+			return nil, fmt.Errorf("required on %s: its zero value has no text form: %v", n.Type, err)
+		}
+		return map[string]any{"const": string(text)}, nil
+	case KindArray:
+		zero, err := zeroJSON(n)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"const": zero}, nil
+	}
+	return nil, fmt.Errorf("required on %s is not supported", n.Type)
+}
+
+// zeroJSON is the JSON value of the zero value of an array of scalars.
+func zeroJSON(n *Node) (any, error) {
+	switch n.Kind {
+	case KindInt, KindUint, KindFloat:
+		return 0, nil
+	case KindBool:
+		return false, nil
+	case KindString:
+		return "", nil
+	case KindArray:
+		items := make([]any, n.Len)
+		for i := range items {
+			v, err := zeroJSON(n.Elem)
+			if err != nil {
+				return nil, err
+			}
+			items[i] = v
+		}
+		return items, nil
+	}
+	return nil, fmt.Errorf("required on an array of %s, whose zero value the schema cannot state; use a slice with min=1, or check it in the tool", n.Type)
+}
+
+// isZeroValue reports whether v is what required refuses.
+func isZeroValue(n *Node, v reflect.Value) bool {
+	if n.Kind == KindTime {
+		t := v.Interface().(time.Time)
+		_, offset := t.Zone()
+		return t.IsZero() && offset == 0
+	}
+	return v.IsZero()
+}

@@ -1,6 +1,7 @@
 package shape
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Schema returns the JSON Schema (draft 2020-12) of the type n models. The
@@ -65,6 +67,9 @@ func (e *emitter) use(n *Node, r *Rules, nullable bool, a annotations, root bool
 	for n.Kind == KindPtr {
 		n = n.Elem
 	}
+	if n.Kind == KindOpaque {
+		return e.opaque(n, nullable, a)
+	}
 	if n.Recursive && !root {
 		ref := &object{}
 		ref.set("$ref", "#/$defs/"+e.defName(n))
@@ -83,6 +88,60 @@ func (e *emitter) use(n *Node, r *Rules, nullable bool, a annotations, root bool
 		e.defName(n)
 	}
 	return e.body(n, r, nullable, a)
+}
+
+// opaque emits a declared schema as it was written, made nullable and
+// annotated as its use asks.
+func (e *emitter) opaque(n *Node, nullable bool, a annotations) *object {
+	o := rawObject(n.Opaque.Doc)
+	if nullable {
+		null := &object{}
+		null.set("type", "null")
+		wrap := &object{}
+		wrap.set("anyOf", []any{o, null})
+		o = wrap
+	}
+	if a.title != "" {
+		o.set("title", a.title)
+	}
+	if a.desc != "" {
+		o.set("description", a.desc)
+	}
+	return o
+}
+
+// rawObject reads a schema document into an object, its members kept in
+// order and its $schema and $id left out; the boolean schemas become {}
+// and {"not":{}}.
+func rawObject(doc []byte) *object {
+	o := &object{}
+	switch string(bytes.TrimSpace(doc)) {
+	case "true":
+		return o
+	case "false":
+		o.set("not", &object{})
+		return o
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(doc))
+	if _, err := dec.ReadToken(); err != nil {
+		return o
+	}
+	for dec.PeekKind() == '"' {
+		k, err := dec.ReadToken()
+		if err != nil {
+			return o
+		}
+		name := k.String() // before the next read voids the token
+		v, err := dec.ReadValue()
+		if err != nil {
+			return o
+		}
+		if name == "$schema" || name == "$id" {
+			continue // a document's own; embedded, it would start a new resource
+		}
+		o.set(name, jsontextRaw(bytes.Clone(v)))
+	}
+	return o
 }
 
 func (e *emitter) annotate(o *object, n *Node, a annotations) {
@@ -158,6 +217,14 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 			o.set("exclusiveMaximum", jsontextRaw(xmax.Lit))
 		}
 	}
+	if r.IfSet != nil && (!r.IfSet.empty() || r.IfSet.Format != "") { // formats are checked by the validator
+		o.set("anyOf", []any{emptySchema(n, nullable), e.body(n, r.IfSet, false, annotations{})})
+	}
+	if r.NonZero || n.Rules.NonZero {
+		if z, err := zeroSchema(n); err == nil {
+			o.set("not", z)
+		}
+	}
 	minLen, maxLen := lengths(n, r)
 	switch n.Kind {
 	case KindString:
@@ -168,6 +235,8 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 		}
 	case KindBytes:
 		o.set("contentEncoding", "base64")
+	case KindDuration:
+		o.set("pattern", durationPattern)
 	case KindSlice, KindArray:
 		o.set("items", e.use(n.Elem, r.Items, elemNullable(n, r), annotations{}, false))
 		setCount(o, "minItems", minLen)
@@ -197,6 +266,28 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 	}
 	if a.examples != nil {
 		o.set("examples", a.examples)
+	}
+	return o
+}
+
+// emptySchema is the schema of the empty value of a node of a kind that
+// IfSet rules apply to, null included when the use is nullable.
+func emptySchema(n *Node, nullable bool) *object {
+	o := &object{}
+	if nullable {
+		o.set("type", []any{jsonType(n), "null"})
+	} else {
+		o.set("type", jsonType(n))
+	}
+	switch n.Kind {
+	case KindString:
+		o.set("maxLength", 0)
+	case KindSlice:
+		o.set("maxItems", 0)
+	case KindMap:
+		o.set("maxProperties", 0)
+	default:
+		o.set("enum", []any{0})
 	}
 	return o
 }

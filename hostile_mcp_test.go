@@ -684,3 +684,62 @@ func TestMCPStdioEndWhileAsking(t *testing.T) {
 		t.Errorf("the server did not ask: %v", msgs)
 	}
 }
+
+// TestMCPParamsInProtocolWords: params the protocol gives another form are
+// refused as invalid params, answering the request's id, in the protocol's
+// words: never the SDK's Go types, nor the params quoted back.
+func TestMCPParamsInProtocolWords(t *testing.T) {
+	bad := []struct{ name, msg string }{
+		{"a tool name that is a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5,"arguments":{"text":"x"}}}`},
+		{"params that are an array", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["save_note"]}`},
+		{"_meta that is a string", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"save_note","arguments":{"text":"x"},"_meta":"secret-looking"}}`},
+		{"a cursor that is an object", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":{"a":1}}}`},
+		{"a log level that is a number", `{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":3}}`},
+	}
+	leaks := []string{"Go ", "mcp.", "Params", "unmarshal", "struct", "secret-looking", "json:"}
+	check := func(t *testing.T, text string, msgs []map[string]any) {
+		t.Helper()
+		for _, leak := range leaks {
+			if strings.Contains(text, leak) {
+				t.Errorf("the answer says %q: %.400s", leak, text)
+			}
+		}
+		for _, m := range msgs {
+			if m["id"] != 7.0 {
+				continue
+			}
+			e, _ := m["error"].(map[string]any)
+			if code, _ := e["code"].(float64); code != -32602 {
+				t.Errorf("answer %v; want invalid params (-32602)", m)
+			}
+			return
+		}
+		t.Errorf("no answer to id 7 in %.400s", text)
+	}
+	t.Run("HTTP", func(t *testing.T) {
+		f := newMCPFixture(t, carmy.New())
+		alice := f.client(t, "alice-secret").open()
+		for _, tt := range bad {
+			t.Run(tt.name, func(t *testing.T) {
+				rep := alice.post(tt.msg)
+				check(t, rep.text, rep.msgs)
+				if got := f.host.saves.Load(); got != 0 {
+					t.Errorf("save_note ran %d times", got)
+				}
+			})
+		}
+	})
+	t.Run("stdio", func(t *testing.T) {
+		for _, tt := range bad {
+			t.Run(tt.name, func(t *testing.T) {
+				h := &hostTools{}
+				msgs := stdioLines(t, carmy.New(), h, stdioInit+tt.msg)
+				text, _ := json.Marshal(msgs)
+				check(t, string(text), msgs)
+				if got := h.saves.Load(); got != 0 {
+					t.Errorf("save_note ran %d times", got)
+				}
+			})
+		}
+	})
+}

@@ -551,6 +551,19 @@ func TestHostileRefusalsAreLogged(t *testing.T) {
 			}
 		})
 	}
+	t.Run("over HTTP, with the remote address", func(t *testing.T) {
+		srv := httptest.NewServer(reg.Handler())
+		defer srv.Close()
+		resp, err := http.Post(srv.URL+"/tools/confirmed", "application/json", strings.NewReader(`{"secret":"`+secret+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		r := logs.find("code", string(carmy.CodeConfirmationRequired))
+		if r == nil || !strings.HasPrefix(r.attrs["remote"], "127.0.0.1:") {
+			t.Fatalf("refusal logged as %+v; want the caller's address", r)
+		}
+	})
 	if all := logs.all(); strings.Contains(all, secret) || strings.Contains(all, token) {
 		t.Fatalf("the log holds an input or a token:\n%s", all)
 	}

@@ -157,7 +157,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		}
 		return
 	}
-	res, err := r.Execute(req.Context(), Call{
+	res, err := r.Execute(withRemoteAddr(req.Context(), req.RemoteAddr), Call{
 		Tool:        req.PathValue("name"),
 		Input:       body,
 		RequestID:   req.Header.Get("Idempotency-Key"),

@@ -123,6 +123,7 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
 			defer context.AfterFunc(gone, cancel)()
+			ctx = withRemoteAddr(ctx, remoteAddr(gone))
 		}
 		c := Call{
 			Tool:        t.meta.Name,
@@ -309,12 +310,17 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 				writeRPCError(w, status, rpcErr)
 				return
 			}
+			if ans := paramsAnswer(body); ans != nil {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(ans)
+				return
+			}
 			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		info := &auth.TokenInfo{
 			// Prefixed, so that the anonymous principal "" binds too.
 			UserID: "principal:" + id.Principal,
-			Extra:  map[string]any{infoIdentity: id, infoRequest: req.Context()},
+			Extra:  map[string]any{infoIdentity: id, infoRequest: withRemoteAddr(req.Context(), req.RemoteAddr)},
 		}
 		ctx := context.WithValue(req.Context(), tokenInfoKey{}, info)
 		if req.Method == http.MethodGet { // a stream that lasts until the client or the server ends it

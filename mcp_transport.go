@@ -201,6 +201,10 @@ func (f *lineFilter) next() []byte {
 				f.out.answer(e)
 				continue
 			}
+			if ans := paramsAnswer(line); ans != nil {
+				_, _ = f.out.Write(append(ans, '\n'))
+				continue
+			}
 			return append(line, '\n')
 		}
 	}

@@ -220,6 +220,7 @@ func (r *Registry) refused(ctx context.Context, t *tool, c *Call, e *Error) *Err
 		slog.String("tool", t.meta.Name),
 		slog.String("code", string(e.Code)),
 		slog.String("request_id", c.RequestID),
+		slog.String("remote", remoteAddr(ctx)),
 	)
 	return e
 }

@@ -111,6 +111,7 @@ type Builder struct {
 	storeURL   string
 	ttl        time.Duration
 	limit      int
+	audit      []auditSource
 	errs       []error
 
 	// Serving.
@@ -150,6 +151,8 @@ func New() *Builder {
 //	log_level = "info"                 # debug, info, warn or error: log to standard error
 //	allow_unauthenticated = false      # serve a non-loopback address without authentication
 //	store_url = "redis://redis:6379/0" # shared idempotency store and locker (see store.Register); redis_url is the same
+//	audit_file = "/var/log/carmy/audit.jsonl" # audit records as JSON lines (see Builder.AuditFile)
+//	audit_url = "postgres://carmy@db/carmy"   # audit records in a sink registered with RegisterAuditor
 //
 //	[[tokens]]                         # a bearer token, known by its hash (see HashToken)
 //	sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -157,9 +160,9 @@ func New() *Builder {
 //	permissions = ["confirm:cancel_order"]
 //
 // CARMY_LISTEN, CARMY_BODY_LIMIT, CARMY_TIMEOUT, CARMY_DRAIN_TIMEOUT,
-// CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED and CARMY_STORE_URL, when
-// set and not empty, override the file's values; the tokens authenticate
-// with [BearerTokens].
+// CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL,
+// CARMY_AUDIT_FILE and CARMY_AUDIT_URL, when set and not empty, override
+// the file's values; the tokens authenticate with [BearerTokens].
 func App() *Builder {
 	b := New()
 	b.signals = true
@@ -330,7 +333,9 @@ func (b *Builder) Build() (*Registry, error) {
 			}
 		}
 	}
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
+	auditors, auditErrs := b.openAuditors(&storeClosers)
+	errs = append(errs, auditErrs...)
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, auditors: auditors, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	if r.logger == nil {

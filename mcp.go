@@ -119,6 +119,7 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 		if rid, ok := req.Params.Meta[MetaRequestID].(string); ok {
 			c.RequestID = rid
 		}
+		c.Metadata = withMCPTrace(c.Metadata, req)
 		res, err := r.Execute(ctx, c)
 		if r.elicit && CodeOf(err) == CodeConfirmationRequired && req.Session != nil {
 			res, err = r.confirmByElicitation(ctx, req.Session, c, err)

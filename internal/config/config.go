@@ -39,6 +39,8 @@ type Settings struct {
 	LogLevel             string        // "debug", "info", "warn" or "error"
 	AllowUnauthenticated bool          // serve a non-loopback address without authentication
 	StoreURL             string        // shared idempotency store and locker, by URL
+	AuditFile            string        // JSON-lines audit file
+	AuditURL             string        // audit sink, by URL
 	Tokens               []Token       // bearer tokens
 }
 
@@ -74,6 +76,8 @@ const (
 	envLogLevel             = "CARMY_LOG_LEVEL"
 	envAllowUnauthenticated = "CARMY_ALLOW_UNAUTHENTICATED"
 	envStoreURL             = "CARMY_STORE_URL"
+	envAuditFile            = "CARMY_AUDIT_FILE"
+	envAuditURL             = "CARMY_AUDIT_URL"
 )
 
 // defaultFile is the file read when CARMY_CONFIG is not set and the file
@@ -94,8 +98,8 @@ func Load(path string) (Settings, error) {
 // FromEnv returns the settings of an App: the file named by CARMY_CONFIG,
 // else ./carmy.toml when it exists, else none; then CARMY_LISTEN,
 // CARMY_BODY_LIMIT, CARMY_TIMEOUT, CARMY_DRAIN_TIMEOUT, CARMY_LOG_LEVEL,
-// CARMY_ALLOW_UNAUTHENTICATED and CARMY_STORE_URL, when set and not empty,
-// override the file's values. A bad variable is a [*Problem] whose Site is
+// CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL, CARMY_AUDIT_FILE and
+// CARMY_AUDIT_URL, when set and not empty, override the file's values. A bad variable is a [*Problem] whose Site is
 // its name.
 func FromEnv() (Settings, error) {
 	var (
@@ -140,14 +144,16 @@ func FromEnv() (Settings, error) {
 		return nil
 	})
 	env(envStoreURL, func(v string) (err error) { c.StoreURL, err = parseStoreURL(v); return })
+	env(envAuditFile, func(v string) error { c.AuditFile = v; return nil })
+	env(envAuditURL, func(v string) (err error) { c.AuditURL, err = parseAuditURL(v); return })
 	return c, errors.Join(errs...)
 }
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "tokens"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "tokens"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url) and [[tokens]]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url and [[tokens]]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -261,6 +267,14 @@ func parse(path, src string) (Settings, error) {
 	} else {
 		scalar("redis_url", func(s string) (err error) { c.StoreURL, err = parseStoreURL(s); return }, `a URL such as "redis://redis:6379/0"`)
 	}
+	scalar("audit_file", func(s string) error {
+		if s == "" {
+			return errors.New("must name a file, such as \"/var/log/carmy/audit.jsonl\"")
+		}
+		c.AuditFile = s
+		return nil
+	}, `a path such as "/var/log/carmy/audit.jsonl"`)
+	scalar("audit_url", func(s string) (err error) { c.AuditURL, err = parseAuditURL(s); return }, `a URL such as "postgres://carmy@db/carmy"`)
 	c.Tokens = parseTokens(&d, fail)
 
 	// Unknown keys, outermost only: [extra] and extra.x are one mistake.
@@ -438,6 +452,16 @@ func parseListen(s string) (string, error) {
 func parseStoreURL(s string) (string, error) {
 	if scheme, _, ok := strings.Cut(s, "://"); !ok || scheme == "" {
 		return "", errors.New("not a URL with a scheme, such as \"redis://redis:6379/0\" (the value is not shown: it may hold a password)")
+	}
+	return s, nil
+}
+
+// parseAuditURL checks that an audit URL has a scheme; the sink's package
+// checks the rest at Build. The value is not repeated: it may hold a
+// password.
+func parseAuditURL(s string) (string, error) {
+	if scheme, _, ok := strings.Cut(s, "://"); !ok || scheme == "" {
+		return "", errors.New("not a URL with a scheme, such as \"postgres://carmy@db/carmy\" (the value is not shown: it may hold a password)")
 	}
 	return s, nil
 }

@@ -132,7 +132,9 @@ func TestAuditURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DELETE FROM "+pgaudit.DefaultTable+" WHERE principal = 'audit-url-test'") })
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DELETE FROM "+pgaudit.DefaultTable+" WHERE principal = 'audit-url-test'")
+	})
 	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "edit", Input: json.RawMessage(`{"id":"a"}`), Principal: "audit-url-test"}); err != nil {
 		t.Fatal(err)
 	}

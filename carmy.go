@@ -76,7 +76,11 @@
 // [Builder.StoreURL] take (its in-memory ones are the defaults), as
 // database/sql/driver is beside database/sql. Package
 // github.com/carmy-dev/carmy/llm turns a registry's tools into the tool
-// definitions of LLM provider APIs and runs a model's tool calls.
+// definitions of LLM provider APIs and runs a model's tool calls. The
+// modules github.com/carmy-dev/carmy/otelcarmy (OpenTelemetry tracing and
+// metrics, as middleware) and github.com/carmy-dev/carmy/pgaudit (audit
+// records in PostgreSQL, for [Builder.AuditURL]) keep their dependencies
+// out of this one.
 package carmy
 
 import (

@@ -55,7 +55,7 @@ const DefaultTable = "carmy_audit"
 
 // Defaults of the batching of records of tools that are not destructive.
 const (
-	DefaultBatchSize     = 500
+	DefaultBatchSize     = 1000
 	DefaultFlushInterval = 200 * time.Millisecond
 	DefaultQueueSize     = 100_000
 )
@@ -110,11 +110,12 @@ type Auditor struct {
 	insert    string // one row
 	insertAll string // rows from arrays
 
-	mu     sync.RWMutex // held to queue a record, and to close the queue
-	queue  chan row
-	closed bool
-	done   chan struct{}
-	lost   atomic.Int64
+	mu      sync.RWMutex // held to queue a record, and to close the queue
+	queue   chan row
+	closed  bool
+	done    chan struct{}
+	lost    atomic.Int64
+	failing atomic.Bool // the last batch insert failed
 }
 
 // row is one record with its id.
@@ -197,8 +198,10 @@ func (a *Auditor) createTable(ctx context.Context) error {
 // Audit records one decision. A destructive tool's record is inserted
 // before Audit returns, retried once on a new connection when the first
 // attempt fails (a connection the server closed, after a restart); other
-// records are queued for the next batch, and Audit fails only when the
-// queue is full or the Auditor closed.
+// records are queued for the next batch. When the queue is full, Audit
+// waits for room while the database takes records (records come faster
+// than it takes them: the callers slow down to its pace, within ctx), and
+// fails at once while it does not, or once the Auditor closed.
 func (a *Auditor) Audit(ctx context.Context, rec carmy.AuditRecord) error {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -227,7 +230,17 @@ func (a *Auditor) Audit(ctx context.Context, rec carmy.AuditRecord) error {
 	case a.queue <- r:
 		return nil
 	default:
-		return fmt.Errorf("pgaudit: %d records are waiting for the database; this one is not kept", a.queueSize)
+	}
+	if a.failing.Load() {
+		return fmt.Errorf("pgaudit: the database is unavailable and %d records are waiting for it; this one is not kept", a.queueSize)
+	}
+	// The database takes records, more slowly than they come: wait for
+	// room, as long as the call allows.
+	select {
+	case a.queue <- r:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pgaudit: %d records are waiting for the database; this one is not kept: %w", a.queueSize, ctx.Err())
 	}
 }
 
@@ -252,8 +265,8 @@ func (a *Auditor) batch() {
 				return
 			}
 			rows = append(rows, r)
-			if len(rows) < a.batchSize {
-				continue
+			if len(rows) < a.batchSize || a.failing.Load() {
+				continue // while the database is away, retry on the tick only
 			}
 		case <-tick.C:
 		}
@@ -269,6 +282,7 @@ func (a *Auditor) flush(rows []row, closing bool) []row {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := a.insertMany(ctx, rows[:n])
 		cancel()
+		a.failing.Store(err != nil)
 		if err == nil {
 			rows = rows[n:]
 			continue

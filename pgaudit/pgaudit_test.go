@@ -124,6 +124,34 @@ func TestRecords(t *testing.T) {
 	}
 }
 
+// Records that come faster than the database takes them wait for room in
+// the queue: none is dropped.
+func TestFullQueueWaits(t *testing.T) {
+	url, pool := database(t)
+	name := table(t, pool)
+	a, err := pgaudit.Open(context.Background(), url, pgaudit.WithTable(name), pgaudit.WithBatching(10, time.Millisecond, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	for i := range n {
+		rec := carmy.AuditRecord{Time: time.Now(), Decision: carmy.AuditExecuted, ExecutionID: fmt.Sprint(i), Tool: "edit", Effect: carmy.Write, Code: "ok"}
+		if err := a.Audit(context.Background(), rec); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var count, distinct int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT execution_id) FROM "+name).Scan(&count, &distinct); err != nil || count != n || distinct != n {
+		t.Fatalf("%d rows, %d distinct, want %d: %v", count, distinct, n, err)
+	}
+	if a.Lost() != 0 {
+		t.Errorf("Lost = %d", a.Lost())
+	}
+}
+
 // The scheme is registered: audit_url opens it.
 func TestAuditURL(t *testing.T) {
 	url, pool := database(t)

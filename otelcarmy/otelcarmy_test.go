@@ -154,13 +154,13 @@ func TestSpanAttributes(t *testing.T) {
 		for k, v := range want {
 			got, ok := a[k]
 			if v == "" && ok {
-				t.Errorf("%s = %q, want none", k, got.Emit())
+				t.Errorf("%s = %q, want none", k, got.String())
 			} else if v != "" && got.AsString() != v {
-				t.Errorf("%s = %q, want %q", k, got.Emit(), v)
+				t.Errorf("%s = %q, want %q", k, got.String(), v)
 			}
 		}
 		if got, ok := a[otelcarmy.ReplayedKey]; !ok || got.AsBool() != replayed {
-			t.Errorf("carmy.replayed = %v, want %v", got.Emit(), replayed)
+			t.Errorf("carmy.replayed = %v, want %v", got.String(), replayed)
 		}
 		if (code == "") != (s.Status.Code == codes.Unset) || code != "" && s.Status.Description != string(code) {
 			t.Errorf("status %+v for code %q", s.Status, code)

@@ -11,7 +11,8 @@ import (
 // HTTP API copies them from the request headers of the same names; the MCP
 // endpoint from the tools/call request's _meta (the keys are the same
 // there), else from the HTTP request's headers. Values from the host's
-// [Authenticator] win; a value longer than the W3C limits is dropped.
+// [Authenticator] win; a value longer than the W3C limits, or with a
+// character that is not printable ASCII, is dropped.
 const (
 	MetaTraceparent = "traceparent"
 	MetaTracestate  = "tracestate"
@@ -29,7 +30,7 @@ const (
 // context added. md, which the host may share between calls, is never
 // changed: a copy is made when there is something to add.
 func withTrace(md map[string]string, parent, state string) map[string]string {
-	if parent == "" || len(parent) > maxTraceparent {
+	if parent == "" || len(parent) > maxTraceparent || !printable(parent) {
 		return md
 	}
 	if _, ok := md[MetaTraceparent]; ok {
@@ -38,7 +39,7 @@ func withTrace(md map[string]string, parent, state string) map[string]string {
 	out := make(map[string]string, len(md)+2)
 	maps.Copy(out, md)
 	out[MetaTraceparent] = parent
-	if state != "" && len(state) <= maxTracestate {
+	if state != "" && len(state) <= maxTracestate && printable(state) {
 		out[MetaTracestate] = state
 	}
 	return out
@@ -56,4 +57,16 @@ func withMCPTrace(md map[string]string, req *mcp.CallToolRequest) map[string]str
 		return withTrace(md, extra.Header.Get(MetaTraceparent), extra.Header.Get(MetaTracestate))
 	}
 	return md
+}
+
+// printable reports whether s is printable ASCII, as every valid trace
+// context value is: anything else cannot reach a tool's metadata, or a log
+// line written from it.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

@@ -102,6 +102,12 @@ func TestTraceContextReachesMetadata(t *testing.T) {
 		{"HTTP with an oversized traceparent", func() {
 			post(map[string]string{"Traceparent": strings.Repeat("0", 300)})
 		}, "", ""},
+		{"HTTP with a byte that is not ASCII", func() {
+			post(map[string]string{"Traceparent": testTraceparent, "Tracestate": "a=\xfc"})
+		}, testTraceparent, ""},
+		{"MCP _meta with a line break", func() {
+			mcpCall(mcp.Meta{"traceparent": testTraceparent + "\nforged=1"}, nil)
+		}, "", ""},
 		{"MCP _meta", func() {
 			mcpCall(mcp.Meta{"traceparent": testTraceparent, "tracestate": testTracestate}, map[string]string{"Traceparent": "00-11111111111111111111111111111111-2222222222222222-01"})
 		}, testTraceparent, testTracestate},

@@ -80,7 +80,11 @@
 // [Builder.StoreURL] take (its in-memory ones are the defaults), as
 // database/sql/driver is beside database/sql. Package
 // github.com/carmy-dev/carmy/llm turns a registry's tools into the tool
-// definitions of LLM provider APIs and runs a model's tool calls.
+// definitions of LLM provider APIs and runs a model's tool calls. The
+// modules github.com/carmy-dev/carmy/otelcarmy (OpenTelemetry tracing and
+// metrics, as middleware) and github.com/carmy-dev/carmy/pgaudit (audit
+// records in PostgreSQL, for [Builder.AuditURL]) keep their dependencies
+// out of this one.
 package carmy
 
 import (
@@ -117,6 +121,7 @@ type Builder struct {
 	storeURL   string
 	ttl        time.Duration
 	limit      int
+	audit      []auditSource
 	errs       []error
 
 	// Serving.
@@ -165,6 +170,8 @@ func New() *Builder {
 //	allowed_origins = ["https://app.example.com"] # see Builder.AllowOrigins
 //	session_timeout = "10m"            # see Builder.SessionTimeout
 //	max_sessions = 64                  # see Builder.MaxSessions
+//	audit_file = "/var/log/carmy/audit.jsonl" # audit records as JSON lines (see Builder.AuditFile)
+//	audit_url = "postgres://carmy@db/carmy"   # audit records in a sink registered with RegisterAuditor
 //
 //	[[tokens]]                         # a bearer token, known by its hash (see HashToken)
 //	sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -180,8 +187,8 @@ func New() *Builder {
 // CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL,
 // CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES,
 // CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (lists comma-separated),
-// CARMY_SESSION_TIMEOUT and CARMY_MAX_SESSIONS, when set and not empty,
-// override the file's values;
+// CARMY_SESSION_TIMEOUT, CARMY_MAX_SESSIONS, CARMY_AUDIT_FILE and
+// CARMY_AUDIT_URL, when set and not empty, override the file's values;
 // the tokens authenticate with [BearerTokens], [oauth] with [OAuth],
 // resolved at Build, which then reaches the issuer.
 func App() *Builder {
@@ -362,7 +369,9 @@ func (b *Builder) Build() (*Registry, error) {
 			errs = append(errs, &BuildError{Err: err})
 		}
 	}
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, ttl: b.ttl, workers: newWorkers(),
+	auditors, auditErrs := b.openAuditors(&storeClosers)
+	errs = append(errs, auditErrs...)
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, auditors: auditors, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, allowHosts: slices.Clone(b.allowHosts), allowOrigins: slices.Clone(b.allowOrigins), elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)

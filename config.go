@@ -44,6 +44,12 @@ func (b *Builder) configure() {
 	if c.StoreURL != "" {
 		b.storeURL = c.StoreURL
 	}
+	if c.AuditFile != "" {
+		b.AuditFile(c.AuditFile)
+	}
+	if c.AuditURL != "" {
+		b.AuditURL(c.AuditURL)
+	}
 	if len(c.Tokens) > 0 {
 		tokens := make([]Token, len(c.Tokens))
 		for i, t := range c.Tokens {

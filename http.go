@@ -164,7 +164,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		Session:     id.Session,
 		Principal:   id.Principal,
 		Permissions: id.Permissions,
-		Metadata:    id.Metadata,
+		Metadata:    withTrace(id.Metadata, req.Header.Get(MetaTraceparent), req.Header.Get(MetaTracestate)),
 	})
 	if err != nil {
 		writeError(w, err)

@@ -147,6 +147,7 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			}
 			c.RequestID = rid
 		}
+		c.Metadata = withMCPTrace(c.Metadata, req)
 		res, err := r.Execute(ctx, c)
 		if r.elicit && CodeOf(err) == CodeConfirmationRequired && req.Session != nil {
 			res, err = r.confirmByElicitation(ctx, req.Session, c, err)

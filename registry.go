@@ -114,6 +114,9 @@ type Registry struct {
 	overruns  atomic.Int64
 	workers   *workers
 
+	auditors      []Auditor
+	auditFailures atomic.Int64
+
 	// Serving.
 	auth          Authenticator
 	bodyLimit     int64

@@ -87,8 +87,11 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 // handlerFor builds a tool's middleware chain once.
 func (r *Registry) handlerFor(t *tool, mw []Middleware) Handler {
 	t.confirm = "confirm:" + t.meta.Name
-	t.direct = len(mw) == 0
+	t.direct = len(mw) == 0 && len(r.auditors) == 0
 	h := Handler(func(ctx context.Context, req *Request) (Result, error) { return r.run(ctx, t, req) })
+	if len(r.auditors) > 0 {
+		h = r.audited(t, h)
+	}
 	for i := len(mw) - 1; i >= 0; i-- {
 		h = mw[i](h)
 	}
@@ -259,6 +262,9 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 			return Result{}, err
 		}
 		cc.Fence = lock.Fence()
+	}
+	if err := r.auditStart(ctx, t, req, cc.ExecutionID, resv, lock); err != nil {
+		return Result{}, err
 	}
 	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
 	defer cancel()

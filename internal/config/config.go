@@ -39,6 +39,8 @@ type Settings struct {
 	LogLevel             string        // "debug", "info", "warn" or "error"
 	AllowUnauthenticated bool          // serve a non-loopback address without authentication
 	StoreURL             string        // shared idempotency store and locker, by URL
+	AuditFile            string        // JSON-lines audit file
+	AuditURL             string        // audit sink, by URL
 	Tokens               []Token       // bearer tokens
 	OAuth                OAuth         // the OAuth resource server; none when Issuer is ""
 	AllowedHosts         List          // Host names a local proxy forwards with
@@ -79,6 +81,8 @@ const (
 	envLogLevel             = "CARMY_LOG_LEVEL"
 	envAllowUnauthenticated = "CARMY_ALLOW_UNAUTHENTICATED"
 	envStoreURL             = "CARMY_STORE_URL"
+	envAuditFile            = "CARMY_AUDIT_FILE"
+	envAuditURL             = "CARMY_AUDIT_URL"
 )
 
 // defaultFile is the file read when CARMY_CONFIG is not set and the file
@@ -99,12 +103,12 @@ func Load(path string) (Settings, error) {
 // FromEnv returns the settings of an App: the file named by CARMY_CONFIG,
 // else ./carmy.toml when it exists, else none; then CARMY_LISTEN,
 // CARMY_BODY_LIMIT, CARMY_TIMEOUT, CARMY_DRAIN_TIMEOUT, CARMY_LOG_LEVEL,
-// CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL, CARMY_OAUTH_ISSUER,
-// CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES (comma-separated),
-// CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (both comma-separated),
-// CARMY_SESSION_TIMEOUT and CARMY_MAX_SESSIONS, when set and not empty,
-// override the file's values. A bad variable is a
-// [*Problem] whose Site is its name.
+// CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL, CARMY_AUDIT_FILE,
+// CARMY_AUDIT_URL, CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE,
+// CARMY_OAUTH_SCOPES (comma-separated), CARMY_ALLOWED_HOSTS,
+// CARMY_ALLOWED_ORIGINS (both comma-separated), CARMY_SESSION_TIMEOUT and
+// CARMY_MAX_SESSIONS, when set and not empty, override the file's values.
+// A bad variable is a [*Problem] whose Site is its name.
 func FromEnv() (Settings, error) {
 	var (
 		c    Settings
@@ -148,6 +152,8 @@ func FromEnv() (Settings, error) {
 		return nil
 	})
 	env(envStoreURL, func(v string) (err error) { c.StoreURL, err = parseStoreURL(v); return })
+	env(envAuditFile, func(v string) error { c.AuditFile = v; return nil })
+	env(envAuditURL, func(v string) (err error) { c.AuditURL, err = parseAuditURL(v); return })
 	errs = append(errs, oauthFromEnv(&c)...)
 	errs = append(errs, boundaryFromEnv(&c)...)
 	return c, errors.Join(errs...)
@@ -155,9 +161,9 @@ func FromEnv() (Settings, error) {
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "tokens", "oauth"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "tokens", "oauth"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), allowed_hosts, allowed_origins, session_timeout, max_sessions, [[tokens]] and [oauth]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, [[tokens]] and [oauth]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -271,6 +277,14 @@ func parse(path, src string) (Settings, error) {
 	} else {
 		scalar("redis_url", func(s string) (err error) { c.StoreURL, err = parseStoreURL(s); return }, `a URL such as "redis://redis:6379/0"`)
 	}
+	scalar("audit_file", func(s string) error {
+		if s == "" {
+			return errors.New("must name a file, such as \"/var/log/carmy/audit.jsonl\"")
+		}
+		c.AuditFile = s
+		return nil
+	}, `a path such as "/var/log/carmy/audit.jsonl"`)
+	scalar("audit_url", func(s string) (err error) { c.AuditURL, err = parseAuditURL(s); return }, `a URL such as "postgres://carmy@db/carmy"`)
 	c.AllowedHosts = parseList(&d, path, "allowed_hosts", `["tools.example.com"]`, fail)
 	c.AllowedOrigins = parseList(&d, path, "allowed_origins", `["https://app.example.com"]`, fail)
 	scalar("session_timeout", func(s string) (err error) { c.SessionTimeout, err = parseDuration(s); return }, `a duration such as "10m"`)
@@ -462,6 +476,16 @@ func parseListen(s string) (string, error) {
 func parseStoreURL(s string) (string, error) {
 	if scheme, _, ok := strings.Cut(s, "://"); !ok || scheme == "" {
 		return "", errors.New("not a URL with a scheme, such as \"redis://redis:6379/0\" (the value is not shown: it may hold a password)")
+	}
+	return s, nil
+}
+
+// parseAuditURL checks that an audit URL has a scheme; the sink's package
+// checks the rest at Build. The value is not repeated: it may hold a
+// password.
+func parseAuditURL(s string) (string, error) {
+	if scheme, _, ok := strings.Cut(s, "://"); !ok || scheme == "" {
+		return "", errors.New("not a URL with a scheme, such as \"postgres://carmy@db/carmy\" (the value is not shown: it may hold a password)")
 	}
 	return s, nil
 }

@@ -279,7 +279,7 @@ func TestAppConfig(t *testing.T) {
 	full := filepath.Join("testdata", "full.toml")
 	clearEnv := func(t *testing.T) {
 		for _, v := range []string{"CARMY_CONFIG", "CARMY_LISTEN", "CARMY_BODY_LIMIT", "CARMY_TIMEOUT", "CARMY_DRAIN_TIMEOUT", "CARMY_LOG_LEVEL", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL",
-			"CARMY_ALLOWED_HOSTS", "CARMY_ALLOWED_ORIGINS", "CARMY_SESSION_TIMEOUT", "CARMY_MAX_SESSIONS"} {
+			"CARMY_AUDIT_FILE", "CARMY_AUDIT_URL", "CARMY_ALLOWED_HOSTS", "CARMY_ALLOWED_ORIGINS", "CARMY_SESSION_TIMEOUT", "CARMY_MAX_SESSIONS"} {
 			t.Setenv(v, "")
 		}
 	}
@@ -424,4 +424,36 @@ func TestLoadConfigRedisURL(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "both.toml:2") || !strings.Contains(err.Error(), "keep one") {
 		t.Fatalf("both set: %v", err)
 	}
+}
+
+// audit_file and audit_url are read from the file and overridden by
+// CARMY_AUDIT_FILE and CARMY_AUDIT_URL; a URL without a scheme is a problem
+// that never shows the value.
+func TestAuditSettings(t *testing.T) {
+	for _, v := range []string{"CARMY_CONFIG", "CARMY_AUDIT_FILE", "CARMY_AUDIT_URL"} {
+		t.Setenv(v, "")
+	}
+	path := writeConfig(t, "audit_file = \"/var/log/carmy/audit.jsonl\"\naudit_url = \"postgres://carmy:pw@db/carmy\"\n")
+	c, err := config.Load(path)
+	if err != nil || c.AuditFile != "/var/log/carmy/audit.jsonl" || c.AuditURL != "postgres://carmy:pw@db/carmy" {
+		t.Fatalf("Load: %+v, %v", c, err)
+	}
+	t.Setenv("CARMY_CONFIG", path)
+	t.Setenv("CARMY_AUDIT_FILE", "/tmp/audit.jsonl")
+	t.Setenv("CARMY_AUDIT_URL", "postgresql://other/db")
+	if c, err = config.FromEnv(); err != nil || c.AuditFile != "/tmp/audit.jsonl" || c.AuditURL != "postgresql://other/db" {
+		t.Fatalf("FromEnv: %+v, %v", c, err)
+	}
+
+	bad := writeConfig(t, "audit_url = \"db:5432\"\naudit_file = \"\"\n")
+	_, err = config.Load(bad)
+	wantProblems(t, err, bad+":1: audit_url: not a URL with a scheme", bad+":2: audit_file: must name a file")
+	if strings.Contains(err.Error(), "db:5432") {
+		t.Errorf("the problem repeats the URL: %v", err)
+	}
+	t.Setenv("CARMY_CONFIG", "")
+	t.Chdir(t.TempDir())
+	t.Setenv("CARMY_AUDIT_URL", "secret@db")
+	_, err = config.FromEnv()
+	wantProblems(t, err, "CARMY_AUDIT_URL: not a URL with a scheme")
 }

@@ -1,0 +1,338 @@
+package carmy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
+// AuditDecision says what the runtime decided about a call, in an
+// [AuditRecord].
+type AuditDecision string
+
+const (
+	// AuditStarted is written before a destructive tool runs, once every
+	// check passed and its turn came: the tool runs only once every sink
+	// has recorded it.
+	AuditStarted AuditDecision = "started"
+	// AuditExecuted is the outcome of an execution, written once the tool
+	// returned or its deadline passed.
+	AuditExecuted AuditDecision = "executed"
+	// AuditReplayed is a call answered with the recorded outcome of an
+	// earlier execution with the same request id.
+	AuditReplayed AuditDecision = "replayed"
+	// AuditRefused is a call answered without running the tool: an invalid
+	// input, the host's policy, a missing confirmation, a request id reused
+	// with another input, a busy tool, an audit sink that failed before a
+	// destructive tool, a store that failed, or a caller that gave up while
+	// waiting.
+	AuditRefused AuditDecision = "refused"
+)
+
+// AuditRecord is one decision about one call, as an [Auditor] receives it.
+// Its JSON form (snake_case keys, the effect as text, the time in RFC 3339)
+// is what the JSON-lines sink writes. It never holds the input itself: the
+// digest identifies it.
+type AuditRecord struct {
+	// Time is when the decision was made.
+	Time     time.Time     `json:"time"`
+	Decision AuditDecision `json:"decision"`
+	// ExecutionID is the execution's id: the new one for started and
+	// executed records, the original one for a replay; "" for a refusal.
+	ExecutionID string `json:"execution_id"`
+	RequestID   string `json:"request_id"`
+	Session     string `json:"session"`
+	// Principal is who asked, as the host authenticated them; "" for
+	// nobody.
+	Principal string `json:"principal"`
+	Tool      string `json:"tool"`
+	Effect    Effect `json:"effect"`
+	// Digest is the hex SHA-256 of the input's canonical form, the one a
+	// confirmation grant names; "" when the input was invalid.
+	Digest string `json:"digest"`
+	// Code is the outcome: "ok" for a success, the error's [Code]
+	// otherwise, "" in a started record.
+	Code Code `json:"code"`
+	// ApprovalID and Approver name the approval the call ran under and who
+	// gave it; "" when none did.
+	ApprovalID string `json:"approval_id"`
+	Approver   string `json:"approver"`
+}
+
+// Auditor is a sink for [AuditRecord] values; see [Builder.Audit]. Audit is
+// called concurrently. For a record of a destructive tool, Audit returns
+// only once the record is durable, since the tool runs only after it
+// returns; other records it may buffer. An error means the record may be
+// lost: a destructive tool then does not run.
+type Auditor interface {
+	Audit(ctx context.Context, rec AuditRecord) error
+}
+
+// AuditorFunc is a function as an [Auditor].
+type AuditorFunc func(ctx context.Context, rec AuditRecord) error
+
+// Audit calls f.
+func (f AuditorFunc) Audit(ctx context.Context, rec AuditRecord) error { return f(ctx, rec) }
+
+// AuditOpener opens the audit sink that a URL names, such as
+// "postgres://host/db". When the returned value implements io.Closer, the
+// registry closes it on [Registry.Close].
+type AuditOpener func(url string) (Auditor, error)
+
+var auditOpeners struct {
+	sync.Mutex
+	m map[string]AuditOpener
+}
+
+// RegisterAuditor makes an audit sink available to [Builder.AuditURL] (and
+// so to the audit_url setting of carmy.toml) under a URL scheme. Sink
+// packages call it from init, as [store.Register] is called for stores:
+//
+//	import _ "github.com/carmy-dev/carmy/pgaudit" // registers "postgres" and "postgresql"
+//
+// Registering a scheme again replaces its opener.
+func RegisterAuditor(scheme string, open AuditOpener) {
+	auditOpeners.Lock()
+	defer auditOpeners.Unlock()
+	if auditOpeners.m == nil {
+		auditOpeners.m = map[string]AuditOpener{}
+	}
+	auditOpeners.m[scheme] = open
+}
+
+// openAuditor opens the sink a URL names. Errors never repeat the URL: it
+// may hold a password.
+func openAuditor(url string) (Auditor, error) {
+	scheme, _, ok := strings.Cut(url, "://")
+	if !ok {
+		return nil, errors.New("audit URL has no scheme, such as postgres:// (the URL is not shown: it may hold a password)")
+	}
+	auditOpeners.Lock()
+	open := auditOpeners.m[scheme]
+	auditOpeners.Unlock()
+	if open == nil {
+		return nil, fmt.Errorf("no audit sink is registered for %q URLs: import its package, such as _ \"github.com/carmy-dev/carmy/pgaudit\"", scheme)
+	}
+	return open(url)
+}
+
+// Audit adds a sink that receives one [AuditRecord] per decision:
+//
+//   - for a tool whose effect is [Write] or above, every call: its outcome
+//     (executed), its replay, or its refusal;
+//   - for a [Destructive] tool, also a started record, written before the
+//     tool runs: when a sink fails to take it, the tool does not run and
+//     the caller gets [CodeUnavailable], retryable;
+//   - for every tool, every refusal.
+//
+// A sink that fails on any other record does not change the call's
+// outcome: the failure is logged at error level and counted by
+// [Registry.AuditFailures]. Every record goes to every sink, in the order
+// added; a record is written before the caller is answered, within the
+// tool's timeout.
+func (b *Builder) Audit(a Auditor) *Builder {
+	if a == nil {
+		b.misuse("Builder.Audit was given a nil Auditor")
+		return b
+	}
+	b.audit = append(b.audit, auditSource{sink: a})
+	return b
+}
+
+// AuditFile adds a sink that appends every record, as one line of JSON, to
+// the file at path, created with mode 0600 if needed and opened at Build.
+// A destructive tool's records are synced to disk (fsync) before it runs
+// and before its caller is answered; the others reach the operating
+// system at once and the disk on its schedule. [Registry.Close] closes the
+// file.
+func (b *Builder) AuditFile(path string) *Builder {
+	b.audit = append(b.audit, auditSource{file: path})
+	return b
+}
+
+// AuditURL adds the sink that a URL names, opened at Build by the package
+// registered for its scheme with [RegisterAuditor].
+func (b *Builder) AuditURL(url string) *Builder {
+	b.audit = append(b.audit, auditSource{url: url})
+	return b
+}
+
+// auditSource is one sink given to the builder: a value, a file or a URL.
+type auditSource struct {
+	sink      Auditor
+	file, url string
+}
+
+// openAuditors opens the builder's sinks; what must be closed is appended
+// to closers even when another sink fails to open.
+func (b *Builder) openAuditors(closers *[]func() error) ([]Auditor, []error) {
+	var (
+		sinks []Auditor
+		errs  []error
+	)
+	for _, s := range b.audit {
+		a := s.sink
+		var err error
+		switch {
+		case s.file != "":
+			var f *os.File
+			if f, err = os.OpenFile(s.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+				a = NewJSONLinesAuditor(f)
+				*closers = append(*closers, f.Close)
+			}
+		case s.url != "":
+			if a, err = openAuditor(s.url); err == nil {
+				if c, ok := a.(io.Closer); ok {
+					*closers = append(*closers, c.Close)
+				}
+			}
+		}
+		if err != nil {
+			errs = append(errs, &BuildError{Err: fmt.Errorf("audit: %w", err)})
+			continue
+		}
+		sinks = append(sinks, a)
+	}
+	return sinks, errs
+}
+
+// NewJSONLinesAuditor returns a sink that writes every record to w as one
+// line of JSON, one record at a time. When w has a Sync method, as an
+// *os.File does, a destructive tool's records are synced before Audit
+// returns, and a failed sync is the record's failure.
+func NewJSONLinesAuditor(w io.Writer) Auditor {
+	j := &jsonLines{w: w}
+	j.sync, _ = w.(interface{ Sync() error })
+	return j
+}
+
+type jsonLines struct {
+	mu   sync.Mutex
+	w    io.Writer
+	sync interface{ Sync() error }
+	torn bool // a write failed part way: the next record starts a new line
+}
+
+func (j *jsonLines) Audit(_ context.Context, rec AuditRecord) error {
+	line, err := jsonv2.Marshal(rec, encodeOptions)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.torn {
+		line = append([]byte{'\n'}, line...)
+	}
+	n, err := j.w.Write(line)
+	j.torn = err != nil && (n > 0 || j.torn)
+	if err != nil {
+		return err
+	}
+	if rec.Effect == Destructive && j.sync != nil {
+		return j.sync.Sync()
+	}
+	return nil
+}
+
+// AuditFailures returns how many audit records a sink failed to take. Each
+// is also logged.
+func (r *Registry) AuditFailures() int64 { return r.auditFailures.Load() }
+
+// audited wraps a tool's runtime handler with the records written once the
+// call is decided. It sits inside all middleware, which sees the refusal
+// of a destructive tool whose started record failed.
+func (r *Registry) audited(t *tool, next Handler) Handler {
+	return func(ctx context.Context, req *Request) (Result, error) {
+		res, err := next(ctx, req)
+		decision := AuditRefused
+		switch {
+		case req.Replayed:
+			decision = AuditReplayed
+		case req.ExecutionID != "":
+			decision = AuditExecuted
+		}
+		if decision == AuditRefused || t.meta.Effect >= Write {
+			code := CodeOf(err)
+			if err == nil {
+				code = "ok"
+			}
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.meta.Timeout)
+			_ = r.writeAudit(actx, t, req, decision, req.ExecutionID, code)
+			cancel()
+		}
+		return res, err
+	}
+}
+
+// auditStart writes the started record of a destructive tool that is about
+// to run, within the tool's timeout. When it fails, the call is answered
+// without running: its reservation is released and its turn given back.
+func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID string, resv *reservation, lock store.Lock) error {
+	if len(r.auditors) == 0 || t.meta.Effect != Destructive {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
+	err := r.writeAudit(actx, t, req, AuditStarted, execID, "")
+	cancel()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		err = stopError(t, ctx)
+	} else {
+		err = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s cannot run now: its audit record could not be written; try again", t.meta.Name), Retryable: true, Details: map[string]any{"reason": "audit"}, Err: err}
+	}
+	r.finish(t, resv, execID, outcome{err: err})
+	if lock != nil {
+		if rerr := lock.Release(context.WithoutCancel(ctx)); rerr != nil {
+			r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", rerr)
+		}
+	}
+	return err
+}
+
+// writeAudit gives one record to every sink; a failure is logged and
+// counted, and returned.
+func (r *Registry) writeAudit(ctx context.Context, t *tool, req *Request, d AuditDecision, execID string, code Code) error {
+	rec := AuditRecord{
+		Time:        time.Now(),
+		Decision:    d,
+		ExecutionID: execID,
+		RequestID:   req.Call.RequestID,
+		Session:     req.Call.Session,
+		Principal:   req.Call.Principal,
+		Tool:        t.meta.Name,
+		Effect:      t.meta.Effect,
+		Code:        code,
+	}
+	if d != AuditRefused || code != CodeInvalidInput {
+		rec.Digest, _ = t.digest(req.Call.Input)
+	}
+	var errs []error
+	for _, a := range r.auditors {
+		if err := a.Audit(ctx, rec); err != nil {
+			r.auditFailures.Add(1)
+			r.logger.LogAttrs(ctx, slog.LevelError, "carmy: audit record not written",
+				slog.String("tool", t.meta.Name),
+				slog.String("decision", string(d)),
+				slog.String("execution_id", execID),
+				slog.String("principal", req.Call.Principal),
+				slog.String("code", string(code)),
+				slog.Any("error", err),
+			)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

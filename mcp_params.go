@@ -16,24 +16,26 @@ import (
 // read quotes them and names its Go types; params are read here first,
 // the same way, so that such a message is refused in the protocol's words.
 var paramsOf = map[string]func() any{
-	"initialize":                       func() any { return new(initializeCheck) },
-	"ping":                             func() any { return new(mcp.PingParams) },
-	"server/discover":                  func() any { return new(mcp.DiscoverParams) },
-	"tools/list":                       func() any { return new(mcp.ListToolsParams) },
-	"tools/call":                       func() any { return new(mcp.CallToolParamsRaw) },
-	"prompts/list":                     func() any { return new(mcp.ListPromptsParams) },
-	"prompts/get":                      func() any { return new(mcp.GetPromptParams) },
-	"resources/list":                   func() any { return new(mcp.ListResourcesParams) },
-	"resources/templates/list":         func() any { return new(mcp.ListResourceTemplatesParams) },
-	"resources/read":                   func() any { return new(mcp.ReadResourceParams) },
-	"resources/subscribe":              func() any { return new(mcp.SubscribeParams) },
-	"resources/unsubscribe":            func() any { return new(mcp.UnsubscribeParams) },
-	"subscriptions/listen":             func() any { return new(mcp.SubscriptionsListenParams) },
-	"completion/complete":              func() any { return new(mcp.CompleteParams) },
-	"logging/setLevel":                 func() any { return new(mcp.SetLoggingLevelParams) },
-	"notifications/initialized":        func() any { return new(mcp.InitializedParams) },
-	"notifications/cancelled":          func() any { return new(mcp.CancelledParams) },
-	"notifications/progress":           func() any { return new(mcp.ProgressNotificationParams) },
+	"initialize":               func() any { return new(initializeCheck) },
+	"ping":                     func() any { return new(mcp.PingParams) },
+	"server/discover":          func() any { return new(mcp.DiscoverParams) },
+	"tools/list":               func() any { return new(mcp.ListToolsParams) },
+	"tools/call":               func() any { return new(mcp.CallToolParamsRaw) },
+	"prompts/list":             func() any { return new(mcp.ListPromptsParams) },
+	"prompts/get":              func() any { return new(mcp.GetPromptParams) },
+	"resources/list":           func() any { return new(mcp.ListResourcesParams) },
+	"resources/templates/list": func() any { return new(mcp.ListResourceTemplatesParams) },
+	"resources/read":           func() any { return new(mcp.ReadResourceParams) },
+	"resources/subscribe":      func() any { return new(mcp.SubscribeParams) },
+	"resources/unsubscribe":    func() any { return new(mcp.UnsubscribeParams) },
+	"subscriptions/listen":     func() any { return new(mcp.SubscriptionsListenParams) },
+	"completion/complete":      func() any { return new(mcp.CompleteParams) },
+	//lint:ignore SA1019 clients of the protocol versions that have logging send it
+	"logging/setLevel":          func() any { return new(mcp.SetLoggingLevelParams) },
+	"notifications/initialized": func() any { return new(mcp.InitializedParams) },
+	"notifications/cancelled":   func() any { return new(mcp.CancelledParams) },
+	"notifications/progress":    func() any { return new(mcp.ProgressNotificationParams) },
+	//lint:ignore SA1019 clients of the protocol versions that have roots send it
 	"notifications/roots/list_changed": func() any { return new(mcp.RootsListChangedParams) },
 }
 
@@ -43,6 +45,7 @@ type initializeCheck struct {
 	mcp.InitializeParams
 	Capabilities *struct {
 		mcp.ClientCapabilities
+		//lint:ignore SA1019 clients of the protocol versions that have roots send it
 		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
 	} `json:"capabilities"`
 }

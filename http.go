@@ -53,6 +53,8 @@ func (r *Registry) Handler() http.Handler {
 		mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
 		mux.HandleFunc("/healthz", onlyMethod("GET"))
 		mux.Handle("/mcp", r.mcpHTTPHandler())
+		r.mountApprovals(mux)
+		r.mountConsole(mux)
 		r.mountWellKnown(mux) // OAuth: protected resource metadata
 		mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz", req.Method, req.URL.Path))
@@ -157,7 +159,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		}
 		return
 	}
-	res, err := r.Execute(req.Context(), Call{
+	res, err := r.Execute(withBase(req.Context(), requestBase(req)), Call{
 		Tool:        req.PathValue("name"),
 		Input:       body,
 		RequestID:   req.Header.Get("Idempotency-Key"),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/carmy-dev/carmy/store"
 )
 
 // Handler runs one call of a tool that has been found. The runtime's own
@@ -28,6 +30,11 @@ type Request struct {
 	ExecutionID string
 	// Replayed is set by the runtime when the outcome is a recorded one.
 	Replayed bool
+
+	// approval is the approval by which a call that needs confirmation
+	// runs, set by the runtime: for the audit record, which names it and
+	// its approver.
+	approval *store.Approval
 }
 
 // Logging returns middleware that logs one record per call: execution id,

@@ -278,8 +278,8 @@ func TestApprovalWait(t *testing.T) {
 	decided := make(chan time.Time, 1)
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		httpDo(t, person, "POST", srv.URL+"/approvals/"+id+"/approve", "")
 		decided <- time.Now()
+		httpDo(t, person, "POST", srv.URL+"/approvals/"+id+"/approve", "")
 	}()
 	_, got := httpDo(t, http.DefaultClient, "GET", srv.URL+"/approvals/"+id+"?wait=10s", "")
 	if got.(map[string]any)["status"] != "approved" {
@@ -288,7 +288,7 @@ func TestApprovalWait(t *testing.T) {
 	if status, _ := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`); status != 200 || runs.Load() != 1 {
 		t.Fatalf("the retry = %d", status)
 	}
-	t.Logf("from the approval's answer to the retry's answer: %v", time.Since(<-decided))
+	t.Logf("from sending the approval to the retry's answer: %v", time.Since(<-decided))
 }
 
 // In-process callers get approvals too; their approval URL is a path on

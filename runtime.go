@@ -33,6 +33,8 @@ type tool struct {
 	direct  bool    // no middleware: Execute calls run itself
 	confirm string  // "confirm:<name>"
 	mcpWrap bool    // MCP carries the output as {"result": …}
+	// requestID is the input field tagged carmy:"request_id", if any.
+	requestID *shape.Field
 }
 
 // leaseMargin is added to a tool's timeout to make the leases of its
@@ -115,6 +117,11 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	in, err := t.decode(c.Input)
 	if err != nil {
 		return Result{}, err
+	}
+	if c.RequestID == "" && t.requestID != nil {
+		if c.RequestID, err = t.requestIDFromInput(in); err != nil {
+			return Result{}, err
+		}
 	}
 	execID, err := newExecutionID()
 	if err != nil {

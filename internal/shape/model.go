@@ -87,7 +87,14 @@ type Field struct {
 	// enclosing struct (eqfield and the like).
 	Runtime string
 	Cross   bool
+	// RequestID marks the field tagged carmy:"request_id", whose value is
+	// the call's request id when the transport gives none.
+	RequestID bool
 }
+
+// RequestIDHint ends the description of a field tagged
+// carmy:"request_id", so that a model knows what to send in it.
+const RequestIDHint = "A request id for this action: 1 to 255 printable ASCII characters (! to ~), new for each new action. Reuse the same value when you retry this call, so that it runs once."
 
 // Lookup returns the struct member with the exact JSON name.
 func (n *Node) Lookup(name string) (*Field, bool) {
@@ -439,6 +446,17 @@ func (b *builder) fieldTags(sf reflect.StructField, where string, f *Field, owne
 	}
 	if f.Desc == "" {
 		f.Desc = comment(owner, sf.Name)
+	}
+	switch tag := sf.Tag.Get("carmy"); tag {
+	case "":
+	case "request_id":
+		f.RequestID = true
+		if f.Desc != "" {
+			f.Desc += " "
+		}
+		f.Desc += RequestIDHint
+	default:
+		b.fail(where, "unknown carmy tag %q; the one carmy tag is carmy:\"request_id\"", tag)
 	}
 }
 

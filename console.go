@@ -63,7 +63,7 @@ func (r *Registry) ConsoleURL(base string) string {
 	return base + "/console?token=" + r.console.secret
 }
 
-//go:embed console
+//go:embed console/index.html console/console.js console/console.css
 var consoleFiles embed.FS
 
 func (r *Registry) mountConsole(mux *http.ServeMux) {

@@ -301,3 +301,22 @@ func TestApprovalInProcess(t *testing.T) {
 		t.Fatalf("err = %v; want confirmation_required with an approval path", err)
 	}
 }
+
+// The retry of an approved call whose outcome is no longer recorded does
+// not run again: the approval let one call run.
+func TestApprovalRetryAfterRecordExpired(t *testing.T) {
+	srv, reg, runs := approvalServer(t, carmy.New().IdempotencyTTL(20*time.Millisecond))
+	person := consoleClient(t, srv, reg)
+	call := func() (int, any) {
+		return httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`, "Idempotency-Key", "k1")
+	}
+	_, body := call()
+	httpDo(t, person, "POST", srv.URL+"/approvals/"+detail(body, "approval_id")+"/approve", "")
+	if status, _ := call(); status != 200 {
+		t.Fatalf("the approved call = %d", status)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if status, body := call(); status != 403 || errObj(body)["code"] != "confirmation_required" || runs.Load() != 1 {
+		t.Fatalf("the retry after its record expired = %d %v, runs %d; want a refusal, not a second run", status, body, runs.Load())
+	}
+}

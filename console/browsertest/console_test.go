@@ -50,6 +50,7 @@ type Note struct {
 	Text     string   `json:"text"`
 	Tags     []string `json:"tags"`
 	Priority string   `json:"priority"`
+	Pinned   *bool    `json:"pinned"`
 }
 
 // DeleteNote is the input of delete_note.
@@ -70,7 +71,7 @@ func (n *notes) tools() []*carmy.ToolDef {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		n.added++
-		return Note{ID: n.added, Text: in.Text, Tags: in.Tags, Priority: in.Priority}, nil
+		return Note{ID: n.added, Text: in.Text, Tags: in.Tags, Priority: in.Priority, Pinned: in.Pinned}, nil
 	}, carmy.Write, carmy.Name("add_note"), carmy.Description("Add a note to the team's notebook."), carmy.Register(false))
 	del := carmy.Tool(func(in DeleteNote) error {
 		n.deleted.Add(1)
@@ -254,6 +255,7 @@ func TestConsoleCall(t *testing.T) {
 		chromedp.Click(css(`#tool-add_note .field[data-path="tags"] button.add`)),
 		chromedp.SendKeys(field("add_note", "tags[0]", "input"), "home"),
 		chromedp.SetValue(field("add_note", "priority", "select"), `"high"`),
+		chromedp.SetValue(field("add_note", "pinned", "select"), "true"),
 		chromedp.SendKeys(field("add_note", "meta.author", "input"), "ann"),
 		chromedp.SendKeys(field("add_note", "meta.rating", "input"), "4"),
 		chromedp.Click(css(`#tool-add_note button[type=submit]`)),
@@ -263,7 +265,7 @@ func TestConsoleCall(t *testing.T) {
 	out := get(t, ctx, chromedp.Text(css(`#tool-add_note .result .output`)))
 	row := get(t, ctx, chromedp.TextContent(css(`#executions tbody tr:first-child`)))
 	var note Note
-	if err := json.Unmarshal([]byte(out), &note); err != nil || note.Text != "buy milk" || note.Priority != "high" || len(note.Tags) != 1 || note.Tags[0] != "home" {
+	if err := json.Unmarshal([]byte(out), &note); err != nil || note.Text != "buy milk" || note.Priority != "high" || len(note.Tags) != 1 || note.Tags[0] != "home" || note.Pinned == nil || !*note.Pinned {
 		t.Fatalf("output = %s (%v); want the note as entered", out, err)
 	}
 	if !strings.Contains(row, "add_note") || !strings.Contains(row, "ok") {

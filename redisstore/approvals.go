@@ -192,5 +192,5 @@ func approvalOf(m map[string]string) store.Approval {
 		RequestID: m["rid"], Status: store.ApprovalStatus(m["status"]), Created: ms("created"), Expires: ms("expires"),
 		Decided: ms("decided"), Approver: m["approver"], UsedBy: m["used"],
 	}
-	return a.Reading(time.Now())
+	return a.At(time.Now())
 }

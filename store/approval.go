@@ -95,9 +95,9 @@ type ApprovalStore interface {
 	Consume(ctx context.Context, id, requestID string) (Approval, error)
 }
 
-// Reading reports an approval's status as of now: a pending or approved
+// At returns the approval as it stands at now: a pending or approved
 // approval whose expiry has passed is expired.
-func (a Approval) Reading(now time.Time) Approval {
+func (a Approval) At(now time.Time) Approval {
 	if (a.Status == ApprovalPending || a.Status == ApprovalApproved) && !now.Before(a.Expires) {
 		a.Status = ApprovalExpired
 	}
@@ -107,7 +107,7 @@ func (a Approval) Reading(now time.Time) Approval {
 // live reports whether Create returns a instead of recording a new one for
 // a call with request id rid.
 func (a Approval) live(now time.Time, rid string) bool {
-	switch a.Reading(now).Status {
+	switch a.At(now).Status {
 	case ApprovalPending, ApprovalApproved:
 		return true
 	case ApprovalDenied:
@@ -171,7 +171,7 @@ func (m *memoryApprovals) Create(_ context.Context, a Approval) (Approval, error
 	m.prune(now)
 	if id, ok := m.byKey[a.key()]; ok {
 		if cur := m.byID[id]; cur != nil && cur.live(now, a.RequestID) {
-			return copyApproval(cur).Reading(now), nil
+			return copyApproval(cur).At(now), nil
 		}
 	}
 	a.Status = ApprovalPending
@@ -192,7 +192,7 @@ func (m *memoryApprovals) Get(_ context.Context, id string) (Approval, error) {
 	if !ok {
 		return Approval{}, ErrApprovalNotFound
 	}
-	return copyApproval(a).Reading(now), nil
+	return copyApproval(a).At(now), nil
 }
 
 func (m *memoryApprovals) List(context.Context) ([]Approval, error) {
@@ -202,7 +202,7 @@ func (m *memoryApprovals) List(context.Context) ([]Approval, error) {
 	m.prune(now)
 	out := make([]Approval, 0, len(m.order))
 	for i := len(m.order) - 1; i >= 0; i-- {
-		out = append(out, copyApproval(m.byID[m.order[i]]).Reading(now))
+		out = append(out, copyApproval(m.byID[m.order[i]]).At(now))
 	}
 	return out, nil
 }
@@ -232,8 +232,8 @@ func (m *memoryApprovals) transition(id string, from ApprovalStatus, change func
 	if !ok {
 		return Approval{}, ErrApprovalNotFound
 	}
-	if a.Reading(now).Status != from {
-		return copyApproval(a).Reading(now), ErrApprovalState
+	if a.At(now).Status != from {
+		return copyApproval(a).At(now), ErrApprovalState
 	}
 	change(a, now)
 	return copyApproval(a), nil

@@ -118,77 +118,101 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 	return base + "/console?approval=" + url.QueryEscape(id)
 }
 
-// maxApprovalRounds bounds how often a call looks for its approval again
-// after another call used it first.
-const maxApprovalRounds = 3
-
 // confirmByApproval decides a call that needs confirmation and holds no
 // grant, by the approval of a person: it records a pending approval, or
-// finds the one recorded for this principal, tool and input. An approved
-// one is used up by this call, which then runs. replayOnly reports an
-// approval used by an earlier call with this call's request id: this call
-// is that call's retry, which may get its recorded outcome but not run.
+// finds the one recorded for this principal, tool and input. A call with
+// an approved one goes on, and uses it up as its execution starts
+// (useApproval), so that a call that never starts (busy,
+// cancelled while waiting for its turn) leaves it for the next.
+// replayOnly reports an approval used by an earlier call with this call's
+// request id: this call is that call's retry, which may get its recorded
+// outcome but not run.
 func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request, digest string) (replayOnly bool, err error) {
 	c := &req.Call
 	form, err := t.canonicalInput(c.Input)
 	if err != nil {
 		return false, r.internal(t, "", err, "cannot make the canonical form of a validated input")
 	}
-	for range maxApprovalRounds {
-		id, err := newExecutionID()
-		if err != nil {
-			return false, r.internal(t, "", err, "cannot make an approval id")
-		}
-		now := time.Now()
-		a, err := r.approvals.store.Create(ctx, store.Approval{
-			ID: id, Tool: t.meta.Name, Principal: c.Principal, Input: form, Digest: digest, RequestID: c.RequestID,
-			Status: store.ApprovalPending, Created: now, Expires: now.Add(r.approvals.timeout),
-		})
-		if err != nil {
-			return false, r.storeError(t, ctx, err)
-		}
-		switch a.Status {
-		case store.ApprovalApproved:
-			a, err = r.approvals.store.Consume(ctx, a.ID, c.RequestID)
-			if errors.Is(err, store.ErrApprovalState) {
-				continue // another call used it first, or it expired just now
-			}
-			if err != nil {
-				return false, r.storeError(t, ctx, err)
-			}
-			req.approval = &a
-			r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approved call runs",
-				slog.String("approval_id", a.ID), slog.String("tool", a.Tool), slog.String("principal", a.Principal),
-				slog.String("approver", a.Approver), slog.String("request_id", c.RequestID))
-			return false, nil
-		case store.ApprovalUsed:
-			req.approval = &a
-			return true, nil
-		case store.ApprovalDenied:
-			return false, r.refused(ctx, t, c, &Error{
-				Code:    CodePermissionDenied,
-				Message: fmt.Sprintf("a person denied this call of %s (approval %s); do not retry it: ask the user what to do instead", t.meta.Name, a.ID),
-				Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
-			})
-		}
-		link := r.approvalURL(ctx, a.ID)
-		grant := t.confirm + ":" + digest
+	id, err := newExecutionID()
+	if err != nil {
+		return false, r.internal(t, "", err, "cannot make an approval id")
+	}
+	now := time.Now()
+	a, err := r.approvals.store.Create(ctx, store.Approval{
+		ID: id, Tool: t.meta.Name, Principal: c.Principal, Input: form, Digest: digest, RequestID: c.RequestID,
+		Status: store.ApprovalPending, Created: now, Expires: now.Add(r.approvals.timeout),
+	})
+	if err != nil {
+		return false, r.storeError(t, ctx, err)
+	}
+	switch a.Status {
+	case store.ApprovalApproved:
+		req.approval = &a
+		return false, nil
+	case store.ApprovalUsed:
+		req.approval = &a
+		return true, nil
+	case store.ApprovalDenied:
 		return false, r.refused(ctx, t, c, &Error{
-			Code: CodeConfirmationRequired,
-			Message: fmt.Sprintf("%s needs a person's approval: show the user this link, %s, where they can approve or deny this call; once approved, make the same call again, with the same input, before %s. (A host may instead grant %q for this input only, or %q.)",
-				t.meta.Name, link, a.Expires.UTC().Format(time.RFC3339), grant, t.confirm),
-			Details: map[string]any{
-				"tool": t.meta.Name, "digest": digest, "permission": grant,
-				"approval_id": a.ID, "approval_url": link, "status": string(a.Status), "expires": a.Expires.UTC().Format(time.RFC3339),
-			},
+			Code:    CodePermissionDenied,
+			Message: fmt.Sprintf("a person denied this call of %s (approval %s); do not retry it: ask the user what to do instead", t.meta.Name, a.ID),
+			Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
 		})
 	}
+	link := r.approvalURL(ctx, a.ID)
+	grant := t.confirm + ":" + digest
 	return false, r.refused(ctx, t, c, &Error{
-		Code:      CodeUnavailable,
-		Message:   fmt.Sprintf("%s is busy: other calls with this input keep using its approvals; try again", t.meta.Name),
-		Retryable: true,
-		Details:   map[string]any{"reason": "busy"},
+		Code: CodeConfirmationRequired,
+		Message: fmt.Sprintf("%s needs a person's approval: show the user this link, %s, where they can approve or deny this call; once approved, make the same call again, with the same input, before %s. (A host may instead grant %q for this input only, or %q.)",
+			t.meta.Name, link, a.Expires.UTC().Format(time.RFC3339), grant, t.confirm),
+		Details: map[string]any{
+			"tool": t.meta.Name, "digest": digest, "permission": grant,
+			"approval_id": a.ID, "approval_url": link, "status": string(a.Status), "expires": a.Expires.UTC().Format(time.RFC3339),
+		},
 	})
+}
+
+// useApproval uses up the approval a call runs by, as its execution
+// starts: it holds its tool's turn, if any, and its request id's
+// reservation, so it runs next. Of two calls that found one approval, the
+// one that uses it runs; the other is refused.
+func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error {
+	a := req.approval
+	if a == nil || a.Status != store.ApprovalApproved {
+		return nil
+	}
+	used, err := r.approvals.store.Consume(ctx, a.ID, req.Call.RequestID)
+	if errors.Is(err, store.ErrApprovalState) {
+		return r.refused(ctx, t, &req.Call, &Error{
+			Code:    CodeConfirmationRequired,
+			Message: fmt.Sprintf("approval %s of %s was used by another call, or expired; make the call again to ask for a new approval", a.ID, t.meta.Name),
+			Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(used.Status)},
+		})
+	}
+	if err != nil {
+		return r.storeError(t, ctx, err)
+	}
+	req.approval = &used
+	r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approved call runs",
+		slog.String("approval_id", used.ID), slog.String("tool", used.Tool), slog.String("principal", used.Principal),
+		slog.String("approver", used.Approver), slog.String("request_id", req.Call.RequestID))
+	return nil
+}
+
+// giveUp releases what a call that will not run holds: its request id's
+// reservation, without a record, and its tool's turn.
+func (r *Registry) giveUp(t *tool, ctx context.Context, resv *reservation, lock store.Lock) {
+	ctx = context.WithoutCancel(ctx)
+	if resv != nil {
+		if err := r.store.Release(ctx, resv.key, resv.token); err != nil {
+			r.logger.Error("carmy: cannot release a request id's reservation", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+		}
+	}
+	if lock != nil {
+		if err := lock.Release(ctx); err != nil {
+			r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
+		}
+	}
 }
 
 // replayOnlyError refuses to run the retry of a call that ran by an

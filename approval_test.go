@@ -320,3 +320,49 @@ func TestApprovalRetryAfterRecordExpired(t *testing.T) {
 		t.Fatalf("the retry after its record expired = %d %v, runs %d; want a refusal, not a second run", status, body, runs.Load())
 	}
 }
+
+// An approved call that never starts (its tool was busy) leaves the
+// approval for its next try.
+func TestApprovalKeptWhenTheCallCannotStart(t *testing.T) {
+	release := make(chan struct{})
+	var runs atomic.Int32
+	slow := carmy.Tool(func(ctx context.Context, in DeleteNote) error {
+		if in.ID == 0 {
+			<-release // holds the tool's turn
+		}
+		runs.Add(1)
+		return nil
+	}, carmy.Destructive, carmy.Name("purge"), carmy.RequireConfirmation(), carmy.Timeout(50*time.Millisecond), carmy.Register(false))
+	reg, err := carmy.New().Tool(slow).Logger(quietLogger()).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(reg.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		_ = reg.Close()
+	})
+	person := consoleClient(t, srv, reg)
+	ctx := context.Background()
+	call := carmy.Call{Tool: "purge", Input: []byte(`{"id":7}`), Principal: "agent"}
+	_, err = reg.Execute(ctx, call)
+	var e *carmy.Error
+	if !errors.As(err, &e) || e.Code != carmy.CodeConfirmationRequired {
+		t.Fatalf("err = %v", err)
+	}
+	if status, _ := httpDo(t, person, "POST", srv.URL+"/approvals/"+e.Details["approval_id"].(string)+"/approve", ""); status != 200 {
+		t.Fatalf("approve = %d", status)
+	}
+	go func() { _, _ = reg.Execute(ctx, carmy.Call{Tool: "purge", Input: []byte(`{"id":0}`), Permissions: []string{"confirm:purge"}}) }()
+	time.Sleep(10 * time.Millisecond) // the blocker holds the turn
+	if _, err := reg.Execute(ctx, call); carmy.CodeOf(err) != carmy.CodeUnavailable {
+		t.Fatalf("the approved call while the tool is busy = %v; want unavailable", err)
+	}
+	close(release)
+	if _, err := reg.Execute(ctx, call); err != nil {
+		t.Fatalf("the approved call once the tool is free = %v; want it to run by the approval it did not use", err)
+	}
+	if _, err := reg.Execute(ctx, call); carmy.CodeOf(err) != carmy.CodeConfirmationRequired || runs.Load() != 2 {
+		t.Fatalf("a third call = %v, runs %d; want a new approval", err, runs.Load())
+	}
+}

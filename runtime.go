@@ -277,6 +277,10 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 		}
 		cc.Fence = lock.Fence()
 	}
+	if err := r.useApproval(ctx, t, req); err != nil {
+		r.giveUp(t, ctx, resv, lock)
+		return Result{}, err
+	}
 	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
 	defer cancel()
 	ev.Context = execCtx

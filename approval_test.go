@@ -353,7 +353,9 @@ func TestApprovalKeptWhenTheCallCannotStart(t *testing.T) {
 	if status, _ := httpDo(t, person, "POST", srv.URL+"/approvals/"+e.Details["approval_id"].(string)+"/approve", ""); status != 200 {
 		t.Fatalf("approve = %d", status)
 	}
-	go func() { _, _ = reg.Execute(ctx, carmy.Call{Tool: "purge", Input: []byte(`{"id":0}`), Permissions: []string{"confirm:purge"}}) }()
+	go func() {
+		_, _ = reg.Execute(ctx, carmy.Call{Tool: "purge", Input: []byte(`{"id":0}`), Permissions: []string{"confirm:purge"}})
+	}()
 	time.Sleep(10 * time.Millisecond) // the blocker holds the turn
 	if _, err := reg.Execute(ctx, call); carmy.CodeOf(err) != carmy.CodeUnavailable {
 		t.Fatalf("the approved call while the tool is busy = %v; want unavailable", err)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -70,15 +71,16 @@ func (r *Registry) mountConsole(mux *http.ServeMux) {
 	assets, _ := fs.Sub(consoleFiles, "console")
 	files := http.FileServerFS(assets)
 	mux.HandleFunc("GET /console", r.serveConsole)
-	mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", noListing(files)))
+	mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", assetsOnly(files)))
 	mux.HandleFunc("GET /console/session", r.serveConsoleSession)
 	mux.HandleFunc("GET /console/executions", r.serveExecutions)
 }
 
-// noListing serves files, never a directory's listing.
-func noListing(h http.Handler) http.Handler {
+// assetsOnly serves the page's script and style sheet, never a directory's
+// listing, nor the page itself, which /console serves with its headers.
+func assetsOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Path == "" || req.URL.Path[len(req.URL.Path)-1] == '/' {
+		if p := req.URL.Path; !strings.HasSuffix(p, ".js") && !strings.HasSuffix(p, ".css") {
 			writeError(w, Errorf(CodeNotFound, "no such asset"))
 			return
 		}

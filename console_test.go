@@ -45,7 +45,7 @@ func TestConsolePage(t *testing.T) {
 		weight += len(body)
 	}
 	t.Logf("page weight: %.1f KiB", float64(weight)/1024)
-	for _, p := range []string{"/console/assets/", "/console/assets/nope.js", "/console/assets/../console.go"} {
+	for _, p := range []string{"/console/assets/", "/console/assets/nope.js", "/console/assets/index.html", "/console/assets/../console.go"} {
 		if res, _ := get(p); res.StatusCode != 404 {
 			t.Errorf("GET %s = %d; want 404", p, res.StatusCode)
 		}

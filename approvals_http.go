@@ -185,11 +185,13 @@ func (r *Registry) serveDecision(approve bool) http.HandlerFunc {
 			r.writeAuthError(w, req, err)
 			return
 		}
-		// As for calls: a page may send a form to any origin without
-		// asking first, but not JSON.
-		if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			r.refuse(w, req, c.id.Principal, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the decision with Content-Type: application/json, even with an empty body"))
-			return
+		// A page may send a form or text to any origin without asking
+		// first, but not JSON: a decision is JSON, or has no body at all.
+		if ct := req.Header.Get("Content-Type"); ct != "" || req.ContentLength != 0 {
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				r.refuse(w, req, c.id.Principal, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the decision with no body, or with Content-Type: application/json"))
+				return
+			}
 		}
 		a, ok := r.visibleApproval(w, req, c)
 		if !ok {

@@ -3,6 +3,7 @@ package carmy_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"regexp"
@@ -35,34 +36,39 @@ func (s *syncBuffer) String() string {
 var consoleURLPattern = regexp.MustCompile(`http://127\.0\.0\.1:\d+/console\?token=[0-9a-f]{64}`)
 
 // listen serves b with Listen on a free port and returns what it printed
-// once it printed its console URL, or after a second.
-func listen(t *testing.T, b *carmy.Builder) string {
+// and what it logged, once it serves and printed its console URL, if any.
+func listen(t *testing.T, b *carmy.Builder) (printed, logged string) {
 	t.Helper()
-	out := &syncBuffer{}
+	out, log := &syncBuffer{}, &syncBuffer{}
 	t.Cleanup(carmy.SetConsoleOut(out))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- b.Logger(quietLogger()).Listen(ctx, "127.0.0.1:0") }()
+	go func() { done <- b.Logger(slog.New(slog.NewTextHandler(log, nil))).Listen(ctx, "127.0.0.1:0") }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
 	})
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if consoleURLPattern.MatchString(out.String()) {
+	// The URL is printed right after the server logs that it serves.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if consoleURLPattern.MatchString(out.String()) || strings.Contains(log.String(), "carmy: serving") {
+			time.Sleep(20 * time.Millisecond)
 			break
 		}
 	}
-	return out.String()
+	return out.String(), log.String()
 }
 
 // A server without an authenticator prints its console URL, whose secret
 // alone lets a browser decide approvals; the agent, without it, cannot.
 func TestListenPrintsConsoleURL(t *testing.T) {
 	del := carmy.Tool(func(DeleteNote) error { return nil }, carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))
-	printed := listen(t, carmy.New().Tool(del))
+	printed, logged := listen(t, carmy.New().Tool(del))
 	link := consoleURLPattern.FindString(printed)
 	if link == "" {
 		t.Fatalf("printed %q; want the console URL with its secret", printed)
+	}
+	if strings.Contains(logged, "token=") {
+		t.Fatalf("logged %q; the secret goes to the terminal only", logged)
 	}
 	base := link[:strings.Index(link, "/console")]
 	_, body := httpDo(t, http.DefaultClient, "POST", base+"/tools/delete_note", `{"id":1}`)
@@ -91,7 +97,7 @@ func TestListenPrintsConsoleURL(t *testing.T) {
 }
 
 func TestListenWithAuthenticatorPrintsNoSecret(t *testing.T) {
-	printed := listen(t, carmy.New().Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("x"), Principal: "p"})))
+	printed, _ := listen(t, carmy.New().Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("x"), Principal: "p"})))
 	if strings.Contains(printed, "token=") {
 		t.Fatalf("printed %q; a server with an authenticator has no console secret", printed)
 	}

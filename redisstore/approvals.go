@@ -23,7 +23,8 @@ var _ store.ApprovalStore = (*Store)(nil)
 //	prefix + "apprs:{appr}"        a sorted set of the ids by creation
 //
 // The hash and the key expire ApprovalRetention after the approval does;
-// List drops the ids whose hash is gone. Times are Unix milliseconds; the
+// Create drops from the list the ids created longer ago than that (with the
+// same timeout), and List those whose hash is gone. Times are Unix milliseconds; the
 // scripts read the clock of Redis, so that hosts with clocks apart agree
 // on what expired.
 
@@ -60,6 +61,8 @@ redis.call('HSET', h, 'id', ARGV[2], 'tool', ARGV[4], 'principal', ARGV[5], 'inp
 redis.call('PEXPIREAT', h, keep)
 redis.call('SET', KEYS[1], ARGV[2], 'PXAT', keep)
 redis.call('ZADD', KEYS[2], tonumber(ARGV[8]), ARGV[2])
+-- Ids of approvals created a timeout and the retention ago are gone.
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', 2 * tonumber(ARGV[8]) - tonumber(ARGV[9]) - tonumber(ARGV[10]))
 return ARGV[2]
 `)
 

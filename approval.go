@@ -145,12 +145,11 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request,
 	if err != nil {
 		return false, r.storeError(t, ctx, err)
 	}
+	req.approval = &a // for the audit record, refused or not
 	switch a.Status {
 	case store.ApprovalApproved:
-		req.approval = &a
 		return false, nil
 	case store.ApprovalUsed:
-		req.approval = &a
 		return true, nil
 	case store.ApprovalDenied:
 		return false, r.refused(ctx, t, c, &Error{

@@ -31,9 +31,10 @@ type Request struct {
 	// Replayed is set by the runtime when the outcome is a recorded one.
 	Replayed bool
 
-	// approval is the approval by which a call that needs confirmation
-	// runs, set by the runtime: for the audit record, which names it and
-	// its approver.
+	// approval is the approval that decided a call needing confirmation,
+	// set by the runtime: the one it runs by (used, naming its approver),
+	// or the pending or denied one it was refused by. For the audit
+	// record, which names it and its approver.
 	approval *store.Approval
 }
 

@@ -152,6 +152,9 @@ func TestApprovalsWithoutAuthenticator(t *testing.T) {
 	if status, body := call(`{"id":7}`); status != 200 || runs.Load() != 1 {
 		t.Fatalf("the approved call = %d %v, runs %d; want it run once", status, body, runs.Load())
 	}
+	if _, list := httpDo(t, person, "GET", srv.URL+"/console/executions", ""); list.([]any)[0].(map[string]any)["approval_id"] != id {
+		t.Fatalf("the newest execution = %v; want it to name the approval it ran by", list.([]any)[0])
+	}
 	status, body = call(`{"id":7}`)
 	if status != 403 || detail(body, "approval_id") == id || runs.Load() != 1 {
 		t.Fatalf("the call again = %d %v, runs %d; want a new approval: the first is used up", status, body, runs.Load())

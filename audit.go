@@ -319,6 +319,9 @@ func (r *Registry) writeAudit(ctx context.Context, t *tool, req *Request, d Audi
 	if d != AuditRefused || code != CodeInvalidInput {
 		rec.Digest, _ = t.digest(req.Call.Input)
 	}
+	if a := req.approval; a != nil {
+		rec.ApprovalID, rec.Approver = a.ID, a.Approver
+	}
 	var errs []error
 	for _, a := range r.auditors {
 		if err := a.Audit(ctx, rec); err != nil {

@@ -86,6 +86,9 @@ func (t *tool) prepareTypes(b *Builder, d *ToolDef) []error {
 		problems = append(problems, fmt.Errorf("input %v", err))
 	default:
 		t.in = in
+		var idProblems []error
+		t.requestID, idProblems = requestIDField(in)
+		problems = append(problems, idProblems...)
 		if t.meta.InputSchema == nil {
 			t.meta.InputSchema = shape.Schema(in)
 		}

@@ -124,6 +124,8 @@ type Builder struct {
 	audit      []auditSource
 	errs       []error
 
+	approvalTimeout time.Duration
+
 	// Serving.
 	auth           Authenticator
 	oauth          *oauthSetting // from carmy.toml, resolved at Build
@@ -406,6 +408,8 @@ func (b *Builder) Build() (*Registry, error) {
 		r.store = store.NewMemoryStore(b.limit, 0)
 		r.closers = append(r.closers, r.store.(io.Closer).Close)
 	}
+	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
+	r.console = newConsoleAuth(r.auth != nil)
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;
 		// keeping the in-memory locker would serialize per host only.

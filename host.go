@@ -83,7 +83,9 @@ func (b *Builder) StdioIdentity(id Identity) *Builder {
 // until ctx is done, then shuts down gracefully: it stops accepting, lets
 // running calls finish for the drain timeout, and closes the registry. A
 // non-loopback address without an [Authenticator] is refused unless
-// [Builder.AllowUnauthenticated] was called.
+// [Builder.AllowUnauthenticated] was called. Without an authenticator, it
+// prints the console's URL with its secret ([Registry.ConsoleURL]) to
+// standard error, for the person who decides approvals.
 func (b *Builder) Listen(ctx context.Context, addr string) error {
 	r, err := b.Build()
 	if err != nil {
@@ -98,6 +100,7 @@ func (b *Builder) Listen(ctx context.Context, addr string) error {
 		return fmt.Errorf("carmy: %w", err)
 	}
 	r.logger.Info("carmy: serving", "addr", ln.Addr().String(), "tools", len(r.names))
+	r.announceConsole(ln.Addr())
 	return r.serve(ctx, ln, b.drainTimeout())
 }
 

@@ -21,6 +21,13 @@ const DefaultBodyLimit = 1 << 20
 //	                     Idempotency-Key header the request id
 //	     /mcp            the Model Context Protocol, streamable HTTP
 //	GET  /healthz        200 while the registry serves
+//	GET  /approvals      the approvals the caller may see, newest first
+//	GET  /approvals/{id} one approval; ?wait=30s answers once it is decided
+//	POST /approvals/{id}/approve, /approvals/{id}/deny
+//	                     decide, for principals holding approve:<tool> or
+//	                     approve:* (see [Builder.ApprovalTimeout])
+//	GET  /console        the console: tools, forms, approvals, executions
+//	                     (see [Registry.ConsoleURL])
 //
 // A call answers 200 with {"execution_id","output","replayed"} and an
 // X-Carmy-Execution-Id header, or a status that fits the error's code with
@@ -53,9 +60,11 @@ func (r *Registry) Handler() http.Handler {
 		mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
 		mux.HandleFunc("/healthz", onlyMethod("GET"))
 		mux.Handle("/mcp", r.mcpHTTPHandler())
+		r.mountApprovals(mux)
+		r.mountConsole(mux)
 		r.mountWellKnown(mux) // OAuth: protected resource metadata
 		mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz", req.Method, req.URL.Path))
+			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz, /approvals, GET /console", req.Method, req.URL.Path))
 		})
 		r.httpHandler = r.protect(mux, r.allowHosts, r.allowOrigins)
 	})
@@ -157,7 +166,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		}
 		return
 	}
-	res, err := r.Execute(withRemoteAddr(req.Context(), req.RemoteAddr), Call{
+	res, err := r.Execute(withRemoteAddr(withBase(req.Context(), requestBase(req)), req.RemoteAddr), Call{
 		Tool:        req.PathValue("name"),
 		Input:       body,
 		RequestID:   req.Header.Get("Idempotency-Key"),

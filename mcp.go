@@ -148,9 +148,14 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			c.RequestID = rid
 		}
 		c.Metadata = withMCPTrace(c.Metadata, req)
+		if extra != nil && extra.TokenInfo != nil {
+			if base, ok := extra.TokenInfo.Extra[infoBase].(string); ok {
+				ctx = withBase(ctx, base) // for approval URLs
+			}
+		}
 		res, err := r.Execute(ctx, c)
-		if r.elicit && CodeOf(err) == CodeConfirmationRequired && req.Session != nil {
-			res, err = r.confirmByElicitation(ctx, req.Session, c, err)
+		if CodeOf(err) == CodeConfirmationRequired {
+			res, err = r.confirmOverMCP(ctx, req.Session, c, err)
 		}
 		if err != nil {
 			return mcpError(err, t.out != nil), nil
@@ -321,7 +326,7 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		info := &auth.TokenInfo{
 			// Prefixed, so that the anonymous principal "" binds too.
 			UserID: "principal:" + id.Principal,
-			Extra:  map[string]any{infoIdentity: id, infoRequest: withRemoteAddr(req.Context(), req.RemoteAddr)},
+			Extra:  map[string]any{infoIdentity: id, infoRequest: withRemoteAddr(req.Context(), req.RemoteAddr), infoBase: requestBase(req)},
 		}
 		ctx := context.WithValue(req.Context(), tokenInfoKey{}, info)
 		if req.Method == http.MethodGet { // a stream that lasts until the client or the server ends it

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/carmy-dev/carmy/store"
 )
 
 // Handler runs one call of a tool that has been found. The runtime's own
@@ -28,6 +30,12 @@ type Request struct {
 	ExecutionID string
 	// Replayed is set by the runtime when the outcome is a recorded one.
 	Replayed bool
+
+	// approval is the approval that decided a call needing confirmation,
+	// set by the runtime: the one it runs by (used, naming its approver),
+	// or the pending or denied one it was refused by. For the audit
+	// record, which names it and its approver.
+	approval *store.Approval
 }
 
 // Logging returns middleware that logs one record per call: execution id,

@@ -113,6 +113,9 @@ type Registry struct {
 	ttl       time.Duration
 	overruns  atomic.Int64
 	workers   *workers
+	approvals *approvals
+	console   consoleAuth
+	recent    recent // the last calls, for the console
 
 	auditors      []Auditor
 	auditFailures atomic.Int64

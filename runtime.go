@@ -33,6 +33,8 @@ type tool struct {
 	direct  bool    // no middleware: Execute calls run itself
 	confirm string  // "confirm:<name>"
 	mcpWrap bool    // MCP carries the output as {"result": …}
+	// requestID is the input field tagged carmy:"request_id", if any.
+	requestID *shape.Field
 }
 
 // leaseMargin is added to a tool's timeout to make the leases of its
@@ -76,12 +78,18 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 	if !ok {
 		return Result{}, r.unknownTool(c.Tool)
 	}
+	start := time.Now()
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
 		req := Request{Tool: t.meta, Call: c}
-		return r.run(ctx, t, &req)
+		res, err := r.run(ctx, t, &req)
+		r.recent.add(&req, err, start)
+		return res, err
 	}
-	return t.handler(ctx, &Request{Tool: t.meta, Call: c})
+	req := &Request{Tool: t.meta, Call: c}
+	res, err := t.handler(ctx, req)
+	r.recent.add(req, err, start)
+	return res, err
 }
 
 // handlerFor builds a tool's middleware chain once.
@@ -113,6 +121,11 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	if err != nil {
 		return Result{}, err
 	}
+	if c.RequestID == "" && t.requestID != nil {
+		if c.RequestID, err = t.requestIDFromInput(in); err != nil {
+			return Result{}, err
+		}
+	}
 	execID, err := newExecutionID()
 	if err != nil {
 		return Result{}, r.internal(t, "", err, "cannot make an execution id")
@@ -138,22 +151,21 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		}
 	}
 	var digest string
+	replayOnly := false
 	if t.meta.Confirmation == ConfirmationRequired && !cc.Permissions.Has(t.confirm) {
 		if digest, err = t.digest(c.Input); err != nil {
 			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
 		}
-		if grant := t.confirm + ":" + digest; !cc.Permissions.Has(grant) {
-			return Result{}, r.refused(ctx, t, c, &Error{
-				Code:    CodeConfirmationRequired,
-				Message: fmt.Sprintf("%s needs confirmation: ask the user to approve this call, then grant %q (this input only) or %q", t.meta.Name, grant, t.confirm),
-				Details: map[string]any{"tool": t.meta.Name, "digest": digest, "permission": grant},
-			})
+		if !cc.Permissions.Has(t.confirm + ":" + digest) {
+			if replayOnly, err = r.confirmByApproval(ctx, t, req, digest); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 	if c.RequestID == "" {
 		return r.execute(ctx, t, req, ev, in, nil)
 	}
-	return r.deduplicate(ctx, t, req, ev, in, digest)
+	return r.deduplicate(ctx, t, req, ev, in, digest, replayOnly)
 }
 
 // reservation is an idempotency key this call holds.
@@ -165,8 +177,9 @@ type reservation struct {
 
 // deduplicate runs a call with a request id at most once per key: it
 // executes, replays the recorded outcome, refuses another input, or waits
-// for the execution in flight.
-func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, digest string) (Result, error) {
+// for the execution in flight. A replayOnly call may not execute: it is
+// the retry of a call that an approval let run once.
+func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, digest string, replayOnly bool) (Result, error) {
 	c := &req.Call
 	if digest == "" {
 		var err error
@@ -180,6 +193,11 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 		switch {
 		case err != nil:
 			return Result{}, r.storeError(t, ctx, err)
+		case res.Owned && replayOnly:
+			if err := r.store.Release(ctx, key, res.Token); err != nil {
+				return Result{}, r.storeError(t, ctx, err)
+			}
+			return Result{}, r.replayOnlyError(ctx, t, req)
 		case res.Owned:
 			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest})
 		case res.Digest != digest:
@@ -262,6 +280,12 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 			return Result{}, err
 		}
 		cc.Fence = lock.Fence()
+	}
+	// An approval is used up before the start is audited: a sink that
+	// fails then costs a new approval, never a run without a record.
+	if err := r.useApproval(ctx, t, req); err != nil {
+		r.giveUp(t, ctx, resv, lock)
+		return Result{}, err
 	}
 	if err := r.auditStart(ctx, t, req, cc.ExecutionID, resv, lock); err != nil {
 		return Result{}, err

@@ -4,8 +4,10 @@
 // and a tool that is not parallel-safe never runs on two hosts at once.
 //
 // It is a module of its own, so that programs that do not use Redis never
-// depend on go-redis. A [Store] is both a [store.IdempotencyStore] and a
-// [store.Locker]; give it to the builder as both:
+// depend on go-redis. A [Store] is a [store.IdempotencyStore], a
+// [store.Locker] and a [store.ApprovalStore] (so that a call approved on one
+// host runs once, on any); give it to the builder as store and locker, and
+// the builder keeps its approvals there too:
 //
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
 //	s := redisstore.New(client)
@@ -37,6 +39,9 @@
 //     its tool runs.
 //   - prefix + "fence:{" + name + "}": the lock's fencing counter, with no
 //     TTL: one small key per serialized tool.
+//   - prefix + "appr:{appr}:" + id, prefix + "apprkey:{appr}:" + ... and
+//     prefix + "apprs:{appr}": the approvals, their index by call and their
+//     list (see approvals.go), kept an hour past their expiry.
 //   - prefix + "done": the pub/sub channel on which the key of a finished
 //     reservation that someone awaits, or of a released lock, is
 //     published, to wake the waiters on every host.

@@ -4,9 +4,10 @@
 // name a store by URL ([Open], and the root package's Builder.StoreURL) or
 // pass an implementation to Builder.Store and Builder.Locker.
 //
-// The package holds the interfaces ([IdempotencyStore], [Locker], [Lock])
-// and their record types, the in-memory implementations a builder uses by
-// default ([NewMemoryStore], [NewMemoryLocker]), and the registry of store
+// The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
+// [ApprovalStore]) and their record types, the in-memory implementations a
+// builder uses by default ([NewMemoryStore], [NewMemoryLocker],
+// [NewMemoryApprovals]), and the registry of store
 // implementations by URL scheme ([Register], [Open]). The storetest package
 // checks that an implementation keeps the promises the runtime relies on.
 //

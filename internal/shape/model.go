@@ -91,6 +91,9 @@ type Field struct {
 	// enclosing struct (eqfield and the like).
 	Runtime string
 	Cross   bool
+	// RequestID marks the field tagged carmy:"request_id", whose value is
+	// the call's request id when the transport gives none.
+	RequestID bool
 	// Omit says when the encoder leaves the member out: never, when its
 	// value is empty (omitempty) or when it is zero (omitzero). A required
 	// member is always written, whatever the tag says.
@@ -107,6 +110,10 @@ const (
 	OmitEmpty      // json:",omitempty": false, 0, "", a nil pointer, an empty slice, map or string
 	OmitZero       // json:",omitzero": the zero value, or IsZero() reporting true
 )
+
+// RequestIDHint ends the description of a field tagged
+// carmy:"request_id", so that a model knows what to send in it.
+const RequestIDHint = "A request id for this action: 1 to 255 printable ASCII characters (! to ~), new for each new action. Reuse the same value when you retry this call, so that it runs once."
 
 // Lookup returns the struct member with the exact JSON name.
 func (n *Node) Lookup(name string) (*Field, bool) {
@@ -485,6 +492,17 @@ func (b *builder) fieldTags(sf reflect.StructField, where string, f *Field, owne
 	}
 	if f.Desc == "" {
 		f.Desc = comment(owner, sf.Name)
+	}
+	switch tag := sf.Tag.Get("carmy"); tag {
+	case "":
+	case "request_id":
+		f.RequestID = true
+		if f.Desc != "" {
+			f.Desc += " "
+		}
+		f.Desc += RequestIDHint
+	default:
+		b.fail(where, "unknown carmy tag %q; the one carmy tag is carmy:\"request_id\"", tag)
 	}
 }
 

@@ -1,0 +1,249 @@
+package carmy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
+// DefaultApprovalTimeout is how long a pending approval waits for a
+// person, and an approved one for its call, unless [Builder.ApprovalTimeout]
+// says otherwise.
+const DefaultApprovalTimeout = 15 * time.Minute
+
+// ApprovalTimeout sets how long an approval stays open: a person must
+// decide within it, and the approved call must come within it. The default
+// is [DefaultApprovalTimeout].
+//
+// A call of a tool that needs confirmation, made without a grant for it,
+// is refused with [CodeConfirmationRequired] and records a pending
+// approval of that call: its details carry approval_id and approval_url, a
+// page where a person sees the tool, the caller and the canonical input,
+// and approves or denies. Once approved, the same principal's next call of
+// the same tool with the same input runs, once: the approval is then used
+// up. Once denied, that call gets [CodePermissionDenied] with the approval
+// id and status "denied" in its details until the approval expires.
+//
+// Approvals are kept in the idempotency store when it also implements
+// [store.ApprovalStore] (redisstore does), so that every host sees them;
+// otherwise in this process. Those holding the permission
+// "approve:<tool>", or "approve:*" for every tool, decide them (see
+// [Registry.Handler]); a server without an [Authenticator] gives that
+// right to the holder of its console secret only ([Registry.ConsoleURL]).
+func (b *Builder) ApprovalTimeout(d time.Duration) *Builder {
+	if d <= 0 {
+		b.misuse("Builder.ApprovalTimeout(%v) must be positive", d)
+		return b
+	}
+	b.approvalTimeout = d
+	return b
+}
+
+// approvalStore is where a registry keeps approvals: in the idempotency
+// store when it keeps them too, else in memory.
+func approvalStore(idem store.IdempotencyStore) store.ApprovalStore {
+	if a, ok := idem.(store.ApprovalStore); ok {
+		return a
+	}
+	return store.NewMemoryApprovals()
+}
+
+// approvals is what a registry needs for approvals.
+type approvals struct {
+	store   store.ApprovalStore
+	timeout time.Duration
+	base    atomic.Pointer[string] // the URL the server listens on, for calls that came by no HTTP request
+
+	mu      sync.Mutex
+	decided chan struct{} // closed and replaced when a decision is made here
+}
+
+func newApprovals(s store.ApprovalStore, timeout time.Duration) *approvals {
+	if timeout <= 0 {
+		timeout = DefaultApprovalTimeout
+	}
+	return &approvals{store: s, timeout: timeout, decided: make(chan struct{})}
+}
+
+// woken returns a channel closed at the next decision made on this host.
+func (a *approvals) woken() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.decided
+}
+
+func (a *approvals) wake() {
+	a.mu.Lock()
+	close(a.decided)
+	a.decided = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// baseKey carries the URL of the server that an HTTP request reached, for
+// the approval URLs of its calls.
+type baseKey struct{}
+
+// requestBase is the URL of the server as the request reached it. The Host
+// passed the boundary's check.
+func requestBase(req *http.Request) string {
+	scheme := "http"
+	if req.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + req.Host
+}
+
+func withBase(ctx context.Context, base string) context.Context {
+	return context.WithValue(ctx, baseKey{}, base)
+}
+
+// approvalURL is the page where a person decides on approval id: on the
+// server the call came through, else the one this registry listens on,
+// else a path on the registry's handler.
+func (r *Registry) approvalURL(ctx context.Context, id string) string {
+	base, _ := ctx.Value(baseKey{}).(string)
+	if base == "" {
+		if p := r.approvals.base.Load(); p != nil {
+			base = *p
+		}
+	}
+	return base + "/console?approval=" + url.QueryEscape(id)
+}
+
+// confirmByApproval decides a call that needs confirmation and holds no
+// grant, by the approval of a person: it records a pending approval, or
+// finds the one recorded for this principal, tool and input. A call with
+// an approved one goes on, and uses it up as its execution starts
+// (useApproval), so that a call that never starts (busy,
+// cancelled while waiting for its turn) leaves it for the next.
+// replayOnly reports an approval used by an earlier call with this call's
+// request id: this call is that call's retry, which may get its recorded
+// outcome but not run.
+func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request, digest string) (replayOnly bool, err error) {
+	c := &req.Call
+	form, err := t.canonicalInput(c.Input)
+	if err != nil {
+		return false, r.internal(t, "", err, "cannot make the canonical form of a validated input")
+	}
+	id, err := newExecutionID()
+	if err != nil {
+		return false, r.internal(t, "", err, "cannot make an approval id")
+	}
+	now := time.Now()
+	a, err := r.approvals.store.Create(ctx, store.Approval{
+		ID: id, Tool: t.meta.Name, Principal: c.Principal, Input: form, Digest: digest, RequestID: c.RequestID,
+		Status: store.ApprovalPending, Created: now, Expires: now.Add(r.approvals.timeout),
+	})
+	if err != nil {
+		return false, r.storeError(t, ctx, err)
+	}
+	req.approval = &a // for the audit record, refused or not
+	switch a.Status {
+	case store.ApprovalApproved:
+		return false, nil
+	case store.ApprovalUsed:
+		return true, nil
+	case store.ApprovalDenied:
+		return false, r.refused(ctx, t, c, &Error{
+			Code:    CodePermissionDenied,
+			Message: fmt.Sprintf("a person denied this call of %s (approval %s); do not retry it: ask the user what to do instead", t.meta.Name, a.ID),
+			Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
+		})
+	}
+	link := r.approvalURL(ctx, a.ID)
+	grant := t.confirm + ":" + digest
+	return false, r.refused(ctx, t, c, &Error{
+		Code: CodeConfirmationRequired,
+		Message: fmt.Sprintf("%s needs a person's approval: show the user this link, %s, where they can approve or deny this call; once approved, make the same call again, with the same input, before %s. (A host may instead grant %q for this input only, or %q.)",
+			t.meta.Name, link, a.Expires.UTC().Format(time.RFC3339), grant, t.confirm),
+		Details: map[string]any{
+			"tool": t.meta.Name, "digest": digest, "permission": grant,
+			"approval_id": a.ID, "approval_url": link, "status": string(a.Status), "expires": a.Expires.UTC().Format(time.RFC3339),
+		},
+	})
+}
+
+// useApproval uses up the approval a call runs by, as its execution
+// starts: it holds its tool's turn, if any, and its request id's
+// reservation, so it runs next. Of two calls that found one approval, the
+// one that uses it runs; the other is refused.
+func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error {
+	a := req.approval
+	if a == nil || a.Status != store.ApprovalApproved {
+		return nil
+	}
+	used, err := r.approvals.store.Consume(ctx, a.ID, req.Call.RequestID)
+	if errors.Is(err, store.ErrApprovalState) {
+		return r.refused(ctx, t, &req.Call, &Error{
+			Code:    CodeConfirmationRequired,
+			Message: fmt.Sprintf("approval %s of %s was used by another call, or expired; make the call again to ask for a new approval", a.ID, t.meta.Name),
+			Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(used.Status)},
+		})
+	}
+	if err != nil {
+		return r.storeError(t, ctx, err)
+	}
+	req.approval = &used
+	r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approved call runs",
+		slog.String("approval_id", used.ID), slog.String("tool", used.Tool), slog.String("principal", used.Principal),
+		slog.String("approver", used.Approver), slog.String("request_id", req.Call.RequestID))
+	return nil
+}
+
+// giveUp releases what a call that will not run holds: its request id's
+// reservation, without a record, and its tool's turn.
+func (r *Registry) giveUp(t *tool, ctx context.Context, resv *reservation, lock store.Lock) {
+	ctx = context.WithoutCancel(ctx)
+	if resv != nil {
+		if err := r.store.Release(ctx, resv.key, resv.token); err != nil {
+			r.logger.Error("carmy: cannot release a request id's reservation", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+		}
+	}
+	if lock != nil {
+		if err := lock.Release(ctx); err != nil {
+			r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
+		}
+	}
+}
+
+// replayOnlyError refuses to run the retry of a call that ran by an
+// approval when its outcome is no longer recorded: the approval let one
+// call run, and it did.
+func (r *Registry) replayOnlyError(ctx context.Context, t *tool, req *Request) error {
+	a := req.approval
+	return r.refused(ctx, t, &req.Call, &Error{
+		Code:    CodeConfirmationRequired,
+		Message: fmt.Sprintf("approval %s of %s was used by an earlier call with this request id, whose outcome is no longer kept; send a new request id to ask for a new approval", a.ID, t.meta.Name),
+		Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
+	})
+}
+
+// awaitDecision returns approval id once it is no longer pending, or when
+// ctx is done. A decision made on this host wakes it at once; one made on
+// another host is seen within a second.
+func (r *Registry) awaitDecision(ctx context.Context, id string) (store.Approval, error) {
+	for {
+		woken := r.approvals.woken()
+		a, err := r.approvals.store.Get(ctx, id)
+		if err != nil || a.Status != store.ApprovalPending {
+			return a, err
+		}
+		t := time.NewTimer(min(time.Second, time.Until(a.Expires)+time.Millisecond))
+		select {
+		case <-woken:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return a, ctx.Err()
+		}
+		t.Stop()
+	}
+}

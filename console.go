@@ -1,0 +1,222 @@
+package carmy
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// consoleCookie holds the console secret in the browser that opened the
+// console URL.
+const consoleCookie = "carmy_console"
+
+// consoleAuth is the console secret of a server without an authenticator:
+// made at Build, new with every registry, it alone grants the approver's
+// rights there. Its holder is the person who started the server and read
+// the console URL it printed; an agent that calls the tools never has it.
+type consoleAuth struct{ secret string } // "" with an authenticator
+
+func newConsoleAuth(authenticated bool) consoleAuth {
+	if authenticated {
+		return consoleAuth{}
+	}
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return consoleAuth{secret: hex.EncodeToString(b[:])}
+}
+
+// holds reports whether a request carries the console secret, in its
+// cookie.
+func (c consoleAuth) holds(req *http.Request) bool {
+	if c.secret == "" {
+		return false
+	}
+	k, err := req.Cookie(consoleCookie)
+	return err == nil && c.matches(k.Value)
+}
+
+func (c consoleAuth) matches(s string) bool {
+	return c.secret != "" && subtle.ConstantTimeCompare([]byte(s), []byte(c.secret)) == 1
+}
+
+// ConsoleURL returns the URL of the console on a server at base, such as
+// "http://127.0.0.1:3000". On a registry without an [Authenticator] it
+// carries the console secret, which alone grants the right to decide
+// approvals there: give it only to the person who decides, never to an
+// agent. [Builder.Listen] prints it at start. With an authenticator, the
+// console asks for a token, whose permissions decide what it may do.
+func (r *Registry) ConsoleURL(base string) string {
+	if r.console.secret == "" {
+		return base + "/console"
+	}
+	return base + "/console?token=" + r.console.secret
+}
+
+//go:embed console/index.html console/console.js console/console.css
+var consoleFiles embed.FS
+
+func (r *Registry) mountConsole(mux *http.ServeMux) {
+	assets, _ := fs.Sub(consoleFiles, "console")
+	files := http.FileServerFS(assets)
+	mux.HandleFunc("GET /console", r.serveConsole)
+	mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", assetsOnly(files)))
+	mux.HandleFunc("GET /console/session", r.serveConsoleSession)
+	mux.HandleFunc("GET /console/executions", r.serveExecutions)
+}
+
+// assetsOnly serves the page's script and style sheet, never a directory's
+// listing, nor the page itself, which /console serves with its headers.
+func assetsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if p := req.URL.Path; !strings.HasSuffix(p, ".js") && !strings.HasSuffix(p, ".css") {
+			writeError(w, Errorf(CodeNotFound, "no such asset"))
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		h.ServeHTTP(w, req)
+	})
+}
+
+// serveConsole serves the console's page. Opened with the console secret
+// (?token=), it sets the cookie that carries it and sends the browser on
+// to the same page without it, so that the secret leaves the address bar
+// and the history.
+func (r *Registry) serveConsole(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	if tok := q.Get("token"); tok != "" {
+		if r.console.matches(tok) {
+			http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: tok, Path: "/", HttpOnly: true, Secure: req.TLS != nil, SameSite: http.SameSiteStrictMode})
+		}
+		q.Del("token")
+		next := url.URL{Path: "/console", RawQuery: q.Encode()}
+		http.Redirect(w, req, next.String(), http.StatusSeeOther)
+		return
+	}
+	page, err := consoleFiles.ReadFile("console/index.html")
+	if err != nil {
+		writeError(w, Errorf(CodeInternal, "the console is missing"))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	// Nothing but its own files: no inline script, no other origin.
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	_, _ = w.Write(page)
+}
+
+// consoleSession is what the console learns about its caller.
+type consoleSession struct {
+	Principal string `json:"principal"`
+	// Approver: the caller decides approvals of some tool.
+	Approver bool `json:"approver"`
+	// Authenticated: the server has an authenticator, so the page sends a
+	// token; without one, the console secret makes an approver.
+	Authenticated bool `json:"authenticated"`
+}
+
+func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request) {
+	c, err := r.caller(req)
+	if err != nil {
+		r.writeAuthError(w, req, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, consoleSession{c.id.Principal, c.approvesAny(), r.auth != nil})
+}
+
+// recentSize is how many executions the console shows.
+const recentSize = 100
+
+// execution is one call as the console lists it.
+type execution struct {
+	Time        time.Time `json:"time"`
+	ExecutionID string    `json:"execution_id,omitempty"`
+	Tool        string    `json:"tool"`
+	Principal   string    `json:"principal"`
+	Code        string    `json:"code"`
+	DurationMS  float64   `json:"duration_ms"`
+	Replayed    bool      `json:"replayed"`
+	ApprovalID  string    `json:"approval_id,omitempty"`
+}
+
+// recent keeps the last calls of found tools, newest last, in a ring.
+type recent struct {
+	mu   sync.Mutex
+	ring [recentSize]execution
+	n    int // calls recorded in all
+}
+
+// add records a call that ended: refused, replayed or executed.
+func (rc *recent) add(req *Request, err error, start time.Time) {
+	e := execution{Time: start, ExecutionID: req.ExecutionID, Tool: req.Tool.Name, Principal: req.Call.Principal,
+		Code: "ok", DurationMS: float64(time.Since(start).Microseconds()) / 1000, Replayed: req.Replayed}
+	if err != nil {
+		e.Code = string(CodeOf(err))
+	}
+	if req.approval != nil {
+		e.ApprovalID = req.approval.ID
+	}
+	rc.mu.Lock()
+	rc.ring[rc.n%recentSize] = e
+	rc.n++
+	rc.mu.Unlock()
+}
+
+// list returns the executions that keep, newest first.
+func (rc *recent) list(keep func(execution) bool) []execution {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := []execution{}
+	for i := rc.n - 1; i >= 0 && i >= rc.n-recentSize; i-- {
+		if e := rc.ring[i%recentSize]; keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// serveExecutions lists the last calls: every call for those who decide
+// approvals, a caller's own calls for the others.
+func (r *Registry) serveExecutions(w http.ResponseWriter, req *http.Request) {
+	c, err := r.caller(req)
+	if err != nil {
+		r.writeAuthError(w, req, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, r.recent.list(func(e execution) bool {
+		return c.approves(e.Tool) || e.Principal == c.id.Principal
+	}))
+}
+
+// consoleOut is where a server prints its console URL; a variable so that
+// tests can read it.
+var consoleOut io.Writer = os.Stderr
+
+// announceConsole makes the address a server listens on the base of its
+// approval URLs, and prints the console URL with its secret for the
+// person at the terminal. The secret goes to the terminal only, not to
+// the log, which others may read.
+func (r *Registry) announceConsole(addr net.Addr) {
+	base := "http://" + addr.String()
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		base = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
+	}
+	r.approvals.base.Store(&base)
+	if r.console.secret != "" {
+		fmt.Fprintf(consoleOut, "carmy: to see the tools and approve calls, open %s\n", r.ConsoleURL(base))
+	}
+}

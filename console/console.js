@@ -1,0 +1,445 @@
+// The carmy console: the tools, a form per tool, the approvals and the
+// recent executions, over the server's own HTTP API. Plain script, no
+// framework, nothing fetched from elsewhere.
+'use strict';
+
+const state = {
+  session: null,
+  focus: new URLSearchParams(location.search).get('approval'),
+  focused: false,
+};
+
+// el makes an element: attributes (text sets textContent, on* handlers),
+// then children (nodes or strings).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) e.append(c);
+  return e;
+}
+
+const $ = (id) => document.getElementById(id);
+
+function token() { return sessionStorage.getItem('carmy.token') || ''; }
+
+// api calls the server: the token, if any, as a bearer token; the console
+// secret, on a server without authentication, rides in its cookie.
+async function api(method, path, body) {
+  const headers = {};
+  if (token()) headers.Authorization = 'Bearer ' + token();
+  const init = { method, headers, credentials: 'same-origin' };
+  if (method === 'POST') {
+    headers['Content-Type'] = 'application/json';
+    init.body = body === undefined ? '{}' : body;
+  }
+  const res = await fetch(path, init);
+  let data = null;
+  try { data = await res.json(); } catch (_) { /* not JSON */ }
+  if (res.status === 401) needToken(data && data.error ? data.error.message : 'This server needs a token.');
+  return { status: res.status, data };
+}
+
+function notice(text) {
+  const n = $('notice');
+  n.textContent = text || '';
+  n.hidden = !text;
+}
+
+function needToken(why) {
+  $('token-form').hidden = false;
+  notice(why + ' Enter a bearer token above; it is kept in this tab only.');
+}
+
+// Session ------------------------------------------------------------------
+
+async function loadSession() {
+  const { status, data } = await api('GET', '/console/session');
+  if (status !== 200) return false;
+  state.session = data;
+  $('token-form').hidden = !data.authenticated;
+  const who = data.principal ? data.principal : 'anonymous';
+  $('who').textContent = 'Signed in as ' + who + (data.approver ? ' · may decide approvals' : ' · may not decide approvals');
+  if (!data.authenticated && !data.approver) {
+    notice('Read-only: to approve or deny calls, open the console URL that the server printed when it started.');
+  } else {
+    notice('');
+  }
+  return true;
+}
+
+// Tools --------------------------------------------------------------------
+
+async function loadTools() {
+  const { status, data } = await api('GET', '/tools');
+  const box = $('tools');
+  box.replaceChildren();
+  if (status !== 200) {
+    box.append(el('p', { class: 'empty', text: 'The tools cannot be listed (' + status + ').' }));
+    return;
+  }
+  if (data.length === 0) box.append(el('p', { class: 'empty', text: 'No tools.' }));
+  for (const t of data) box.append(toolCard(t));
+}
+
+function toolCard(t) {
+  const hints = [];
+  if (t.confirmation === 'required') hints.push(['needs approval', 'warn']);
+  if (t.idempotent) hints.push(['idempotent', '']);
+  if (t.parallel_safe) hints.push(['parallel-safe', '']);
+  hints.push(['timeout ' + t.timeout, '']);
+  const form = el('form', { class: 'call', 'data-tool': t.name, novalidate: true });
+  const root = buildRoot(t.input_schema);
+  const result = el('div', { class: 'result', 'aria-live': 'polite' });
+  form.append(root.node, el('div', { class: 'form-errors' }),
+    el('button', { type: 'submit', text: 'Call ' + t.name }));
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); call(t, form, root, result); });
+  return el('article', { class: 'tool', id: 'tool-' + t.name },
+    el('h3', {}, el('code', { text: t.name }), ' ',
+      el('span', { class: 'badge effect-' + t.effect, text: t.effect }),
+      ...hints.map(([h, c]) => el('span', { class: 'hint ' + c, text: h }))),
+    el('p', { class: 'desc', text: t.description || '(no description)' }),
+    form, result,
+    el('details', { class: 'schemas' }, el('summary', { text: 'Schemas' }),
+      el('h4', { text: 'Input' }), el('pre', { text: JSON.stringify(t.input_schema, null, 2) }),
+      el('h4', { text: 'Output' }), el('pre', { text: JSON.stringify(t.output_schema, null, 2) })));
+}
+
+async function call(t, form, root, result) {
+  clearErrors(form);
+  result.replaceChildren();
+  let input;
+  try {
+    input = root.get();
+  } catch (e) {
+    showErrors(form, [{ path: e.path || '', message: e.message }]);
+    return;
+  }
+  const { status, data } = await api('POST', '/tools/' + encodeURIComponent(t.name), encode(input === undefined ? {} : input));
+  if (status === 200) {
+    result.append(el('p', { class: 'ok' }, 'Done: execution ', el('code', { text: data.execution_id }),
+      data.replayed ? ' (replayed)' : ''), el('pre', { class: 'output', text: JSON.stringify(data.output, null, 2) }));
+  } else {
+    const e = (data && data.error) || { code: String(status), message: 'HTTP ' + status };
+    const p = el('p', { class: 'fail' }, el('strong', { text: e.code }), ': ' + e.message);
+    if (e.details && e.details.approval_id) {
+      p.append(' ', el('a', { href: '/console?approval=' + encodeURIComponent(e.details.approval_id), text: 'See the approval' }));
+      refresh();
+    }
+    result.append(p);
+    if (e.fields) showErrors(form, e.fields);
+  }
+  refreshExecutions();
+}
+
+function clearErrors(form) {
+  for (const n of form.querySelectorAll('.field-error')) n.remove();
+  for (const n of form.querySelectorAll('.invalid')) n.classList.remove('invalid');
+  form.querySelector('.form-errors').replaceChildren();
+}
+
+// showErrors puts each of carmy's field errors next to the field its path
+// names; the others go above the button.
+function showErrors(form, fields) {
+  const byPath = new Map();
+  for (const n of form.querySelectorAll('[data-path]')) byPath.set(n.dataset.path, n);
+  for (const f of fields) {
+    const at = byPath.get(f.path);
+    const msg = el('div', { class: 'field-error', role: 'alert', text: (at ? '' : (f.path ? f.path + ': ' : '')) + f.message });
+    if (at) {
+      at.classList.add('invalid');
+      at.append(msg);
+    } else {
+      form.querySelector('.form-errors').append(msg);
+    }
+  }
+}
+
+// Forms from schemas -------------------------------------------------------
+
+const ident = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+// join makes carmy's path of a member: items[2].sku, tags["a.b"].
+function join(base, name) {
+  if (!ident.test(name)) return base + '[' + JSON.stringify(name) + ']';
+  return base ? base + '.' + name : name;
+}
+
+function resolve(s, root) {
+  for (let i = 0; s && s.$ref && i < 32; i++) {
+    const name = decodeURIComponent(s.$ref.replace(/^#\/\$defs\//, '')).replace(/~1/g, '/').replace(/~0/g, '~');
+    s = root.$defs && root.$defs[name];
+  }
+  return s || {};
+}
+
+function types(s) {
+  return Array.isArray(s.type) ? s.type : (s.type ? [s.type] : []);
+}
+
+function buildRoot(schema) {
+  const s = resolve(schema, schema);
+  if (s.properties && Object.keys(s.properties).length === 0) {
+    return { node: el('p', { class: 'empty', text: 'This tool takes no input.' }), get: () => ({}) };
+  }
+  return objectFields(s, schema, '', true, 0);
+}
+
+// objectFields builds the members of an object; get returns the object, or
+// undefined for an optional one left empty.
+function objectFields(s, root, path, required, depth) {
+  const box = el('div', { class: 'members' });
+  const members = [];
+  const req = new Set(s.required || []);
+  for (const [name, sub] of Object.entries(s.properties || {})) {
+    const f = field(sub, root, join(path, name), name, req.has(name), depth + 1);
+    members.push([name, f]);
+    box.append(f.node);
+  }
+  return {
+    node: box,
+    get() {
+      const out = {};
+      let any = false;
+      for (const [name, f] of members) {
+        const v = f.get();
+        if (v !== undefined) { out[name] = v; any = true; }
+      }
+      return any || required ? out : undefined;
+    },
+  };
+}
+
+// field builds the input of one value with its label, help and the place
+// for its errors.
+function field(schema, root, path, label, required, depth) {
+  const s = resolve(schema, root);
+  const ts = types(s);
+  const nullable = ts.includes('null');
+  const t = ts.filter((x) => x !== 'null')[0];
+  const wrap = el('div', { class: 'field', 'data-path': path });
+  const id = 'f' + Math.random().toString(36).slice(2);
+  const head = el('label', { for: id }, label, required ? el('span', { class: 'req', title: 'required', text: ' *' }) : null);
+  let inner;
+  if (depth > 6 || !t || s.anyOf || s.oneOf || s.allOf) inner = jsonInput(id, path, required);
+  else if (t === 'object' && s.properties) {
+    const obj = objectFields(s, root, path, required, depth);
+    inner = { node: el('fieldset', { id }, obj.node), get: obj.get };
+  } else if (t === 'object') inner = jsonInput(id, path, required);
+  else if (t === 'array') inner = arrayInput(s, root, path, required, depth, id);
+  else if (s.enum) inner = enumInput(s, id, required);
+  else if (t === 'boolean') inner = boolInput(id, required);
+  else if (t === 'integer' || t === 'number') inner = numberInput(s, t, id, required);
+  else inner = textInput(s, id, required);
+  wrap.append(head);
+  if (s.description || schema.description) wrap.append(el('small', { class: 'help', text: s.description || schema.description }));
+  let isNull = null;
+  if (nullable) {
+    isNull = el('input', { type: 'checkbox', class: 'null' });
+    isNull.addEventListener('change', () => inner.node.classList.toggle('disabled', isNull.checked));
+    wrap.append(el('label', { class: 'null-label' }, isNull, ' null'));
+  }
+  wrap.append(inner.node);
+  return {
+    node: wrap,
+    get() {
+      if (isNull && isNull.checked) return null;
+      return inner.get();
+    },
+  };
+}
+
+function textInput(s, id, required) {
+  const kind = s.format === 'date-time' ? 'datetime' : (s.format === 'email' ? 'email' : 'text');
+  const input = el('input', { id, type: 'text', 'data-kind': kind, placeholder: s.format || (s.pattern ? s.pattern : '') });
+  return { node: input, get: () => (input.value === '' && !required ? undefined : input.value) };
+}
+
+// numberInput keeps the digits as typed, so that an integer beyond 2^53
+// reaches the server exact; text that is not a number goes as a string, for
+// the server to name the problem at the field.
+function numberInput(s, t, id, required) {
+  const hint = [];
+  if (s.minimum !== undefined) hint.push('≥ ' + s.minimum);
+  if (s.maximum !== undefined) hint.push('≤ ' + s.maximum);
+  const input = el('input', { id, type: 'text', inputmode: t === 'integer' ? 'numeric' : 'decimal', placeholder: t + (hint.length ? ' ' + hint.join(', ') : '') });
+  return {
+    node: input,
+    get() {
+      const v = input.value.trim();
+      if (v === '') return undefined;
+      return /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/.test(v) ? new RawNumber(v) : v;
+    },
+  };
+}
+
+// RawNumber is a number written as typed, for JSON.stringify.
+class RawNumber {
+  constructor(text) { this.text = text; }
+  toJSON() { return '\u0000num:' + this.text; }
+}
+
+function boolInput(id, required) {
+  if (required) {
+    const input = el('input', { id, type: 'checkbox' });
+    return { node: input, get: () => input.checked };
+  }
+  const sel = el('select', { id }, el('option', { value: '', text: '(unset)' }), el('option', { value: 'true', text: 'true' }), el('option', { value: 'false', text: 'false' }));
+  return { node: sel, get: () => (sel.value === '' ? undefined : sel.value === 'true') };
+}
+
+function enumInput(s, id, required) {
+  const sel = el('select', { id }, el('option', { value: '', text: required ? '(choose)' : '(unset)' }),
+    ...s.enum.map((v) => el('option', { value: JSON.stringify(v), text: String(v) })));
+  return { node: sel, get: () => (sel.value === '' ? undefined : JSON.parse(sel.value)) };
+}
+
+// arrayInput adds and removes items at the end only, so that an item's
+// path, which carmy's errors name, never changes.
+function arrayInput(s, root, path, required, depth, id) {
+  const list = el('ol', { class: 'items', start: 0 });
+  const items = [];
+  const add = el('button', { type: 'button', class: 'add', text: '+ add item' });
+  const drop = el('button', { type: 'button', class: 'remove', text: '− remove last' });
+  add.addEventListener('click', () => {
+    const f = field(s.items || {}, root, path + '[' + items.length + ']', '[' + items.length + ']', true, depth + 1);
+    items.push(f);
+    list.append(el('li', {}, f.node));
+  });
+  drop.addEventListener('click', () => {
+    if (items.length === 0) return;
+    items.pop();
+    list.lastChild.remove();
+  });
+  return {
+    node: el('div', { class: 'array', id }, list, add, ' ', drop),
+    get() {
+      if (items.length === 0 && !required) return undefined;
+      return items.map((f) => { const v = f.get(); return v === undefined ? null : v; });
+    },
+  };
+}
+
+function jsonInput(id, path, required) {
+  const area = el('textarea', { id, rows: 3, placeholder: 'JSON' });
+  return {
+    node: area,
+    get() {
+      if (area.value.trim() === '') return undefined;
+      try {
+        return JSON.parse(area.value);
+      } catch (e) {
+        const err = new Error('is not valid JSON: ' + e.message);
+        err.path = path;
+        throw err;
+      }
+    },
+  };
+}
+
+// encode writes an input as JSON, numbers as typed.
+function encode(v) {
+  return JSON.stringify(v).replace(/"\\u0000num:([^"]*)"/g, '$1');
+}
+
+// Approvals ------------------------------------------------------------------
+
+function age(iso) {
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 60) return s + ' s ago';
+  if (s < 3600) return Math.floor(s / 60) + ' min ago';
+  return Math.floor(s / 3600) + ' h ago';
+}
+
+async function loadApprovals() {
+  const { status, data } = await api('GET', '/approvals');
+  const box = $('approvals');
+  if (status !== 200) {
+    box.replaceChildren(el('p', { class: 'empty', text: 'Approvals cannot be listed (' + status + ').' }));
+    return;
+  }
+  const shown = data.filter((a) => a.status === 'pending' || a.id === state.focus).slice(0, 50);
+  box.replaceChildren();
+  if (shown.length === 0) box.append(el('p', { class: 'empty', text: 'No call waits for approval.' }));
+  for (const a of shown) box.append(approvalCard(a));
+  if (state.focus && !state.focused) {
+    const f = document.getElementById('approval-' + state.focus);
+    if (f) { f.scrollIntoView({ block: 'center' }); state.focused = true; }
+  }
+}
+
+function approvalCard(a) {
+  const mine = state.session && state.session.approver;
+  const card = el('article', { class: 'approval status-' + a.status + (a.id === state.focus ? ' focus' : ''), id: 'approval-' + a.id },
+    el('h3', {}, el('code', { text: a.tool }), ' ', el('span', { class: 'badge status', text: a.status })),
+    el('dl', {},
+      el('dt', { text: 'Requested by' }), el('dd', { class: 'requester', text: a.principal || 'anonymous' }),
+      el('dt', { text: 'Asked' }), el('dd', { text: age(a.created) + ' · expires ' + new Date(a.expires).toLocaleTimeString() }),
+      a.approver ? el('dt', { text: 'Decided by' }) : null, a.approver ? el('dd', { text: a.approver }) : null,
+      el('dt', { text: 'Approval' }), el('dd', {}, el('code', { text: a.id }))),
+    el('h4', { text: 'Input (canonical form: exactly what will run)' }),
+    el('pre', { class: 'input', text: JSON.stringify(a.input, null, 2) }));
+  if (a.status === 'pending') {
+    if (mine) {
+      card.append(el('div', { class: 'actions' },
+        el('button', { type: 'button', class: 'approve', text: 'Approve', onclick: () => decide(a.id, 'approve') }),
+        el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => decide(a.id, 'deny') })));
+    } else {
+      card.append(el('p', { class: 'empty', text: 'You may not decide this approval.' }));
+    }
+  }
+  return card;
+}
+
+async function decide(id, what) {
+  const { status, data } = await api('POST', '/approvals/' + encodeURIComponent(id) + '/' + what);
+  if (status !== 200) notice((data && data.error && data.error.message) || ('HTTP ' + status));
+  refresh();
+}
+
+// Executions -----------------------------------------------------------------
+
+async function refreshExecutions() {
+  const { status, data } = await api('GET', '/console/executions');
+  if (status !== 200) return;
+  const body = $('executions').tBodies[0];
+  body.replaceChildren();
+  if (data.length === 0) body.append(el('tr', {}, el('td', { colspan: 6, class: 'empty', text: 'None yet.' })));
+  for (const e of data) {
+    body.append(el('tr', { class: e.code === 'ok' ? 'ok' : 'fail' },
+      el('td', { text: new Date(e.time).toLocaleTimeString() }),
+      el('td', {}, el('code', { text: e.tool })),
+      el('td', { text: e.principal || 'anonymous' }),
+      el('td', {}, el('span', { class: 'badge code', text: e.code })),
+      el('td', { text: e.duration_ms.toFixed(1) + ' ms' }),
+      el('td', { text: e.replayed ? 'yes' : '' })));
+  }
+}
+
+// Start ------------------------------------------------------------------------
+
+async function refresh() {
+  await Promise.all([loadApprovals(), refreshExecutions()]);
+}
+
+async function start() {
+  if (await loadSession()) {
+    await loadTools();
+    await refresh();
+    document.body.dataset.ready = 'true';
+  }
+}
+
+$('token-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem('carmy.token', $('token').value.trim());
+  $('token').value = '';
+  start();
+});
+$('forget').addEventListener('click', () => { sessionStorage.removeItem('carmy.token'); location.reload(); });
+setInterval(() => { if (state.session) refresh(); }, 2000);
+start();

@@ -4,19 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
-	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -146,9 +145,14 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			}
 			c.RequestID = rid
 		}
+		peer := newPeer(req)
+		ctx = context.WithValue(ctx, peerKey{}, peer)
 		res, err := r.Execute(ctx, c)
 		if r.elicit && CodeOf(err) == CodeConfirmationRequired && req.Session != nil {
-			res, err = r.confirmByElicitation(ctx, req.Session, c, err)
+			res, err = r.confirmByElicitation(ctx, peer, c, err)
+		}
+		if ask := peer.inputRequired(); ask != nil {
+			return ask, nil
 		}
 		if err != nil {
 			return mcpError(err, t.out != nil), nil
@@ -201,42 +205,6 @@ func mcpError(err error, hasOutputSchema bool) *mcp.CallToolResult {
 	return res
 }
 
-// confirmByElicitation asks the user, through the client, to confirm a
-// call, and runs it with a grant bound to its input when they accept. Only
-// a host that opted in with [Builder.ElicitConfirmation] gets here.
-func (r *Registry) confirmByElicitation(ctx context.Context, s *mcp.ServerSession, c Call, refusal error) (Result, error) {
-	var e *Error
-	if !errors.As(refusal, &e) {
-		return Result{}, refusal
-	}
-	grant, _ := e.Details["permission"].(string)
-	t, ok := r.tools[c.Tool]
-	if !ok {
-		return Result{}, refusal
-	}
-	form, err := t.canonicalInput(c.Input)
-	if err != nil {
-		return Result{}, refusal
-	}
-	shown, err := promptInput(form)
-	if err != nil {
-		return Result{}, refusal
-	}
-	res, err := s.Elicit(ctx, &mcp.ElicitParams{
-		Message: fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
-		RequestedSchema: map[string]any{
-			"type":       "object",
-			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "description": "true to run the tool"}},
-			"required":   []string{"confirm"},
-		},
-	})
-	if err != nil || res.Action != "accept" || res.Content["confirm"] != true || grant == "" {
-		return Result{}, refusal
-	}
-	c.Permissions = append(slices.Clip(c.Permissions), grant)
-	return r.Execute(ctx, c)
-}
-
 // promptInput is an input as a person confirms it: its canonical form (the
 // document the confirmation digest is over), indented, with every character
 // that could hide or disguise text (controls, bidirectional overrides,
@@ -269,23 +237,10 @@ func promptInput(form []byte) (string, error) {
 // its client goes away.
 func (r *Registry) mcpHTTPHandler() http.Handler {
 	server := r.mcpServer()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
-		Logger: r.sdkLogger(),
-		// Handler checks the Host itself, with the names the host allows,
-		// and bounds the body by the builder's limit, on every route.
-		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        -1,
-	})
-	// The identity reaches handlers as the SDK's auth.TokenInfo, whose
-	// UserID the SDK also binds a session to. Its middleware insists on a
-	// bearer header, which it gets; the caller's own credential has
-	// already been checked and goes no further.
-	withInfo := auth.RequireBearerToken(func(_ context.Context, _ string, req *http.Request) (*auth.TokenInfo, error) {
-		if info, ok := req.Context().Value(tokenInfoKey{}).(*auth.TokenInfo); ok {
-			return info, nil
-		}
-		return nil, auth.ErrInvalidToken
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
+	// Both serve the same server: sessions for the protocol versions that
+	// have them, and the stateless path, the only one on which the SDK
+	// serves the sessionless protocol.
+	stateful, stateless := r.sdkHandler(server, false), r.sdkHandler(server, true)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		id, err := r.identify(req)
 		if err != nil {
@@ -293,8 +248,11 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 			return
 		}
 		// A body of another type is the SDK's to refuse (415), unread.
+		var body []byte
 		if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); req.Method == http.MethodPost && mt == "application/json" {
-			body, status, rpcErr := readMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
+			var status int
+			var rpcErr *jsonrpc.Error
+			body, status, rpcErr = readMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
 			if rpcErr != nil {
 				writeRPCError(w, status, rpcErr)
 				return
@@ -315,8 +273,34 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		}
 		req = req.WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer carmy")
-		r.serveSession(w, req, id.Principal, withInfo)
+		if isModernRequest(req, body) {
+			stateless.ServeHTTP(w, req)
+			return
+		}
+		r.serveSession(w, req, id.Principal, stateful)
 	})
+}
+
+// sdkHandler is the SDK's streamable HTTP handler of server, stateless or
+// not, behind the checks of mcpHTTPHandler. The identity reaches handlers as
+// the SDK's auth.TokenInfo, whose UserID the SDK also binds a session to.
+// Its middleware insists on a bearer header, which it gets; the caller's
+// own credential has already been checked and goes no further.
+func (r *Registry) sdkHandler(server *mcp.Server, stateless bool) http.Handler {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Stateless: stateless,
+		Logger:    r.sdkLogger(),
+		// Handler checks the Host itself, with the names the host allows,
+		// and bounds the body by the builder's limit, on every route.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        -1,
+	})
+	return auth.RequireBearerToken(func(_ context.Context, _ string, req *http.Request) (*auth.TokenInfo, error) {
+		if info, ok := req.Context().Value(tokenInfoKey{}).(*auth.TokenInfo); ok {
+			return info, nil
+		}
+		return nil, auth.ErrInvalidToken
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
 }
 
 type tokenInfoKey struct{}

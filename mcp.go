@@ -39,8 +39,14 @@ const (
 // carmy's schemas and explicit annotations, called through Execute.
 func (r *Registry) mcpServer() *mcp.Server {
 	r.mcpOnce.Do(func() {
-		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, &mcp.ServerOptions{Logger: r.sdkLogger()})
-		s.AddReceivingMiddleware(r.sessionMiddleware)
+		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, &mcp.ServerOptions{
+			Logger: r.sdkLogger(),
+			// Only what carmy does: its tool list never changes, and tools
+			// log through Context.Log. What a host adds with ConfigureMCP
+			// adds its own capabilities.
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
+		})
+		s.AddReceivingMiddleware(r.sessionMiddleware, r.unknownToolMiddleware)
 		for _, name := range r.names {
 			t := r.tools[name]
 			s.AddTool(mcpTool(t), r.mcpCall(t))

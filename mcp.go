@@ -163,6 +163,9 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 		if err != nil {
 			return mcpError(err, t.out != nil), nil
 		}
+		if t.content {
+			return contentResult(res)
+		}
 		var structured any = json.RawMessage(res.Output)
 		if t.mcpWrap {
 			structured = map[string]json.RawMessage{"result": res.Output}

@@ -82,17 +82,24 @@ func (p *mcpPeer) ask(ctx context.Context, id string, params *mcp.ElicitParams) 
 		p.need = mcp.InputRequestMap{}
 	}
 	p.need[id] = params
-	return nil, errNeedsInput
+	return nil, needsInput()
 }
 
-// errNeedsInput ends a run of a tool whose question the client of the
-// sessionless protocol has not answered yet: the client gets the question
-// and calls again with the answer, and the tool runs again from the start.
-// It is retryable, so that an idempotency record never keeps it.
-var errNeedsInput = &Error{
-	Code:      CodeUnavailable,
-	Message:   "the tool needs an answer from the user first; the client asks them and calls again with the answer",
-	Retryable: true,
+// errNeedsInput is the cause of the error that ends a run of a tool whose
+// question the client of the sessionless protocol has not answered yet:
+// the client gets the question and calls again with the answer, and the
+// tool runs again from the start.
+var errNeedsInput = errors.New("waiting for the user's answer")
+
+// needsInput is that error as the tool and the runtime see it: retryable,
+// so that an idempotency record never keeps it.
+func needsInput() *Error {
+	return &Error{
+		Code:      CodeUnavailable,
+		Message:   "the tool needs an answer from the user first; the client asks them and calls again with the answer",
+		Retryable: true,
+		Err:       errNeedsInput,
+	}
 }
 
 // inputRequired is the result that asks the client the questions of this

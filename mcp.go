@@ -44,6 +44,7 @@ func (r *Registry) mcpServer() *mcp.Server {
 			// Only what carmy does: its tool list never changes, and tools
 			// log through Context.Log. What a host adds with ConfigureMCP
 			// adds its own capabilities.
+			//lint:ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
 		})
 		s.AddReceivingMiddleware(r.sessionMiddleware, r.unknownToolMiddleware)

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the test uses MCP's logging, deprecated from 2026-07-28 on and still served.
+
 package carmy_test
 
 import (

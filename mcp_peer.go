@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it.
+
 package carmy
 
 import (

@@ -39,19 +39,22 @@ const (
 // carmy's schemas and explicit annotations, called through Execute.
 func (r *Registry) mcpServer() *mcp.Server {
 	r.mcpOnce.Do(func() {
-		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, &mcp.ServerOptions{
+		opts := &mcp.ServerOptions{
 			Logger: r.sdkLogger(),
 			// Only what carmy does: its tool list never changes, and tools
 			// log through Context.Log. What a host adds with ConfigureMCP
 			// adds its own capabilities.
 			//lint:ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
-		})
+		}
+		r.mcpConfig.applyOptions(opts)
+		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, opts)
 		s.AddReceivingMiddleware(r.sessionMiddleware, r.unknownToolMiddleware)
 		for _, name := range r.names {
 			t := r.tools[name]
 			s.AddTool(mcpTool(t), r.mcpCall(t))
 		}
+		r.mcpConfig.applyServer(s)
 		r.mcp = s
 	})
 	return r.mcp

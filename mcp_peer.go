@@ -4,6 +4,10 @@ package carmy
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -194,10 +198,11 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpPeer, c Call,
 		return Result{}, refusal
 	}
 	// A confirmation given in an earlier round of the sessionless protocol
-	// holds for the rounds that the tool's own questions add; it names the
-	// grant, which is bound to the input.
-	confirmed := "confirmed:" + grant
-	if !p.modern || p.req.Params.RequestState != confirmed {
+	// holds for the rounds that the tool's own questions add. The state
+	// that says so is the server's own, bound to the principal and the
+	// grant (and so to the input): a client cannot make it up.
+	confirmed := confirmedState(c.Principal, grant)
+	if !p.modern || !hmac.Equal([]byte(p.req.Params.RequestState), []byte(confirmed)) {
 		res, err := p.ask(ctx, confirmKey, &mcp.ElicitParams{
 			Message: fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
 			RequestedSchema: map[string]any{
@@ -216,6 +221,24 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpPeer, c Call,
 	p.setState(confirmed)
 	c.Permissions = append(c.Permissions[:len(c.Permissions):len(c.Permissions)], grant)
 	return r.Execute(ctx, c)
+}
+
+// stateKey signs the request states that the server hands clients of the
+// sessionless protocol. A restart makes new ones: a client then confirms
+// again.
+var stateKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand's Read never fails
+	return k
+}()
+
+// confirmedState is the request state that records a confirmation.
+func confirmedState(principal, grant string) string {
+	m := hmac.New(sha256.New, stateKey)
+	m.Write([]byte(principal))
+	m.Write([]byte{0})
+	m.Write([]byte(grant))
+	return "carmy/confirmed:" + hex.EncodeToString(m.Sum(nil))
 }
 
 func (p *mcpPeer) setState(s string) {

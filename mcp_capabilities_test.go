@@ -148,11 +148,19 @@ func TestMCPConfirmationRounds(t *testing.T) {
 	if r := call(""); !asks(r) || burns.Load() != 0 {
 		t.Fatalf("first round %v, burned %d; want the question and nothing run", r, burns.Load())
 	}
-	if r := call(`"requestState":"carmy/confirmed:0000",`); !asks(r) || burns.Load() != 0 {
-		t.Fatalf("made-up state: %v, burned %d; want the question again", r, burns.Load())
-	}
-	if r := call(`"inputResponses":{"carmy/confirm":{"action":"decline"}},`); r["isError"] != true || burns.Load() != 0 {
+	r := call(`"inputResponses":{"carmy/confirm":{"action":"decline"}},`)
+	if r["isError"] != true || burns.Load() != 0 {
 		t.Fatalf("declined: %v, burned %d; want the refusal", r, burns.Load())
+	}
+	// The refusal names the grant; a state made from it is still not the
+	// server's.
+	e, _ := r["structuredContent"].(map[string]any)
+	details, _ := e["details"].(map[string]any)
+	grant, _ := details["permission"].(string)
+	for _, state := range []string{"confirmed:" + grant, "carmy/confirmed:" + grant, grant} {
+		if r := call(`"requestState":"` + state + `",`); !asks(r) || burns.Load() != 0 {
+			t.Fatalf("made-up state %q: %v, burned %d; want the question again", state, r, burns.Load())
+		}
 	}
 	if r := call(`"inputResponses":{"carmy/confirm":{"action":"accept","content":{"confirm":true}}},`); r["isError"] == true || burns.Load() != 1 {
 		t.Fatalf("confirmed: %v, burned %d; want one run", r, burns.Load())

@@ -14,6 +14,7 @@
 // Builder.ConfigureMCPOptions: sampling, an elicitation whose form needs
 // schema keywords carmy's model does not produce (titled enums), a tool
 // that closes its event stream, resources, prompts and completions.
+//
 //lint:file-ignore SA1019 the suite tests sampling, which MCP deprecates from 2026-07-28 on.
 package main
 
@@ -116,9 +117,13 @@ func tools() []*carmy.ToolDef {
 	return []*carmy.ToolDef{
 		carmy.Tool(text("This is a simple text response for testing."), carmy.None,
 			carmy.Name("test_simple_text"), carmy.Description("Tests simple text content response")),
-		carmy.Tool(func() (carmy.Content, error) { return carmy.Content{carmy.Image{Data: png, MIMEType: "image/png"}}, nil }, carmy.None,
+		carmy.Tool(func() (carmy.Content, error) {
+			return carmy.Content{carmy.Image{Data: png, MIMEType: "image/png"}}, nil
+		}, carmy.None,
 			carmy.Name("test_image_content"), carmy.Description("Tests image content response")),
-		carmy.Tool(func() (carmy.Content, error) { return carmy.Content{carmy.Audio{Data: wav, MIMEType: "audio/wav"}}, nil }, carmy.None,
+		carmy.Tool(func() (carmy.Content, error) {
+			return carmy.Content{carmy.Audio{Data: wav, MIMEType: "audio/wav"}}, nil
+		}, carmy.None,
 			carmy.Name("test_audio_content"), carmy.Description("Tests audio content response")),
 		carmy.Tool(func() (carmy.Content, error) {
 			return carmy.Content{carmy.Resource{URI: "test://embedded-resource", MIMEType: "text/plain", Text: "This is an embedded resource"}}, nil

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -173,56 +172,6 @@ func mcpLevel(l slog.Level) mcp.LoggingLevel {
 // protocol's input requests.
 const confirmKey = "carmy/confirm"
 
-// confirmByElicitation asks the user, through the client, to confirm a
-// call, and runs it with a grant bound to its input when they accept. Only
-// a host that opted in with [Builder.ElicitConfirmation] gets here. In the
-// sessionless protocol the question goes back in the result; the client's
-// next call carries the answer, and runs with the grant when it confirms
-// the same input.
-func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpPeer, c Call, refusal error) (Result, error) {
-	var e *Error
-	if !errors.As(refusal, &e) || !p.canElicit() {
-		return Result{}, refusal
-	}
-	grant, _ := e.Details["permission"].(string)
-	t, ok := r.tools[c.Tool]
-	if !ok || grant == "" {
-		return Result{}, refusal
-	}
-	form, err := t.canonicalInput(c.Input)
-	if err != nil {
-		return Result{}, refusal
-	}
-	shown, err := promptInput(form)
-	if err != nil {
-		return Result{}, refusal
-	}
-	// A confirmation given in an earlier round of the sessionless protocol
-	// holds for the rounds that the tool's own questions add. The state
-	// that says so is the server's own, bound to the principal and the
-	// grant (and so to the input): a client cannot make it up.
-	confirmed := confirmedState(c.Principal, grant)
-	if !p.modern || !hmac.Equal([]byte(p.req.Params.RequestState), []byte(confirmed)) {
-		res, err := p.ask(ctx, confirmKey, &mcp.ElicitParams{
-			Message: fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
-			RequestedSchema: map[string]any{
-				"type":       "object",
-				"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "description": "true to run the tool"}},
-				"required":   []string{"confirm"},
-			},
-		})
-		if errors.Is(err, errNeedsInput) {
-			return Result{}, err
-		}
-		if err != nil || res.Action != "accept" || res.Content["confirm"] != true {
-			return Result{}, refusal
-		}
-	}
-	p.setState(confirmed)
-	c.Permissions = append(c.Permissions[:len(c.Permissions):len(c.Permissions)], grant)
-	return r.Execute(ctx, c)
-}
-
 // stateKey signs the request states that the server hands clients of the
 // sessionless protocol. A restart makes new ones: a client then confirms
 // again.
@@ -239,6 +188,13 @@ func confirmedState(principal, grant string) string {
 	m.Write([]byte{0})
 	m.Write([]byte(grant))
 	return "carmy/confirmed:" + hex.EncodeToString(m.Sum(nil))
+}
+
+// confirmedBefore reports whether the call, in the sessionless protocol,
+// carries the state of a confirmation the server recorded for this
+// principal and grant in an earlier round.
+func (p *mcpPeer) confirmedBefore(principal, grant string) bool {
+	return p.modern && hmac.Equal([]byte(p.req.Params.RequestState), []byte(confirmedState(principal, grant)))
 }
 
 func (p *mcpPeer) setState(s string) {

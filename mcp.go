@@ -305,6 +305,9 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 	// have them, and the stateless path, the only one on which the SDK
 	// serves the sessionless protocol.
 	stateful, stateless := r.sdkHandler(server, false), r.sdkHandler(server, true)
+	// What a host adds to the server (middleware, tools) must see every
+	// request: then every request goes through the SDK.
+	fast := r.mcpConfig.empty()
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		id, err := r.identify(req)
 		if err != nil {
@@ -338,6 +341,9 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		req = req.WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer carmy")
 		if isModernRequest(req, body) {
+			if fast && body != nil && r.fastCall(w, req, body) {
+				return
+			}
 			stateless.ServeHTTP(w, req)
 			return
 		}

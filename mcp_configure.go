@@ -56,6 +56,8 @@ func (c mcpConfig) clone() mcpConfig {
 	return mcpConfig{options: slices.Clone(c.options), server: slices.Clone(c.server)}
 }
 
+func (c mcpConfig) empty() bool { return len(c.options) == 0 && len(c.server) == 0 }
+
 func (c mcpConfig) applyOptions(o *mcp.ServerOptions) {
 	for _, f := range c.options {
 		f(o)

@@ -99,6 +99,11 @@ func (t *tool) prepareTypes(b *Builder, d *ToolDef) []error {
 		if t.meta.OutputSchema == nil {
 			t.meta.OutputSchema = nullSchema
 		}
+	case d.outType == contentType: // content blocks, which bring their own JSON
+		t.content = true
+		if t.meta.OutputSchema == nil {
+			t.meta.OutputSchema = contentSchema
+		}
 	default:
 		out, err := shape.Of(d.outType)
 		if err != nil {

@@ -140,6 +140,7 @@ type Builder struct {
 	sessionTimeout time.Duration
 	maxSessions    int
 	signals        bool // shut down on SIGINT and SIGTERM (App)
+	mcpConfig      mcpConfig
 }
 
 // New returns an empty builder: no configuration file, no automatically
@@ -377,6 +378,7 @@ func (b *Builder) Build() (*Registry, error) {
 		auth: b.auth, bodyLimit: b.bodyLimit, allowHosts: slices.Clone(b.allowHosts), allowOrigins: slices.Clone(b.allowOrigins), elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
+	r.mcpConfig = b.mcpConfig.clone()
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}

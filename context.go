@@ -2,6 +2,7 @@ package carmy
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 )
 
@@ -34,6 +35,8 @@ type Context struct {
 	// fence it saw can refuse a writer whose lock has since passed to
 	// another host.
 	Fence uint64
+
+	log *slog.Logger // the registry's logger, for Log
 }
 
 type contextKey struct{}

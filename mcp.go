@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -40,12 +41,22 @@ const (
 // carmy's schemas and explicit annotations, called through Execute.
 func (r *Registry) mcpServer() *mcp.Server {
 	r.mcpOnce.Do(func() {
-		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, &mcp.ServerOptions{Logger: r.sdkLogger()})
-		s.AddReceivingMiddleware(r.sessionMiddleware)
+		opts := &mcp.ServerOptions{
+			Logger: r.sdkLogger(),
+			// Only what carmy does: its tool list never changes, and tools
+			// log through Context.Log. What a host adds with ConfigureMCP
+			// adds its own capabilities.
+			//lint:ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
+		}
+		r.mcpConfig.applyOptions(opts)
+		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, opts)
+		s.AddReceivingMiddleware(r.sessionMiddleware, r.unknownToolMiddleware)
 		for _, name := range r.names {
 			t := r.tools[name]
 			s.AddTool(mcpTool(t), r.mcpCall(t))
 		}
+		r.mcpConfig.applyServer(s)
 		r.mcp = s
 	})
 	return r.mcp
@@ -153,12 +164,20 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 				ctx = withBase(ctx, base) // for approval URLs
 			}
 		}
+		peer := newPeer(req)
+		ctx = context.WithValue(ctx, peerKey{}, peer)
 		res, err := r.Execute(ctx, c)
 		if CodeOf(err) == CodeConfirmationRequired {
-			res, err = r.confirmOverMCP(ctx, req.Session, c, err)
+			res, err = r.confirmOverMCP(ctx, peer, c, err)
+		}
+		if ask := peer.inputRequired(); ask != nil {
+			return ask, nil
 		}
 		if err != nil {
 			return mcpError(err, t.out != nil), nil
+		}
+		if t.content {
+			return contentResult(res)
 		}
 		var structured any = json.RawMessage(res.Output)
 		if t.mcpWrap {
@@ -220,15 +239,18 @@ func mcpError(err error, hasOutputSchema bool) *mcp.CallToolResult {
 
 // confirmByElicitation asks the user, through the client, to confirm a
 // call, and runs it with a grant bound to its input when they accept. Only
-// a host that opted in with [Builder.ElicitConfirmation] gets here.
-func (r *Registry) confirmByElicitation(ctx context.Context, s *mcp.ServerSession, c Call, refusal error) (Result, error) {
+// a host that opted in with [Builder.ElicitConfirmation] gets here. In the
+// sessionless protocol the question goes back in the result; the client's
+// next call carries the answer, and runs with the grant when it confirms
+// the same input.
+func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpPeer, c Call, refusal error) (Result, error) {
 	var e *Error
-	if !errors.As(refusal, &e) {
+	if !errors.As(refusal, &e) || !p.canElicit() {
 		return Result{}, refusal
 	}
 	grant, _ := e.Details["permission"].(string)
 	t, ok := r.tools[c.Tool]
-	if !ok {
+	if !ok || grant == "" {
 		return Result{}, refusal
 	}
 	form, err := t.canonicalInput(c.Input)
@@ -239,17 +261,27 @@ func (r *Registry) confirmByElicitation(ctx context.Context, s *mcp.ServerSessio
 	if err != nil {
 		return Result{}, refusal
 	}
-	res, err := s.Elicit(ctx, &mcp.ElicitParams{
-		Message: fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
-		RequestedSchema: map[string]any{
-			"type":       "object",
-			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "description": "true to run the tool"}},
-			"required":   []string{"confirm"},
-		},
-	})
-	if err != nil || res.Action != "accept" || res.Content["confirm"] != true || grant == "" {
-		return Result{}, refusal
+	// A confirmation given in an earlier round of the sessionless protocol
+	// holds for the rounds that the tool's own questions add. The state
+	// that says so is the server's own, bound to the principal and the
+	// grant (and so to the input): a client cannot make it up.
+	if !p.confirmedBefore(c.Principal, grant) {
+		res, err := p.ask(ctx, confirmKey, &mcp.ElicitParams{
+			Message: fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
+			RequestedSchema: map[string]any{
+				"type":       "object",
+				"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "description": "true to run the tool"}},
+				"required":   []string{"confirm"},
+			},
+		})
+		if errors.Is(err, errNeedsInput) {
+			return Result{}, err
+		}
+		if err != nil || res.Action != "accept" || res.Content["confirm"] != true {
+			return Result{}, refusal
+		}
 	}
+	p.setState(confirmedState(c.Principal, grant))
 	c.Permissions = append(slices.Clip(c.Permissions), grant)
 	return r.Execute(ctx, c)
 }
@@ -286,23 +318,13 @@ func promptInput(form []byte) (string, error) {
 // its client goes away.
 func (r *Registry) mcpHTTPHandler() http.Handler {
 	server := r.mcpServer()
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
-		Logger: r.sdkLogger(),
-		// Handler checks the Host itself, with the names the host allows,
-		// and bounds the body by the builder's limit, on every route.
-		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        -1,
-	})
-	// The identity reaches handlers as the SDK's auth.TokenInfo, whose
-	// UserID the SDK also binds a session to. Its middleware insists on a
-	// bearer header, which it gets; the caller's own credential has
-	// already been checked and goes no further.
-	withInfo := auth.RequireBearerToken(func(_ context.Context, _ string, req *http.Request) (*auth.TokenInfo, error) {
-		if info, ok := req.Context().Value(tokenInfoKey{}).(*auth.TokenInfo); ok {
-			return info, nil
-		}
-		return nil, auth.ErrInvalidToken
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
+	// Both serve the same server: sessions for the protocol versions that
+	// have them, and the stateless path, the only one on which the SDK
+	// serves the sessionless protocol.
+	stateful, stateless := r.sdkHandler(server, false), r.sdkHandler(server, true)
+	// What a host adds to the server (middleware, tools) must see every
+	// request: then every request goes through the SDK.
+	fast := r.mcpConfig.empty()
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		id, err := r.identify(req)
 		if err != nil {
@@ -310,8 +332,11 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 			return
 		}
 		// A body of another type is the SDK's to refuse (415), unread.
+		var body []byte
 		if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); req.Method == http.MethodPost && mt == "application/json" {
-			body, status, rpcErr := readMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
+			var status int
+			var rpcErr *jsonrpc.Error
+			body, status, rpcErr = readMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
 			if rpcErr != nil {
 				writeRPCError(w, status, rpcErr)
 				return
@@ -337,8 +362,37 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		}
 		req = req.WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer carmy")
-		r.serveSession(w, req, id.Principal, withInfo)
+		if isModernRequest(req, body) {
+			if fast && body != nil && r.fastCall(w, req, body) {
+				return
+			}
+			stateless.ServeHTTP(w, req)
+			return
+		}
+		r.serveSession(w, req, id.Principal, stateful)
 	})
+}
+
+// sdkHandler is the SDK's streamable HTTP handler of server, stateless or
+// not, behind the checks of mcpHTTPHandler. The identity reaches handlers as
+// the SDK's auth.TokenInfo, whose UserID the SDK also binds a session to.
+// Its middleware insists on a bearer header, which it gets; the caller's
+// own credential has already been checked and goes no further.
+func (r *Registry) sdkHandler(server *mcp.Server, stateless bool) http.Handler {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Stateless: stateless,
+		Logger:    r.sdkLogger(),
+		// Handler checks the Host itself, with the names the host allows,
+		// and bounds the body by the builder's limit, on every route.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        -1,
+	})
+	return auth.RequireBearerToken(func(_ context.Context, _ string, req *http.Request) (*auth.TokenInfo, error) {
+		if info, ok := req.Context().Value(tokenInfoKey{}).(*auth.TokenInfo); ok {
+			return info, nil
+		}
+		return nil, auth.ErrInvalidToken
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
 }
 
 type tokenInfoKey struct{}

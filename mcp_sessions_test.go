@@ -35,6 +35,7 @@ func TestMCPSessionsAbandoned(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "Bearer alice-secret")
+		req.Host = "localhost" // httptest's example.com is not a name a loopback server answers to
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK || rec.Header().Get("Mcp-Session-Id") == "" {

@@ -132,6 +132,7 @@ type Registry struct {
 	httpHandler   http.Handler
 	mcpOnce       sync.Once
 	mcp           *mcp.Server
+	mcpConfig     mcpConfig       // the host's additions to the MCP server
 	streams       context.Context // done once the server shuts down
 	endStreams    context.CancelFunc
 

@@ -33,6 +33,7 @@ type tool struct {
 	direct  bool    // no middleware: Execute calls run itself
 	confirm string  // "confirm:<name>"
 	mcpWrap bool    // MCP carries the output as {"result": …}
+	content bool    // the output is Content: MCP content blocks
 	// requestID is the input field tagged carmy:"request_id", if any.
 	requestID *shape.Field
 }
@@ -140,6 +141,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		Principal:   c.Principal,
 		Permissions: NewPermissions(c.Permissions...),
 		Metadata:    c.Metadata,
+		log:         r.logger,
 	}
 	if r.authorize != nil {
 		if err := r.authorize(*cc, t.meta); err != nil {
@@ -591,6 +593,9 @@ var encodeOptions = jsonv2.JoinOptions(jsonv2.Deterministic(true))
 // rules are checked, then the value is written from the model that
 // published the schema.
 func (t *tool) encode(out any) ([]byte, error) {
+	if c, ok := out.(Content); ok && t.content {
+		return c.MarshalJSON()
+	}
 	if t.out == nil {
 		return []byte("null"), nil
 	}

@@ -147,10 +147,14 @@ func BenchmarkHTTP(b *testing.B) {
 // loopback, one session reused, from the official SDK's client: carmy's
 // /mcp endpoint against go-sdk's mcp.NewStreamableHTTPHandler (and
 // mcp-go's StreamableHTTPServer, for reference), each with default options.
+// The client speaks the newest version a server offers: 2026-07-28,
+// sessionless, with carmy (impl=carmy); the session-based 2025-11-25 with
+// go-sdk's default handler, which is stateful. impl=carmy-sessions pins
+// carmy's client to 2025-11-25.
 func BenchmarkMCPStreamable(b *testing.B) {
 	for _, c := range Cases {
 		args := json.RawMessage(c.Input)
-		for _, impl := range []string{"gosdk", "carmy", "mcpgo"} {
+		for _, impl := range []string{"gosdk", "carmy", "carmy-sessions", "mcpgo"} {
 			b.Run("size="+c.Size+"/impl="+impl, func(b *testing.B) {
 				session := streamableSession(b, impl)
 				benchSDKCalls(b, session, c.Tool, args)
@@ -317,9 +321,13 @@ func streamableSession(tb testing.TB, impl string) *mcp.ClientSession {
 	tb.Helper()
 	var h http.Handler
 	path := "/mcp"
+	var opts *mcp.ClientSessionOptions
 	switch impl {
 	case "carmy":
 		h = carmyRegistry(tb).Handler()
+	case "carmy-sessions": // the session-based protocol, which the client otherwise leaves for 2026-07-28
+		h = carmyRegistry(tb).Handler()
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	case "gosdk":
 		s, err := GoSDKServer()
 		if err != nil {
@@ -335,7 +343,7 @@ func streamableSession(tb testing.TB, impl string) *mcp.ClientSession {
 	srv := httptest.NewServer(h)
 	client := loopbackClient()
 	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + path, HTTPClient: client, MaxRetries: -1}
-	session, err := mcp.NewClient(sdkClient, nil).Connect(context.Background(), tr, nil)
+	session, err := mcp.NewClient(sdkClient, nil).Connect(context.Background(), tr, opts)
 	if err != nil {
 		srv.Close()
 		tb.Fatal(err)

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestBuild: the server builds, with every fixture tool carmy serves
+// itself.
+func TestBuild(t *testing.T) {
+	reg, err := newBuilder().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	var names []string
+	for _, m := range reg.Tools() {
+		names = append(names, m.Name)
+	}
+	want := []string{"json_schema_2020_12_tool", "test_audio_content", "test_elicitation", "test_elicitation_sep1034_defaults",
+		"test_embedded_resource", "test_error_handling", "test_image_content", "test_multiple_content_types",
+		"test_simple_text", "test_tool_with_logging", "test_tool_with_progress"}
+	if !slices.Equal(names, want) {
+		t.Errorf("tools %v", names)
+	}
+}

@@ -1,0 +1,168 @@
+package carmy_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// TestMCPCapabilities: initialize (session-based) and server/discover
+// (sessionless) advertise what carmy does, tools without list changes and
+// logging, and nothing else.
+func TestMCPCapabilities(t *testing.T) {
+	srv, _ := hostServer(t, nil)
+	tests := []struct {
+		name, version, body string
+	}{
+		{"initialize", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`},
+		{"server/discover", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := mcpPost(t, srv.URL, tt.version, tt.body)
+			var msg struct {
+				Result struct {
+					Capabilities map[string]json.RawMessage `json:"capabilities"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(res, &msg); err != nil {
+				t.Fatalf("%s: %v", res, err)
+			}
+			caps := msg.Result.Capabilities
+			if len(caps) != 2 || string(caps["tools"]) != "{}" || string(caps["logging"]) != "{}" {
+				t.Errorf("capabilities %s; want tools (no listChanged) and logging only", res)
+			}
+		})
+	}
+}
+
+// TestMCPUnknownTool: a call of a tool that does not exist names the
+// closest one, as over HTTP, in both generations.
+func TestMCPUnknownTool(t *testing.T) {
+	srv, _ := hostServer(t, nil)
+	for _, version := range []string{"2025-06-18", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whoam","arguments":{}}}`
+			session := ""
+			if version == "2026-07-28" {
+				body = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whoam","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+			} else {
+				session = openSession(t, srv)
+				mcpPostSession(t, srv.URL, "2025-06-18", session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+			}
+			res := mcpPostSession(t, srv.URL, version, session, body, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "whoam"})
+			if !strings.Contains(string(res), `did you mean \"whoami\"?`) || !strings.Contains(string(res), `"unknown_tool"`) {
+				t.Errorf("answer %s; want the suggestion and carmy's code", res)
+			}
+		})
+	}
+}
+
+func mcpPost(t *testing.T, url, version, body string) []byte {
+	t.Helper()
+	headers := map[string]string{}
+	if version != "" {
+		var m struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal([]byte(body), &m)
+		headers["Mcp-Method"] = m.Method
+	}
+	return mcpPostSession(t, url, version, "", body, headers)
+}
+
+// mcpPostSession posts one message and returns the JSON-RPC message of the
+// answer, read from an event stream if the server chose one.
+func mcpPostSession(t *testing.T, url, version, session, body string, headers map[string]string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if version != "" {
+		req.Header.Set("Mcp-Protocol-Version", version)
+	}
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return b
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"id"`) {
+			return []byte(data)
+		}
+	}
+	return b
+}
+
+// TestMCPConfirmationRounds: in the sessionless protocol a confirmation
+// is a multi-round result. The call that needs it returns the question and
+// does not run; a call with a made-up request state claiming an earlier
+// confirmation is asked again; the call with the user's answer runs, once.
+func TestMCPConfirmationRounds(t *testing.T) {
+	var burns atomic.Int32
+	burn := carmy.Tool(func(in HostNote) error { burns.Add(1); return nil }, carmy.Destructive,
+		carmy.Name("burn_note"), carmy.RequireConfirmation(), carmy.Register(false))
+	reg, err := carmy.New().Tool(burn).ElicitConfirmation().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	srv := httptest.NewServer(reg.Handler())
+	defer srv.Close()
+	call := func(extra string) map[string]any {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"burn_note","arguments":{"text":"x"},` + extra +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
+		res := mcpPostSession(t, srv.URL, "2026-07-28", "", body, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "burn_note"})
+		var msg struct {
+			Result map[string]any `json:"result"`
+		}
+		if err := json.Unmarshal(res, &msg); err != nil || msg.Result == nil {
+			t.Fatalf("answer %s: %v", res, err)
+		}
+		return msg.Result
+	}
+	asks := func(r map[string]any) bool {
+		q, _ := r["inputRequests"].(map[string]any)
+		return r["resultType"] == "input_required" && q["carmy/confirm"] != nil
+	}
+	if r := call(""); !asks(r) || burns.Load() != 0 {
+		t.Fatalf("first round %v, burned %d; want the question and nothing run", r, burns.Load())
+	}
+	r := call(`"inputResponses":{"carmy/confirm":{"action":"decline"}},`)
+	if r["isError"] != true || burns.Load() != 0 {
+		t.Fatalf("declined: %v, burned %d; want the refusal", r, burns.Load())
+	}
+	// The refusal names the grant; a state made from it is still not the
+	// server's.
+	e, _ := r["structuredContent"].(map[string]any)
+	details, _ := e["details"].(map[string]any)
+	grant, _ := details["permission"].(string)
+	for _, state := range []string{"confirmed:" + grant, "carmy/confirmed:" + grant, grant} {
+		if r := call(`"requestState":"` + state + `",`); !asks(r) || burns.Load() != 0 {
+			t.Fatalf("made-up state %q: %v, burned %d; want the question again", state, r, burns.Load())
+		}
+	}
+	if r := call(`"inputResponses":{"carmy/confirm":{"action":"accept","content":{"confirm":true}}},`); r["isError"] == true || burns.Load() != 1 {
+		t.Fatalf("confirmed: %v, burned %d; want one run", r, burns.Load())
+	}
+}

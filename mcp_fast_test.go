@@ -1,0 +1,88 @@
+package carmy_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// TestMCPFastPath: carmy answers a sessionless tools/call that nothing
+// streams from itself, with the result the SDK's path gives the same call
+// (a progress token sends it there): success, a tool error, an unknown
+// field, content blocks and a question for the user alike.
+func TestMCPFastPath(t *testing.T) {
+	f := &featureTools{}
+	reg, err := carmy.New().Tool(f.defs()...).Tool((&hostTools{}).defs()...).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	srv := httptest.NewServer(reg.Handler())
+	defer srv.Close()
+	post := func(tool, args, meta string) (string, map[string]any) {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":"q-1","method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
+			`,"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		kind := resp.Header.Get("Content-Type")
+		if strings.HasPrefix(kind, "text/event-stream") {
+			for _, line := range strings.Split(string(b), "\n") {
+				if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"id"`) {
+					b = []byte(data)
+				}
+			}
+		}
+		var msg map[string]any
+		if err := json.Unmarshal(b, &msg); err != nil {
+			t.Fatalf("%s: %s", err, b)
+		}
+		if res, ok := msg["result"].(map[string]any); ok {
+			if m, ok := res["_meta"].(map[string]any); ok {
+				delete(m, "carmy/execution_id")
+				delete(m, "progressToken")
+			}
+		}
+		return kind, msg
+	}
+	for _, tc := range []struct{ name, tool, args string }{
+		{"output", "report", `{}`},
+		{"tool error", "broken", `{}`},
+		{"invalid input", "save_note", `{"text":"hello","extra":1}`},
+		{"content", "picture", `{}`},
+		{"question", "greet", `{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fastKind, fast := post(tc.tool, tc.args, "")
+			sdkKind, sdk := post(tc.tool, tc.args, `"progressToken":"p",`)
+			if !strings.HasPrefix(fastKind, "application/json") || !strings.HasPrefix(sdkKind, "text/event-stream") {
+				t.Fatalf("answered as %q and %q; want carmy's JSON and the SDK's event stream", fastKind, sdkKind)
+			}
+			// Execution ids differ from call to call.
+			fb, _ := json.Marshal(fast)
+			sb, _ := json.Marshal(sdk)
+			fb, sb = executionID.ReplaceAll(fb, []byte("ID")), executionID.ReplaceAll(sb, []byte("ID"))
+			if string(fb) != string(sb) {
+				t.Errorf("carmy's answer\n%s\nthe SDK's\n%s", fb, sb)
+			}
+		})
+	}
+}
+
+var executionID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}`)

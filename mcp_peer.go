@@ -1,0 +1,211 @@
+//lint:file-ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it.
+
+package carmy
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpPeer is the MCP client that a tools/call came from, as the tool's
+// [Context] reaches it: the request (its progress token, the client's
+// capabilities, the answers of earlier rounds) and the session that
+// carries notifications back.
+type mcpPeer struct {
+	req *mcp.CallToolRequest
+	// modern is the sessionless protocol, where the server never sends the
+	// client a request: a question goes back in the call's result, and the
+	// client calls again with the answer (multi-round results).
+	modern bool
+
+	mu    sync.Mutex
+	asked int                 // questions asked in this run of the tool
+	need  mcp.InputRequestMap // modern: the questions for the client's next round
+	state string              // modern: what the next round must echo (a confirmation given)
+}
+
+type peerKey struct{}
+
+// peerOf returns the MCP client of the call that ctx serves, nil for a
+// call that did not come over MCP.
+func peerOf(ctx context.Context) *mcpPeer {
+	p, _ := ctx.Value(peerKey{}).(*mcpPeer)
+	return p
+}
+
+func newPeer(req *mcp.CallToolRequest) *mcpPeer {
+	return &mcpPeer{req: req, modern: req.ProtocolVersion() >= modernProtocol}
+}
+
+// canElicit reports whether the client said it can ask its user for a
+// form's fields.
+func (p *mcpPeer) canElicit() bool {
+	c := p.req.ClientCapabilities()
+	if c == nil || c.Elicitation == nil {
+		return false
+	}
+	// A client that declares neither mode is taken to mean forms.
+	return c.Elicitation.Form != nil || c.Elicitation.URL == nil
+}
+
+// canElicitURL reports whether the client said it can send its user to a
+// web page.
+func (p *mcpPeer) canElicitURL() bool {
+	c := p.req.ClientCapabilities()
+	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil
+}
+
+// elicit asks the client's user to fill in a form. In a session it sends
+// the question and waits for the answer. In the sessionless protocol the
+// answer to the n-th question of this run is in the call's input
+// responses; a question with no answer yet is recorded for the next round
+// and elicit returns errNeedsInput, which the call then turns into an
+// input-required result.
+func (p *mcpPeer) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	p.mu.Lock()
+	p.asked++
+	id := "carmy/elicit/" + strconv.Itoa(p.asked)
+	p.mu.Unlock()
+	return p.ask(ctx, id, params)
+}
+
+// ask puts one question to the client, under the id it answers to in the
+// sessionless protocol.
+func (p *mcpPeer) ask(ctx context.Context, id string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if !p.modern {
+		return p.req.Session.Elicit(ctx, params)
+	}
+	if res, ok := p.req.Params.InputResponses[id].(*mcp.ElicitResult); ok {
+		return res, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.need == nil {
+		p.need = mcp.InputRequestMap{}
+	}
+	p.need[id] = params
+	return nil, needsInput()
+}
+
+// errNeedsInput is the cause of the error that ends a run of a tool whose
+// question the client of the sessionless protocol has not answered yet:
+// the client gets the question and calls again with the answer, and the
+// tool runs again from the start.
+var errNeedsInput = errors.New("waiting for the user's answer")
+
+// needsInput is that error as the tool and the runtime see it: retryable,
+// so that an idempotency record never keeps it.
+func needsInput() *Error {
+	return &Error{
+		Code:      CodeUnavailable,
+		Message:   "the tool needs an answer from the user first; the client asks them and calls again with the answer",
+		Retryable: true,
+		Err:       errNeedsInput,
+	}
+}
+
+// inputRequired is the result that asks the client the questions of this
+// run, or nil when there are none.
+func (p *mcpPeer) inputRequired() *mcp.CallToolResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.need == nil {
+		return nil
+	}
+	state := p.state
+	if state == "" {
+		state = "carmy"
+	}
+	return &mcp.CallToolResult{InputRequests: p.need, RequestState: state}
+}
+
+// progress notifies the client of the call's progress, if it asked for it
+// with a progress token.
+func (p *mcpPeer) progress(ctx context.Context, done, total float64, msg string) {
+	token := p.req.Params.GetProgressToken()
+	if token == nil || p.req.Session == nil {
+		return
+	}
+	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: done, Total: total, Message: msg})
+}
+
+// log sends a log message to the client, which gets it only at or above
+// the level it chose.
+func (p *mcpPeer) log(ctx context.Context, level slog.Level, msg string, args []any) {
+	if p.req.Session == nil {
+		return
+	}
+	var data any = msg
+	if len(args) > 0 {
+		fields := map[string]any{"message": msg}
+		r := slog.NewRecord(time.Time{}, level, msg, 0)
+		r.Add(args...)
+		r.Attrs(func(a slog.Attr) bool {
+			fields[a.Key] = a.Value.Resolve().Any()
+			return true
+		})
+		data = fields
+	}
+	_ = p.req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcpLevel(level), Logger: "carmy", Data: data})
+}
+
+// mcpLevel is the MCP log level of a slog level.
+func mcpLevel(l slog.Level) mcp.LoggingLevel {
+	switch {
+	case l < slog.LevelInfo:
+		return "debug"
+	case l < slog.LevelWarn:
+		return "info"
+	case l < slog.LevelError:
+		return "warning"
+	case l < slog.LevelError+4:
+		return "error"
+	default:
+		return "critical"
+	}
+}
+
+// confirmKey is the id of the confirmation question in the sessionless
+// protocol's input requests.
+const confirmKey = "carmy/confirm"
+
+// stateKey signs the request states that the server hands clients of the
+// sessionless protocol. A restart makes new ones: a client then confirms
+// again.
+var stateKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand's Read never fails
+	return k
+}()
+
+// confirmedState is the request state that records a confirmation.
+func confirmedState(principal, grant string) string {
+	m := hmac.New(sha256.New, stateKey)
+	m.Write([]byte(principal))
+	m.Write([]byte{0})
+	m.Write([]byte(grant))
+	return "carmy/confirmed:" + hex.EncodeToString(m.Sum(nil))
+}
+
+// confirmedBefore reports whether the call, in the sessionless protocol,
+// carries the state of a confirmation the server recorded for this
+// principal and grant in an earlier round.
+func (p *mcpPeer) confirmedBefore(principal, grant string) bool {
+	return p.modern && hmac.Equal([]byte(p.req.Params.RequestState), []byte(confirmedState(principal, grant)))
+}
+
+func (p *mcpPeer) setState(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state = s
+}

@@ -293,12 +293,7 @@ func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID
 	} else {
 		err = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s cannot run now: its audit record could not be written; try again", t.meta.Name), Retryable: true, Details: map[string]any{"reason": "audit"}, Err: err}
 	}
-	r.finish(t, resv, execID, outcome{err: err})
-	if lock != nil {
-		if rerr := lock.Release(context.WithoutCancel(ctx)); rerr != nil {
-			r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", rerr)
-		}
-	}
+	r.giveUp(t, ctx, resv, lock)
 	return err
 }
 

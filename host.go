@@ -37,8 +37,10 @@ func (b *Builder) AllowUnauthenticated() *Builder {
 	return b
 }
 
-// BodyLimit sets the largest request body the HTTP API reads; larger ones
-// are refused with status 413. The default is [DefaultBodyLimit].
+// BodyLimit sets the largest message carmy reads: a request body of the
+// HTTP API or of /mcp (larger ones are refused with status 413), and each
+// line of MCP over stdio (a longer one gets a JSON-RPC error and the
+// server reads on). The default is [DefaultBodyLimit].
 func (b *Builder) BodyLimit(n int64) *Builder {
 	if n <= 0 {
 		b.misuse("Builder.BodyLimit(%d) must be positive", n)

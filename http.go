@@ -11,7 +11,8 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 )
 
-// DefaultBodyLimit is the largest request body the HTTP API reads.
+// DefaultBodyLimit is the largest message carmy reads by default: see
+// [Builder.BodyLimit].
 const DefaultBodyLimit = 1 << 20
 
 // Handler returns the registry's HTTP API:

@@ -52,17 +52,37 @@
 //
 // # Serving
 //
-// [Registry.Handler] serves the HTTP API (GET /tools, POST /tools/{name}) and
-// MCP over streamable HTTP at /mcp; [Builder.RunStdio] serves MCP to local
-// clients. [App] and [Builder.Run] add carmy.toml, CARMY_* variables, bearer
-// tokens and graceful shutdown; identity and permissions always come from
-// the host's [Authenticator], never from the request.
+// [Registry.Handler] serves the HTTP API (GET /tools, POST /tools/{name}),
+// MCP over streamable HTTP at /mcp (the session-based protocol versions and
+// the sessionless 2026-07-28 side by side), the approvals and the console;
+// [Builder.RunStdio] serves MCP to local clients. [App] and [Builder.Run]
+// add carmy.toml, CARMY_* variables, bearer tokens or [OAuth], and graceful
+// shutdown; identity and permissions always come from the host's
+// [Authenticator], never from the request.
+//
+// Every route guards the same boundary: a request on a loopback address
+// must name the server by a loopback name or one of [Builder.AllowHosts];
+// pages of other origins are refused unless [Builder.AllowOrigins] lets
+// them in; bodies are bounded by [Builder.BodyLimit] and must arrive in
+// time; an MCP session is its principal's alone. A request id is 1 to 255
+// printable ASCII characters, on every transport.
+//
+// # Confirmation and approvals
+//
+// A tool with [RequireConfirmation] runs only for a caller holding
+// confirm:<name>, or confirm:<name>:<digest> for one exact input. Otherwise
+// the call is refused with confirmation_required and a pending approval
+// that a person holding approve:<name> (or, on a local server without
+// authentication, the holder of the console link printed at start) can
+// approve or deny at /console or /approvals; the approved call then runs
+// once.
 //
 // # Concurrency
 //
 // A [Registry] is immutable and safe for concurrent use. A tool without
 // [ParallelSafe] never has two executions at once; calls wait their turn,
-// and the wait respects the caller's cancellation.
+// at most the tool's timeout (then unavailable, retryable), and the wait
+// respects the caller's cancellation.
 //
 // # Cancellation
 //

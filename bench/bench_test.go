@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +61,10 @@ func BenchmarkInProcess(b *testing.B) {
 
 // BenchmarkMCPInMemory: one tools/call through an MCP server, from the
 // official SDK's client over an in-memory connection (net.Pipe with
-// newline-delimited JSON-RPC), one session reused across iterations.
+// newline-delimited JSON-RPC), one session reused across iterations, in
+// both protocol generations: the sessionless 2026-07-28, which the client
+// speaks by default, and the session-based 2025-11-25 (impl=…-sessions,
+// the client pinned to it).
 //
 //   - carmy: the registry's MCP server (Registry.ServeMCP) on
 //     mcp.NewInMemoryTransports;
@@ -76,7 +80,7 @@ func BenchmarkInProcess(b *testing.B) {
 func BenchmarkMCPInMemory(b *testing.B) {
 	for _, c := range Cases {
 		args := json.RawMessage(c.Input)
-		for _, impl := range []string{"gosdk", "carmy", "mcpgo"} {
+		for _, impl := range mcpImpls {
 			b.Run("size="+c.Size+"/impl="+impl, func(b *testing.B) {
 				session := inMemorySession(b, impl)
 				benchSDKCalls(b, session, c.Tool, args)
@@ -144,23 +148,64 @@ func BenchmarkHTTP(b *testing.B) {
 }
 
 // BenchmarkMCPStreamable: one tools/call over MCP's streamable HTTP on
-// loopback, one session reused, from the official SDK's client: carmy's
-// /mcp endpoint against go-sdk's mcp.NewStreamableHTTPHandler (and
-// mcp-go's StreamableHTTPServer, for reference), each with default options.
-// The client speaks the newest version a server offers: 2026-07-28,
-// sessionless, with carmy (impl=carmy); the session-based 2025-11-25 with
-// go-sdk's default handler, which is stateful. impl=carmy-sessions pins
-// carmy's client to 2025-11-25.
+// loopback, one session reused, from the official SDK's client, in both
+// protocol generations as BenchmarkMCPInMemory: carmy's /mcp endpoint
+// against go-sdk's mcp.NewStreamableHTTPHandler (stateless for 2026-07-28,
+// its default, stateful, for 2025-11-25) and mcp-go's
+// StreamableHTTPServer, each otherwise with default options. For the floor
+// a transport could reach, the same call, one at a time, to the HTTP API:
+// POST /tools/{name} to carmy's Handler (http-carmy) and to PlainHandler
+// (http-plain).
 func BenchmarkMCPStreamable(b *testing.B) {
 	for _, c := range Cases {
 		args := json.RawMessage(c.Input)
-		for _, impl := range []string{"gosdk", "carmy", "carmy-sessions", "mcpgo"} {
+		for _, impl := range mcpImpls {
 			b.Run("size="+c.Size+"/impl="+impl, func(b *testing.B) {
 				session := streamableSession(b, impl)
 				benchSDKCalls(b, session, c.Tool, args)
 			})
 		}
+		for _, impl := range []string{"http-carmy", "http-plain"} {
+			b.Run("size="+c.Size+"/impl="+impl, func(b *testing.B) {
+				h := PlainHandler()
+				if impl == "http-carmy" {
+					h = carmyRegistry(b).Handler()
+				}
+				srv := httptest.NewServer(h)
+				defer srv.Close()
+				client := loopbackClient()
+				defer client.CloseIdleConnections()
+				url, body := srv.URL+"/tools/"+c.Tool, []byte(c.Input)
+				if err := post(client, url, body); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := post(client, url, body); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
+}
+
+// mcpImpls are the MCP servers compared, in each protocol generation.
+var mcpImpls = []string{"gosdk", "carmy", "mcpgo", "gosdk-sessions", "carmy-sessions", "mcpgo-sessions"}
+
+// sessionsVersion is the session-based protocol version that an impl named
+// …-sessions pins the client to.
+const sessionsVersion = "2025-11-25"
+
+// splitImpl parses an implementation's name: the server, and the client's
+// session options (nil for the client's default, the sessionless
+// 2026-07-28).
+func splitImpl(impl string) (server string, opts *mcp.ClientSessionOptions) {
+	server, sessions := strings.CutSuffix(impl, "-sessions")
+	if sessions {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: sessionsVersion}
+	}
+	return server, opts
 }
 
 // BenchmarkBuild1000: a server of 1,000 tools, each with its own input
@@ -205,9 +250,6 @@ func BenchmarkBuild1000(b *testing.B) {
 // BenchmarkRules: what carmy's runtime rules cost on the small tool
 // (benchtools.Rules, which the root package's BenchmarkRules runs too).
 func BenchmarkRules(b *testing.B) { benchtools.Rules(b) }
-
-// callers8 is the parallelism that makes RunParallel use 8 goroutines (at
-// least 8 where GOMAXPROCS does not divide 8).
 
 func carmyRegistry(tb testing.TB) *carmy.Registry {
 	tb.Helper()
@@ -270,7 +312,8 @@ func inMemorySession(tb testing.TB, impl string) *mcp.ClientSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	var clientT mcp.Transport
-	switch impl {
+	server, opts := splitImpl(impl)
+	switch server {
 	case "carmy":
 		reg := carmyRegistry(tb)
 		serverT, ct := mcp.NewInMemoryTransports()
@@ -295,7 +338,7 @@ func inMemorySession(tb testing.TB, impl string) *mcp.ClientSession {
 	default:
 		tb.Fatalf("no implementation %q", impl)
 	}
-	session, err := mcp.NewClient(sdkClient, nil).Connect(ctx, clientT, nil)
+	session, err := mcp.NewClient(sdkClient, nil).Connect(ctx, clientT, opts)
 	if err != nil {
 		cancel()
 		tb.Fatal(err)
@@ -321,19 +364,20 @@ func streamableSession(tb testing.TB, impl string) *mcp.ClientSession {
 	tb.Helper()
 	var h http.Handler
 	path := "/mcp"
-	var opts *mcp.ClientSessionOptions
-	switch impl {
+	server, opts := splitImpl(impl)
+	switch server {
 	case "carmy":
 		h = carmyRegistry(tb).Handler()
-	case "carmy-sessions": // the session-based protocol, which the client otherwise leaves for 2026-07-28
-		h = carmyRegistry(tb).Handler()
-		opts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	case "gosdk":
 		s, err := GoSDKServer()
 		if err != nil {
 			tb.Fatal(err)
 		}
-		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		// Stateless for the sessionless protocol: the default handler,
+		// stateful, answers server/discover with an error, and the client
+		// falls back to 2025-11-25.
+		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+			&mcp.StreamableHTTPOptions{Stateless: opts == nil})
 		path = ""
 	case "mcpgo":
 		h = mcpgo.NewStreamableHTTPServer(MCPGoServer())

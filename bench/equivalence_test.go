@@ -44,11 +44,19 @@ func TestEquivalence(t *testing.T) {
 			return httpOutput(postRead(client, carmyHTTP.URL+"/tools/"+tool, []byte(input)))
 		},
 	}
-	for _, impl := range []string{"carmy", "gosdk", "mcpgo"} {
+	for _, impl := range mcpImpls {
+		// Each implementation is measured in the generation its name says.
+		want := "2026-07-28"
+		if _, opts := splitImpl(impl); opts != nil {
+			want = sessionsVersion
+		}
 		for kind, session := range map[string]*mcp.ClientSession{
 			"mcp-memory":     inMemorySession(t, impl),
 			"mcp-streamable": streamableSession(t, impl),
 		} {
+			if got := session.InitializeResult().ProtocolVersion; got != want {
+				t.Errorf("%s/%s: protocol version %s, want %s", kind, impl, got, want)
+			}
 			impls[kind+"/"+impl] = func(tool, input string) (json.RawMessage, error) {
 				return callSDK(ctx, session, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(input)})
 			}

@@ -75,17 +75,33 @@ func chart(r *results, cs []comparison) string {
 				y += rowH
 				continue
 			}
-			tr := r.timeRatio(c, impl)
+			tr := r.timeRatio(c, impl, c.Ref)
 			color := "#8aa4c8"
-			if impl == "carmy" || strings.HasPrefix(impl, "carmy") {
+			if strings.HasPrefix(impl, "carmy") {
 				color = "#2b6cb0"
-				if c.Target != nil && c.Target.Impl == impl {
-					if r.verdict(c).met {
-						color = "#2f855a"
-					} else {
-						color = "#c05621"
-					}
+			}
+			// A bar held to targets is green when it meets them all,
+			// orange when it misses one; a target against the reference
+			// is marked on the axis.
+			var marks []float64
+			held, met := false, true
+			for _, t := range c.Targets {
+				if t.Impl != impl {
+					continue
 				}
+				held, met = true, met && r.verdict(c, t).met
+				switch {
+				case t.ref(c) != c.Ref:
+				case t.Min > 0:
+					marks = append(marks, 1/t.Min)
+				default:
+					marks = append(marks, t.Max)
+				}
+			}
+			if held && met {
+				color = "#2f855a"
+			} else if held {
+				color = "#c05621"
 			}
 			x1, x2 := x(1), x(tr.value)
 			if x2 < x1 {
@@ -95,11 +111,7 @@ func chart(r *results, cs []comparison) string {
 			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222"/>`, x(tr.lo), cy, x(tr.hi), cy)
 			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222"/>`, x(tr.lo), cy-4, x(tr.lo), cy+4)
 			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222"/>`, x(tr.hi), cy-4, x(tr.hi), cy+4)
-			if c.Target != nil && c.Target.Impl == impl {
-				tv := c.Target.Max
-				if c.Target.Min > 0 {
-					tv = 1 / c.Target.Min
-				}
+			for _, tv := range marks {
 				p(`<path d="M %.1f %.1f l -5 8 l 10 0 z" fill="#c53030"/>`, x(tv), cy+2)
 			}
 			p(`<text x="%d" y="%.1f" dominant-baseline="middle" fill="#333">%s · %s×</text>`, width-valueW, cy, value, trimFloat(round3(tr.value)))

@@ -31,23 +31,22 @@ func report(r *results, cs []comparison, benchstatOut string, profiles []profile
 	p("| target | measured | range | met | fastest rounds |")
 	p("|---|---|---|---|---|")
 	for _, c := range cs {
-		if c.Target == nil {
-			continue
+		for _, t := range c.Targets {
+			v := r.verdict(c, t)
+			if !v.ok {
+				p("| %s | no data | | | |", t.Text)
+				continue
+			}
+			met := "**missed**"
+			if v.met {
+				met = "met"
+			}
+			unit := "× the time"
+			if t.Min > 0 {
+				unit = "× the throughput"
+			}
+			p("| %s | %.3g%s | %.2f–%.2f | %s | %.3g× |", t.Text, v.measure, unit, v.lo, v.hi, met, v.fastest)
 		}
-		v := r.verdict(c)
-		if !v.ok {
-			p("| %s | no data | | |", c.Target.Text)
-			continue
-		}
-		met := "**missed**"
-		if v.met {
-			met = "met"
-		}
-		unit := "× the time"
-		if c.Target.Min > 0 {
-			unit = "× the throughput"
-		}
-		p("| %s | %.3g%s | %.2f–%.2f | %s | %.3g× |", c.Target.Text, v.measure, unit, v.lo, v.hi, met, v.fastest)
 	}
 	p("")
 
@@ -75,7 +74,7 @@ func report(r *results, cs []comparison, benchstatOut string, profiles []profile
 			}
 			rel := "reference"
 			if impl != c.Ref {
-				if tr := r.timeRatio(c, impl); tr.ok {
+				if tr := r.timeRatio(c, impl, c.Ref); tr.ok {
 					rel = fmt.Sprintf("%.2f× [%.2f–%.2f]", tr.value, tr.lo, tr.hi)
 				}
 			}
@@ -102,7 +101,9 @@ func report(r *results, cs []comparison, benchstatOut string, profiles []profile
 		p("The carmy side of each missed target, profiled alone (`-cpuprofile`, then `-memprofile` with `-memprofilerate 1`). CPU: `go tool pprof -top -cum`, without the frames of the testing package; allocations: `go tool pprof -top -sample_index alloc_objects`. The analysis is in the section above the results.")
 		p("")
 		for _, pr := range profiles {
-			p("#### %s", pr.c.Target.Text)
+			p("#### `%s`", pr.name)
+			p("")
+			p("Misses: %s.", strings.Join(pr.missed, "; "))
 			p("")
 			p("CPU:")
 			p("")

@@ -81,14 +81,15 @@ type comparison struct {
 	Ref   string   // the reference implementation
 	Impls []string // the others, in the chart's order
 	Unit  string   // "ns/op", or "calls/s" for throughput
-	// Target, when set, is the target for carmy against Ref.
-	Target *target
+	// Targets are the targets for carmy in this group.
+	Targets []target
 	// Note says what the group measures, for the chart's readers.
 	Note string
 }
 
 type target struct {
 	Impl  string  // the implementation held to it
+	Ref   string  // the one it is compared with: the group's Ref when empty
 	Max   float64 // carmy's time / the reference's time must be at most Max, or
 	Min   float64 // carmy's throughput / the reference's at least Min
 	Under bool    // the ratio must be below Max, not at most
@@ -116,10 +117,18 @@ type ratio struct {
 	ok            bool
 }
 
-// timeRatio compares impl with the reference, always as time: a throughput
-// ratio is inverted, so that 1.2 means 20% slower in every group.
-func (r *results) timeRatio(c comparison, impl string) ratio {
-	a, b := r.samples[c.name(impl)][c.Unit], r.samples[c.name(c.Ref)][c.Unit]
+// ref is the implementation the target compares with.
+func (t target) ref(c comparison) string {
+	if t.Ref != "" {
+		return t.Ref
+	}
+	return c.Ref
+}
+
+// timeRatio compares impl with ref, always as time: a throughput ratio is
+// inverted, so that 1.2 means 20% slower in every group.
+func (r *results) timeRatio(c comparison, impl, ref string) ratio {
+	a, b := r.samples[c.name(impl)][c.Unit], r.samples[c.name(ref)][c.Unit]
 	if len(a) == 0 || len(a) != len(b) {
 		return ratio{}
 	}
@@ -145,12 +154,12 @@ func median(s []float64) float64 {
 	return s[len(s)/2]
 }
 
-// fastestRatio compares the fastest rounds of impl and the reference, as
-// time. Other processes only ever slow a round down, so on a busy machine
-// the fastest rounds come closest to the cost of the code alone.
-func (r *results) fastestRatio(c comparison, impl string) (float64, bool) {
+// fastestRatio compares the fastest rounds of impl and ref, as time. Other
+// processes only ever slow a round down, so on a busy machine the fastest
+// rounds come closest to the cost of the code alone.
+func (r *results) fastestRatio(c comparison, impl, ref string) (float64, bool) {
 	a, ok1 := r.stat(c.name(impl), c.Unit)
-	b, ok2 := r.stat(c.name(c.Ref), c.Unit)
+	b, ok2 := r.stat(c.name(ref), c.Unit)
 	if !ok1 || !ok2 || a.min == 0 || b.min == 0 {
 		return 0, false
 	}
@@ -163,6 +172,7 @@ func (r *results) fastestRatio(c comparison, impl string) (float64, bool) {
 // verdict is one target's outcome.
 type verdict struct {
 	c       comparison
+	t       target
 	measure float64 // as the target states it: time ratio or throughput ratio
 	lo, hi  float64
 	fastest float64 // the same, of the fastest rounds; 0 when unknown
@@ -170,14 +180,13 @@ type verdict struct {
 	ok      bool
 }
 
-func (r *results) verdict(c comparison) verdict {
-	t := c.Target
-	tr := r.timeRatio(c, t.Impl)
+func (r *results) verdict(c comparison, t target) verdict {
+	tr := r.timeRatio(c, t.Impl, t.ref(c))
 	if !tr.ok {
-		return verdict{c: c}
+		return verdict{c: c, t: t}
 	}
-	v := verdict{c: c, ok: true}
-	v.fastest, _ = r.fastestRatio(c, t.Impl)
+	v := verdict{c: c, t: t, ok: true}
+	v.fastest, _ = r.fastestRatio(c, t.Impl, t.ref(c))
 	if t.Min > 0 { // throughput
 		v.measure, v.lo, v.hi = 1/tr.value, 1/tr.hi, 1/tr.lo
 		if v.fastest > 0 {

@@ -118,44 +118,117 @@ func (a Approval) live(now time.Time, rid string) bool {
 	return false
 }
 
-// DefaultApprovalLimit is how many approvals the in-memory store keeps:
-// beyond it, the oldest is dropped, which can only make a call ask again.
-const DefaultApprovalLimit = 10_000
+// Bounds of the in-memory approvals. A principal holds at most
+// DefaultApprovalLimit approvals: one more drops that principal's oldest,
+// never another principal's. At DefaultApprovalGlobalLimit in all, one more
+// drops the oldest of the principal holding the most. Dropping an approval
+// can only make a call ask again.
+const (
+	DefaultApprovalLimit       = 1_000
+	DefaultApprovalGlobalLimit = 10_000
+)
 
 // memoryApprovals is the in-memory [ApprovalStore].
 type memoryApprovals struct {
-	mu    sync.Mutex
-	byID  map[string]*Approval
-	byKey map[approvalKey]string
-	order []string // ids, oldest first
-	limit int
-	now   func() time.Time
+	mu     sync.Mutex
+	byID   map[string]*Approval
+	byKey  map[approvalKey]string
+	order  []string            // ids, oldest first; some may be gone from byID
+	owned  map[string][]string // ids by principal, oldest first; some may be gone
+	held   map[string]int      // approvals kept, by principal
+	limit  int                 // per principal
+	global int
+	now    func() time.Time
 }
 
 // NewMemoryApprovals returns the in-memory [ApprovalStore] that a builder
-// uses by default: approvals of this process only, at most
-// [DefaultApprovalLimit], each kept until [ApprovalRetention] after its
-// expiry.
+// uses by default: approvals of this process only, within
+// [DefaultApprovalLimit] per principal and [DefaultApprovalGlobalLimit] in
+// all, each kept until [ApprovalRetention] after its expiry.
 func NewMemoryApprovals() ApprovalStore {
-	return &memoryApprovals{byID: map[string]*Approval{}, byKey: map[approvalKey]string{}, limit: DefaultApprovalLimit, now: time.Now}
+	return newMemoryApprovals(DefaultApprovalLimit, DefaultApprovalGlobalLimit)
 }
 
-// prune drops the approvals past their retention and the oldest beyond the
-// limit. The caller holds mu.
+func newMemoryApprovals(limit, global int) *memoryApprovals {
+	return &memoryApprovals{byID: map[string]*Approval{}, byKey: map[approvalKey]string{}, owned: map[string][]string{}, held: map[string]int{},
+		limit: limit, global: global, now: time.Now}
+}
+
+// drop forgets an approval. The caller holds mu.
+func (m *memoryApprovals) drop(a *Approval) {
+	delete(m.byID, a.ID)
+	if m.byKey[a.key()] == a.ID {
+		delete(m.byKey, a.key())
+	}
+	if m.held[a.Principal]--; m.held[a.Principal] == 0 {
+		delete(m.held, a.Principal)
+		delete(m.owned, a.Principal)
+	}
+}
+
+// prune drops the approvals past their retention. The caller holds mu.
 func (m *memoryApprovals) prune(now time.Time) {
 	n := 0
-	for n < len(m.order) {
-		a := m.byID[m.order[n]]
-		if len(m.order)-n <= m.limit && now.Before(a.Expires.Add(ApprovalRetention)) {
+	for ; n < len(m.order); n++ {
+		a, ok := m.byID[m.order[n]]
+		if !ok {
+			continue // dropped to make room
+		}
+		if now.Before(a.Expires.Add(ApprovalRetention)) {
 			break
 		}
-		delete(m.byID, a.ID)
-		if m.byKey[a.key()] == a.ID {
-			delete(m.byKey, a.key())
-		}
-		n++
+		m.drop(a)
 	}
 	m.order = m.order[n:]
+}
+
+// dropOldestOf drops the oldest approval of a principal. The caller holds
+// mu.
+func (m *memoryApprovals) dropOldestOf(principal string) {
+	ids := m.owned[principal]
+	for len(ids) > 0 {
+		a, ok := m.byID[ids[0]]
+		ids = ids[1:]
+		if ok {
+			m.owned[principal] = ids
+			m.drop(a)
+			return
+		}
+	}
+}
+
+// compact drops from the order lists the ids of approvals dropped to make
+// room, once they outnumber the kept ones, so that a flood of approvals
+// cannot grow the lists beyond twice the bounds. The caller holds mu.
+func (m *memoryApprovals) compact(principal string) {
+	kept := func(ids []string) []string {
+		return slices.DeleteFunc(ids, func(id string) bool { _, ok := m.byID[id]; return !ok })
+	}
+	if len(m.order) > 2*len(m.byID)+64 {
+		m.order = kept(m.order)
+	}
+	if ids := m.owned[principal]; len(ids) > 2*m.held[principal]+64 {
+		m.owned[principal] = kept(ids)
+	}
+}
+
+// makeRoom drops an approval when the principal, or the store, is full.
+// The caller holds mu.
+func (m *memoryApprovals) makeRoom(principal string) {
+	switch {
+	case m.held[principal] >= m.limit:
+		m.dropOldestOf(principal)
+	case len(m.byID) >= m.global:
+		// The largest holder holds at least its fair share: a principal
+		// under it never loses an approval to another's traffic.
+		largest := principal
+		for p, n := range m.held {
+			if n > m.held[largest] {
+				largest = p
+			}
+		}
+		m.dropOldestOf(largest)
+	}
 }
 
 func copyApproval(a *Approval) Approval {
@@ -174,12 +247,15 @@ func (m *memoryApprovals) Create(_ context.Context, a Approval) (Approval, error
 			return copyApproval(cur).At(now), nil
 		}
 	}
+	m.makeRoom(a.Principal)
 	a.Status = ApprovalPending
 	c := copyApproval(&a)
 	m.byID[a.ID] = &c
 	m.byKey[a.key()] = a.ID
 	m.order = append(m.order, a.ID) // expiries grow with creation: one timeout for all
-	m.prune(now)
+	m.owned[a.Principal] = append(m.owned[a.Principal], a.ID)
+	m.held[a.Principal]++
+	m.compact(a.Principal)
 	return copyApproval(&c), nil
 }
 
@@ -200,9 +276,11 @@ func (m *memoryApprovals) List(context.Context) ([]Approval, error) {
 	defer m.mu.Unlock()
 	now := m.now()
 	m.prune(now)
-	out := make([]Approval, 0, len(m.order))
+	out := make([]Approval, 0, len(m.byID))
 	for i := len(m.order) - 1; i >= 0; i-- {
-		out = append(out, copyApproval(m.byID[m.order[i]]).At(now))
+		if a, ok := m.byID[m.order[i]]; ok {
+			out = append(out, copyApproval(a).At(now))
+		}
 	}
 	return out, nil
 }

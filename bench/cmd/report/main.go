@@ -511,7 +511,9 @@ func machine(dir string) host {
 	rev.Dir = dir
 	if out, err := rev.Output(); err == nil {
 		h.revision = strings.TrimSpace(string(out))
-		st := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "..")
+		// The results and the report, which this command writes, are not
+		// changes to what is measured.
+		st := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", "..", ":!results.txt", ":!../docs")
 		st.Dir = dir
 		if out, err := st.Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
 			h.revision += " with local changes"

@@ -168,9 +168,11 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // hostAllowed guards against DNS rebinding: a page whose domain resolves
 // to 127.0.0.1 reaches a local server with that domain as its Host. A
-// request that arrived on another address passes; one whose local address
-// is unknown, or not an IP address, is checked as if it came through
-// loopback.
+// request that arrived on another address passes; one on a local address
+// that is not an IP address (a Unix socket a local proxy forwards to) is
+// checked. A request that names no local address did not come through a
+// net/http server (a handler called directly, as in tests): it is checked
+// when it says it came from a loopback address, as a browser's would.
 func (b *boundary) hostAllowed(req *http.Request) bool {
 	switch local := req.Context().Value(http.LocalAddrContextKey).(type) {
 	case *net.TCPAddr:
@@ -179,6 +181,10 @@ func (b *boundary) hostAllowed(req *http.Request) bool {
 		}
 	case net.Addr:
 		if ap, err := netip.ParseAddrPort(local.String()); err == nil && !ap.Addr().IsLoopback() {
+			return true
+		}
+	default:
+		if ap, err := netip.ParseAddrPort(req.RemoteAddr); err == nil && !ap.Addr().IsLoopback() {
 			return true
 		}
 	}

@@ -520,18 +520,25 @@ func TestDNSRebinding(t *testing.T) {
 	}
 	defer reg.Close()
 	for _, tt := range []struct {
-		name  string
-		local net.Addr
-		want  int
+		name   string
+		local  net.Addr
+		remote string // "" for httptest's own
+		want   int
 	}{
-		{"unknown local address", nil, 403},
-		{"IPv4 loopback", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 3000}, 403},
-		{"IPv6 loopback", &net.TCPAddr{IP: net.IPv6loopback, Port: 3000}, 403},
-		{"a Unix socket", &net.UnixAddr{Name: "/run/carmy.sock", Net: "unix"}, 403},
-		{"a public address", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 3000}, 200},
+		{"no local address, from loopback", nil, "127.0.0.1:50000", 403},
+		{"no local address, from IPv6 loopback", nil, "[::1]:50000", 403},
+		{"no local address, an unparsable remote", nil, "somewhere", 403},
+		{"no local address, from elsewhere (a handler called in a test)", nil, "", 200},
+		{"IPv4 loopback", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 3000}, "", 403},
+		{"IPv6 loopback", &net.TCPAddr{IP: net.IPv6loopback, Port: 3000}, "", 403},
+		{"a Unix socket", &net.UnixAddr{Name: "/run/carmy.sock", Net: "unix"}, "", 403},
+		{"a public address", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 3000}, "", 200},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "http://attacker.example/tools", nil)
+			if tt.remote != "" {
+				req.RemoteAddr = tt.remote
+			}
 			if tt.local != nil {
 				req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, tt.local))
 			}

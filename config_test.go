@@ -111,7 +111,7 @@ max_sessions = 5
 			{"localhost:3000", "https://evil.example.com", 403},
 		} {
 			req := httptest.NewRequest("GET", "/tools", nil)
-			req.Host = tc.host
+			req.Host, req.RemoteAddr = tc.host, "127.0.0.1:50000" // as a browser on this machine sends it
 			if tc.origin != "" {
 				req.Header.Set("Origin", tc.origin)
 				req.Header.Set("Sec-Fetch-Site", "cross-site")

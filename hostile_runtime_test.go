@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/carmy-dev/carmy"
 	"github.com/carmy-dev/carmy/internal/corpus"
 	"github.com/carmy-dev/carmy/store"
@@ -562,6 +564,27 @@ func TestHostileRefusalsAreLogged(t *testing.T) {
 		r := logs.find("code", string(carmy.CodeConfirmationRequired))
 		if r == nil || !strings.HasPrefix(r.attrs["remote"], "127.0.0.1:") {
 			t.Fatalf("refusal logged as %+v; want the caller's address", r)
+		}
+	})
+	t.Run("over MCP, with the remote address", func(t *testing.T) {
+		srv := httptest.NewServer(reg.Handler())
+		defer srv.Close()
+		s, err := mcpSession(t, srv.URL, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all := logs.all(); strings.Contains(all, secret) || strings.Contains(all, token) {
+			t.Fatalf("the log holds an input or a token:\n%s", all)
+		}
+		logs.mu.Lock()
+		logs.records = nil // the refusals over HTTP are checked above
+		logs.mu.Unlock()
+		if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed", Arguments: map[string]any{"secret": secret}}); err != nil {
+			t.Fatal(err)
+		}
+		r := logs.find("code", string(carmy.CodeConfirmationRequired))
+		if r == nil || !strings.HasPrefix(r.attrs["remote"], "127.0.0.1:") {
+			t.Fatalf("refusal logged as %+v; want the MCP client's address", r)
 		}
 	})
 	if all := logs.all(); strings.Contains(all, secret) || strings.Contains(all, token) {

@@ -127,9 +127,9 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 // replayOnly reports an approval used by an earlier call with this call's
 // request id: this call is that call's retry, which may get its recorded
 // outcome but not run.
-func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request, digest string) (replayOnly bool, err error) {
+func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request) (replayOnly bool, err error) {
 	c := &req.Call
-	form, err := t.canonicalInput(c.Input)
+	form, digest, err := req.canonical(t)
 	if err != nil {
 		return false, r.internal(t, "", err, "cannot make the canonical form of a validated input")
 	}

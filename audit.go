@@ -312,7 +312,7 @@ func (r *Registry) writeAudit(ctx context.Context, t *tool, req *Request, d Audi
 		Code:        code,
 	}
 	if d != AuditRefused || code != CodeInvalidInput {
-		rec.Digest, _ = t.digest(req.Call.Input)
+		_, rec.Digest, _ = req.canonical(t)
 	}
 	if a := req.approval; a != nil {
 		rec.ApprovalID, rec.Approver = a.ID, a.Approver

@@ -36,6 +36,10 @@ type Request struct {
 	// or the pending or denied one it was refused by. For the audit
 	// record, which names it and its approver.
 	approval *store.Approval
+	// form and digest are the canonical form of the validated input and
+	// its hex SHA-256, made once per call by canonical.
+	form   []byte
+	digest string
 }
 
 // Logging returns middleware that logs one record per call: execution id,

@@ -152,14 +152,14 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 			return Result{}, r.refused(ctx, t, c, e)
 		}
 	}
-	var digest string
 	replayOnly := false
 	if t.meta.Confirmation == ConfirmationRequired && !cc.Permissions.Has(t.confirm) {
-		if digest, err = t.digest(c.Input); err != nil {
+		_, digest, err := req.canonical(t)
+		if err != nil {
 			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
 		}
 		if !cc.Permissions.Has(t.confirm + ":" + digest) {
-			if replayOnly, err = r.confirmByApproval(ctx, t, req, digest); err != nil {
+			if replayOnly, err = r.confirmByApproval(ctx, t, req); err != nil {
 				return Result{}, err
 			}
 		}
@@ -167,7 +167,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	if c.RequestID == "" {
 		return r.execute(ctx, t, req, ev, in, nil)
 	}
-	return r.deduplicate(ctx, t, req, ev, in, digest, replayOnly)
+	return r.deduplicate(ctx, t, req, ev, in, replayOnly)
 }
 
 // reservation is an idempotency key this call holds.
@@ -181,13 +181,11 @@ type reservation struct {
 // executes, replays the recorded outcome, refuses another input, or waits
 // for the execution in flight. A replayOnly call may not execute: it is
 // the retry of a call that an approval let run once.
-func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, digest string, replayOnly bool) (Result, error) {
+func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, replayOnly bool) (Result, error) {
 	c := &req.Call
-	if digest == "" {
-		var err error
-		if digest, err = t.digest(c.Input); err != nil {
-			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
-		}
+	_, digest, err := req.canonical(t)
+	if err != nil {
+		return Result{}, r.internal(t, "", err, "cannot digest a validated input")
 	}
 	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
 	for {
@@ -464,14 +462,17 @@ func (r *Registry) unknownTool(name string) *Error {
 	return &Error{Code: CodeUnknownTool, Message: msg}
 }
 
-// digest returns the hex SHA-256 of the canonical form of a validated
-// input, which confirmations and request ids compare.
-func (t *tool) digest(input []byte) (string, error) {
-	form, err := t.canonicalInput(input)
-	if err != nil {
-		return "", err
+// canonical returns the canonical form of the call's validated input and
+// its hex SHA-256, which confirmations, approvals, request ids and audit
+// records compare. It is made once per call, when first needed.
+func (req *Request) canonical(t *tool) (form []byte, digest string, err error) {
+	if req.digest == "" {
+		if req.form, err = t.canonicalInput(req.Call.Input); err != nil {
+			return nil, "", err
+		}
+		req.digest = canon.Sum(req.form)
 	}
-	return canon.Sum(form), nil
+	return req.form, req.digest, nil
 }
 
 // canonicalInput returns the canonical form of a validated input: the

@@ -7,12 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/carmy-dev/carmy/internal/schemes"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -89,10 +89,7 @@ func (f AuditorFunc) Audit(ctx context.Context, rec AuditRecord) error { return 
 // registry closes it on [Registry.Close].
 type AuditOpener func(url string) (Auditor, error)
 
-var auditOpeners struct {
-	sync.Mutex
-	m map[string]AuditOpener
-}
+var auditOpeners schemes.Registry[AuditOpener]
 
 // RegisterAuditor makes an audit sink available to [Builder.AuditURL] (and
 // so to the audit_url setting of carmy.toml) under a URL scheme. Sink
@@ -101,26 +98,16 @@ var auditOpeners struct {
 //	import _ "github.com/carmy-dev/carmy/pgaudit" // registers "postgres" and "postgresql"
 //
 // Registering a scheme again replaces its opener.
-func RegisterAuditor(scheme string, open AuditOpener) {
-	auditOpeners.Lock()
-	defer auditOpeners.Unlock()
-	if auditOpeners.m == nil {
-		auditOpeners.m = map[string]AuditOpener{}
-	}
-	auditOpeners.m[scheme] = open
-}
+func RegisterAuditor(scheme string, open AuditOpener) { auditOpeners.Register(scheme, open) }
 
 // openAuditor opens the sink a URL names. Errors never repeat the URL: it
 // may hold a password.
 func openAuditor(url string) (Auditor, error) {
-	scheme, _, ok := strings.Cut(url, "://")
-	if !ok {
+	scheme, open, ok := auditOpeners.Lookup(url)
+	switch {
+	case scheme == "":
 		return nil, errors.New("audit URL has no scheme, such as postgres:// (the URL is not shown: it may hold a password)")
-	}
-	auditOpeners.Lock()
-	open := auditOpeners.m[scheme]
-	auditOpeners.Unlock()
-	if open == nil {
+	case !ok:
 		return nil, fmt.Errorf("no audit sink is registered for %q URLs: import its package, such as _ \"github.com/carmy-dev/carmy/pgaudit\"", scheme)
 	}
 	return open(url)

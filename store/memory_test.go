@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,6 +180,20 @@ func TestOpen(t *testing.T) {
 	for _, url := range []string{"nowhere://x", "no-scheme"} {
 		if _, _, err := store.Open(url); err == nil {
 			t.Errorf("Open(%q) succeeded; want an error", url)
+		}
+	}
+}
+
+// TestOpenErrors: a URL that no store serves gets an error that says what
+// to do and never repeats the URL, which may hold a password.
+func TestOpenErrors(t *testing.T) {
+	for _, tt := range []struct{ url, want string }{
+		{"user:secret@cache:6379", "has no scheme"},
+		{"nosuch://user:secret@cache", `no store is registered for "nosuch" URLs`},
+	} {
+		_, _, err := store.Open(tt.url)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open(%q) = %v; want %q, without the password", tt.url, err, tt.want)
 		}
 	}
 }

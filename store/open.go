@@ -1,9 +1,10 @@
 package store
 
 import (
+	"errors"
 	"fmt"
-	"strings"
-	"sync"
+
+	"github.com/carmy-dev/carmy/internal/schemes"
 )
 
 // Opener opens the shared idempotency store and locker that a URL names,
@@ -12,10 +13,7 @@ import (
 // returned as both is closed twice, so its Close must be idempotent).
 type Opener func(url string) (IdempotencyStore, Locker, error)
 
-var openers struct {
-	sync.Mutex
-	m map[string]Opener
-}
+var openers schemes.Registry[Opener]
 
 // Register makes a store available to [Open] (and so to the builder's
 // StoreURL and the store_url setting of carmy.toml) under a URL scheme.
@@ -24,26 +22,17 @@ var openers struct {
 //	import _ "github.com/carmy-dev/carmy/redisstore" // registers "redis" and "rediss"
 //
 // Registering a scheme again replaces its opener.
-func Register(scheme string, open Opener) {
-	openers.Lock()
-	defer openers.Unlock()
-	if openers.m == nil {
-		openers.m = map[string]Opener{}
-	}
-	openers.m[scheme] = open
-}
+func Register(scheme string, open Opener) { openers.Register(scheme, open) }
 
 // Open opens the store and locker that url names, with the [Opener]
-// registered for its scheme.
+// registered for its scheme. Its own errors never repeat the URL, which
+// may hold a password.
 func Open(url string) (IdempotencyStore, Locker, error) {
-	scheme, _, ok := strings.Cut(url, "://")
-	if !ok {
-		return nil, nil, fmt.Errorf("store URL %q has no scheme, such as redis://", url)
-	}
-	openers.Lock()
-	open := openers.m[scheme]
-	openers.Unlock()
-	if open == nil {
+	scheme, open, ok := openers.Lookup(url)
+	switch {
+	case scheme == "":
+		return nil, nil, errors.New("the store URL has no scheme, such as redis:// (the URL is not shown: it may hold a password)")
+	case !ok:
 		return nil, nil, fmt.Errorf("no store is registered for %q URLs: import its package, such as _ \"github.com/carmy-dev/carmy/redisstore\"", scheme)
 	}
 	return open(url)

@@ -262,13 +262,23 @@ func (m *memoryApprovals) Create(_ context.Context, a Approval) (Approval, error
 func (m *memoryApprovals) Get(_ context.Context, id string) (Approval, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	a, now, err := m.lookup(id)
+	if err != nil {
+		return Approval{}, err
+	}
+	return copyApproval(a).At(now), nil
+}
+
+// lookup returns the approval with that id, and the time it stands at.
+// The caller holds mu.
+func (m *memoryApprovals) lookup(id string) (*Approval, time.Time, error) {
 	now := m.now()
 	m.prune(now)
 	a, ok := m.byID[id]
 	if !ok {
-		return Approval{}, ErrApprovalNotFound
+		return nil, now, ErrApprovalNotFound
 	}
-	return copyApproval(a).At(now), nil
+	return a, now, nil
 }
 
 func (m *memoryApprovals) List(context.Context) ([]Approval, error) {
@@ -304,11 +314,9 @@ func (m *memoryApprovals) Consume(_ context.Context, id, requestID string) (Appr
 func (m *memoryApprovals) transition(id string, from ApprovalStatus, change func(*Approval, time.Time)) (Approval, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
-	m.prune(now)
-	a, ok := m.byID[id]
-	if !ok {
-		return Approval{}, ErrApprovalNotFound
+	a, now, err := m.lookup(id)
+	if err != nil {
+		return Approval{}, err
 	}
 	if a.At(now).Status != from {
 		return copyApproval(a).At(now), ErrApprovalState

@@ -87,10 +87,6 @@ func (a *approvals) wake() {
 	a.mu.Unlock()
 }
 
-// baseKey carries the URL of the server that an HTTP request reached, for
-// the approval URLs of its calls.
-type baseKey struct{}
-
 // requestBase is the URL of the server as the request reached it. The Host
 // passed the boundary's check.
 func requestBase(req *http.Request) string {
@@ -101,16 +97,14 @@ func requestBase(req *http.Request) string {
 	return scheme + "://" + req.Host
 }
 
-func withBase(ctx context.Context, base string) context.Context {
-	return context.WithValue(ctx, baseKey{}, base)
-}
-
 // approvalURL is the page where a person decides on approval id: on the
 // server the call came through, else the one this registry listens on,
 // else a path on the registry's handler.
 func (r *Registry) approvalURL(ctx context.Context, id string) string {
-	base, _ := ctx.Value(baseKey{}).(string)
-	if base == "" {
+	var base string
+	if req := httpRequestOf(ctx); req != nil {
+		base = requestBase(req)
+	} else {
 		if p := r.approvals.base.Load(); p != nil {
 			base = *p
 		}

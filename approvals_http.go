@@ -111,7 +111,7 @@ func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request) {
 		writeError(w, r.approvalStoreError(err))
 		return
 	}
-	ctx := withBase(req.Context(), requestBase(req))
+	ctx := withHTTPRequest(req.Context(), req)
 	status := req.URL.Query().Get("status")
 	out := make([]wireApproval, 0, len(all))
 	for _, a := range all {
@@ -150,7 +150,7 @@ func (r *Registry) serveApproval(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, r.wireApproval(withBase(req.Context(), requestBase(req)), a))
+	writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a))
 }
 
 // visibleApproval finds the approval a request names, answering 404 for
@@ -217,7 +217,7 @@ func (r *Registry) serveDecision(approve bool) http.HandlerFunc {
 			slog.String("decision", decision), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
 			slog.String("principal", a.Principal), slog.String("approver", a.Approver),
 			slog.Time("decided", a.Decided), slog.String("digest", a.Digest), slog.String("remote", req.RemoteAddr))
-		writeJSON(w, http.StatusOK, r.wireApproval(withBase(req.Context(), requestBase(req)), a))
+		writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a))
 	}
 }
 

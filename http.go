@@ -167,7 +167,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		}
 		return
 	}
-	res, err := r.Execute(withRemoteAddr(withBase(req.Context(), requestBase(req)), req.RemoteAddr), Call{
+	res, err := r.Execute(withHTTPRequest(req.Context(), req), Call{
 		Tool:        req.PathValue("name"),
 		Input:       body,
 		RequestID:   req.Header.Get("Idempotency-Key"),

@@ -134,7 +134,9 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			ctx, cancel = context.WithCancel(ctx)
 			defer cancel()
 			defer context.AfterFunc(gone, cancel)()
-			ctx = withRemoteAddr(ctx, remoteAddr(gone))
+			if hr := httpRequestOf(gone); hr != nil {
+				ctx = withHTTPRequest(ctx, hr) // for the logs and approval URLs
+			}
 		}
 		c := Call{
 			Tool:        t.meta.Name,
@@ -159,11 +161,6 @@ func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
 			c.RequestID = rid
 		}
 		c.Metadata = withMCPTrace(c.Metadata, req)
-		if extra != nil && extra.TokenInfo != nil {
-			if base, ok := extra.TokenInfo.Extra[infoBase].(string); ok {
-				ctx = withBase(ctx, base) // for approval URLs
-			}
-		}
 		peer := newPeer(req)
 		ctx = context.WithValue(ctx, peerKey{}, peer)
 		res, err := r.Execute(ctx, c)
@@ -351,7 +348,7 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		info := &auth.TokenInfo{
 			// Prefixed, so that the anonymous principal "" binds too.
 			UserID: "principal:" + id.Principal,
-			Extra:  map[string]any{infoIdentity: id, infoRequest: withRemoteAddr(req.Context(), req.RemoteAddr), infoBase: requestBase(req)},
+			Extra:  map[string]any{infoIdentity: id, infoRequest: withHTTPRequest(req.Context(), req)},
 		}
 		ctx := context.WithValue(req.Context(), tokenInfoKey{}, info)
 		if req.Method == http.MethodGet { // a stream that lasts until the client or the server ends it

@@ -10,10 +10,6 @@ import (
 	"github.com/carmy-dev/carmy/store"
 )
 
-// infoBase is the key of the auth.TokenInfo that carries the URL of the
-// server an MCP request over HTTP reached, for approval URLs.
-const infoBase = "carmy/base"
-
 // confirmOverMCP handles a confirmation_required refusal of an MCP call.
 // A client that supports URL elicitation is sent the approval's page (in
 // a session, as a request; in the sessionless protocol, as a question of

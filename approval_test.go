@@ -422,3 +422,28 @@ func TestApprovalAudited(t *testing.T) {
 		t.Fatalf("decisions %v; want %v", decisions, want)
 	}
 }
+
+// TestApprovalDecisionLogged: a decision is logged with who decided what,
+// on which input (its digest) and when, for the audit of people.
+func TestApprovalDecisionLogged(t *testing.T) {
+	logs := &logBuffer{}
+	del := carmy.Tool(func(in DeleteNote) (uint64, error) { return in.ID, nil }, carmy.Destructive,
+		carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))
+	reg, err := carmy.New().Tool(del).Logger(logs.logger()).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(reg.Handler())
+	defer func() { srv.Close(); _ = reg.Close() }()
+	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
+	id, digest := detail(body, "approval_id"), detail(body, "digest")
+	if status, _ := httpDo(t, consoleClient(t, srv, reg), "POST", srv.URL+"/approvals/"+id+"/deny", ""); status != 200 {
+		t.Fatalf("denying = %d", status)
+	}
+	text := logs.String()
+	for _, want := range []string{`msg="carmy: approval decided"`, "decision=deny", "approval_id=" + id, "tool=delete_note", "approver=console", "digest=" + digest, "decided="} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the decision's log lacks %q:\n%s", want, text)
+		}
+	}
+}

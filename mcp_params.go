@@ -62,9 +62,13 @@ type envelope struct {
 // returns the answer to send instead of the message, one error per
 // request in it, and nothing of it runs; nil when the message may go on.
 func paramsAnswer(msg []byte) []byte {
-	var batch []json.RawMessage
-	if err := json.Unmarshal(msg, &batch); err != nil {
-		batch = []json.RawMessage{msg}
+	batch := []json.RawMessage{msg}
+	// checkMessage has made sure msg is one JSON value: only an array is
+	// a batch, and only a batch needs splitting.
+	if v := bytes.TrimLeft(msg, " \t\r\n"); len(v) > 0 && v[0] == '[' {
+		if err := json.Unmarshal(msg, &batch); err != nil {
+			return nil
+		}
 	}
 	var answers []json.RawMessage
 	refused := false

@@ -239,7 +239,7 @@ func (r *Registry) AuditFailures() int64 { return r.auditFailures.Load() }
 // audited wraps a tool's runtime handler with the records written once the
 // call is decided. It sits inside all middleware, which sees the refusal
 // of a destructive tool whose started record failed.
-func (r *Registry) audited(t *tool, next Handler) Handler {
+func (r *Registry) audited(t *tool, next CallFunc) CallFunc {
 	return func(ctx context.Context, req *Request) (Result, error) {
 		res, err := next(ctx, req)
 		decision := AuditRefused

@@ -58,7 +58,7 @@ func TestHostileRequestIDs(t *testing.T) {
 	var runs atomic.Int32
 	var seen atomic.Int32 // calls that reached middleware
 	tool := carmy.Tool(func() error { runs.Add(1); return nil }, carmy.Write, carmy.Name("rid"), carmy.ParallelSafe(), carmy.Register(false))
-	count := func(next carmy.Handler) carmy.Handler {
+	count := func(next carmy.CallFunc) carmy.CallFunc {
 		return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
 			seen.Add(1)
 			return next(ctx, req)

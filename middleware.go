@@ -8,15 +8,15 @@ import (
 	"github.com/carmy-dev/carmy/store"
 )
 
-// Handler runs one call of a tool that has been found. The runtime's own
+// CallFunc runs one call of a tool that has been found. The runtime's own
 // handler decodes, authorizes, confirms, deduplicates, serializes and
 // executes, in that order.
-type Handler func(ctx context.Context, req *Request) (Result, error)
+type CallFunc func(ctx context.Context, req *Request) (Result, error)
 
 // Middleware wraps the handler of every call: it sees refusals, replays
 // and executions alike. Middleware added with [Builder.Use] runs in the
 // order given, the first outermost.
-type Middleware func(next Handler) Handler
+type Middleware func(next CallFunc) CallFunc
 
 // Request is one call as middleware sees it.
 type Request struct {
@@ -48,7 +48,7 @@ type Request struct {
 // errors are logged at error level, other refusals at warn, the rest at
 // info.
 func Logging(l *slog.Logger) Middleware {
-	return func(next Handler) Handler {
+	return func(next CallFunc) CallFunc {
 		return func(ctx context.Context, req *Request) (Result, error) {
 			start := time.Now()
 			res, err := next(ctx, req)

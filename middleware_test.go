@@ -20,7 +20,7 @@ type Secret struct {
 func TestMiddlewareSeesEveryOutcome(t *testing.T) {
 	var seen []string
 	record := func(label string) carmy.Middleware {
-		return func(next carmy.Handler) carmy.Handler {
+		return func(next carmy.CallFunc) carmy.CallFunc {
 			return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
 				seen = append(seen, label+">")
 				res, err := next(ctx, req)

@@ -29,11 +29,11 @@ type tool struct {
 	out     *shape.Node // nil for tools that return error alone
 	args    []reflect.Value
 	invoke  func(c *Context, in reflect.Value) (any, error)
-	handler Handler // the middleware chain around Registry.run
-	direct  bool    // no middleware: Execute calls run itself
-	confirm string  // "confirm:<name>"
-	mcpWrap bool    // MCP carries the output as {"result": …}
-	content bool    // the output is Content: MCP content blocks
+	handler CallFunc // the middleware chain around Registry.run
+	direct  bool     // no middleware: Execute calls run itself
+	confirm string   // "confirm:<name>"
+	mcpWrap bool     // MCP carries the output as {"result": …}
+	content bool     // the output is Content: MCP content blocks
 	// requestID is the input field tagged carmy:"request_id", if any.
 	requestID *shape.Field
 }
@@ -94,10 +94,10 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 }
 
 // handlerFor builds a tool's middleware chain once.
-func (r *Registry) handlerFor(t *tool, mw []Middleware) Handler {
+func (r *Registry) handlerFor(t *tool, mw []Middleware) CallFunc {
 	t.confirm = "confirm:" + t.meta.Name
 	t.direct = len(mw) == 0 && len(r.auditors) == 0
-	h := Handler(func(ctx context.Context, req *Request) (Result, error) { return r.run(ctx, t, req) })
+	h := CallFunc(func(ctx context.Context, req *Request) (Result, error) { return r.run(ctx, t, req) })
 	if len(r.auditors) > 0 {
 		h = r.audited(t, h)
 	}

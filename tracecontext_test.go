@@ -39,7 +39,7 @@ func traceServer(t *testing.T) (*httptest.Server, func() map[string]string, map[
 		last map[string]string
 	)
 	hostMD := map[string]string{"tenant": "acme"}
-	keep := func(next carmy.Handler) carmy.Handler {
+	keep := func(next carmy.CallFunc) carmy.CallFunc {
 		return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
 			mu.Lock()
 			last = req.Call.Metadata

@@ -134,7 +134,7 @@ func Middleware(opts ...Option) carmy.Middleware {
 	if err != nil {
 		otel.Handle(err)
 	}
-	return func(next carmy.Handler) carmy.Handler {
+	return func(next carmy.CallFunc) carmy.CallFunc {
 		// The runtime builds one chain per tool: the attributes that do
 		// not change from call to call are made once.
 		var cached atomic.Pointer[toolAttrs]

@@ -236,30 +236,18 @@ func (j *jsonLines) Audit(_ context.Context, rec AuditRecord) error {
 // is also logged.
 func (r *Registry) AuditFailures() int64 { return r.auditFailures.Load() }
 
-// audited wraps a tool's runtime handler with the records written once the
-// call is decided. It sits inside all middleware, which sees the refusal
-// of a destructive tool whose started record failed.
-func (r *Registry) audited(t *tool, next CallFunc) CallFunc {
-	return func(ctx context.Context, req *Request) (Result, error) {
-		res, err := next(ctx, req)
-		decision := AuditRefused
-		switch {
-		case req.Replayed:
-			decision = AuditReplayed
-		case req.ExecutionID != "":
-			decision = AuditExecuted
-		}
-		if decision == AuditRefused || t.meta.Effect >= Write {
-			code := CodeOf(err)
-			if err == nil {
-				code = "ok"
-			}
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.meta.Timeout)
-			_ = r.writeAudit(actx, t, req, decision, req.ExecutionID, code)
-			cancel()
-		}
-		return res, err
+// auditing is the observer that writes the audit record of every
+// refusal, and of every decided call of a tool that writes.
+type auditing struct{ r *Registry }
+
+func (a auditing) observe(ctx context.Context, rec AuditRecord, _ time.Duration) {
+	if rec.Decision != AuditRefused && rec.Effect < Write {
+		return
 	}
+	timeout := a.r.tools[rec.Tool].meta.Timeout
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	_ = a.r.writeAudit(actx, rec)
+	cancel()
 }
 
 // auditStart writes the started record of a destructive tool that is about
@@ -270,7 +258,7 @@ func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID
 		return nil
 	}
 	actx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
-	err := r.writeAudit(actx, t, req, AuditStarted, execID, "")
+	err := r.writeAudit(actx, r.record(t, req, AuditStarted, execID, ""))
 	cancel()
 	if err == nil {
 		return nil
@@ -286,34 +274,17 @@ func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID
 
 // writeAudit gives one record to every sink; a failure is logged and
 // counted, and returned.
-func (r *Registry) writeAudit(ctx context.Context, t *tool, req *Request, d AuditDecision, execID string, code Code) error {
-	rec := AuditRecord{
-		Time:        time.Now(),
-		Decision:    d,
-		ExecutionID: execID,
-		RequestID:   req.Call.RequestID,
-		Session:     req.Call.Session,
-		Principal:   req.Call.Principal,
-		Tool:        t.meta.Name,
-		Effect:      t.meta.Effect,
-		Code:        code,
-	}
-	if d != AuditRefused || code != CodeInvalidInput {
-		_, rec.Digest, _ = req.canonical(t)
-	}
-	if a := req.approval; a != nil {
-		rec.ApprovalID, rec.Approver = a.ID, a.Approver
-	}
+func (r *Registry) writeAudit(ctx context.Context, rec AuditRecord) error {
 	var errs []error
 	for _, a := range r.auditors {
 		if err := a.Audit(ctx, rec); err != nil {
 			r.auditFailures.Add(1)
 			r.logger.LogAttrs(ctx, slog.LevelError, "carmy: audit record not written",
-				slog.String("tool", t.meta.Name),
-				slog.String("decision", string(d)),
-				slog.String("execution_id", execID),
-				slog.String("principal", req.Call.Principal),
-				slog.String("code", string(code)),
+				slog.String("tool", rec.Tool),
+				slog.String("decision", string(rec.Decision)),
+				slog.String("execution_id", rec.ExecutionID),
+				slog.String("principal", rec.Principal),
+				slog.String("code", string(rec.Code)),
 				slog.Any("error", err),
 			)
 			errs = append(errs, err)

@@ -126,6 +126,7 @@ func TestAuditRecordsEveryDecision(t *testing.T) {
 		{"a destructive call", "wipe", `{"id":"a"}`, "alice", "", "started wipe , executed wipe ok", "wipe"},
 		{"a destructive call that fails", "wipe", `{"id":"fail"}`, "alice", "", "started wipe , executed wipe not_found", "wipe"},
 		{"a refused destructive call", "wipe", `{"id":"a"}`, "mallory", "", "refused wipe permission_denied", ""},
+		{"a destructive call refused for its request id", "wipe", `{"id":"a"}`, "alice", "not a request id", "refused wipe invalid_input", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -396,6 +396,10 @@ func (b *Builder) Build() (*Registry, error) {
 	errs = append(errs, auditErrs...)
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, auditors: auditors, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, allowHosts: slices.Clone(b.allowHosts), allowOrigins: slices.Clone(b.allowOrigins), elicit: b.elicit, stdioIdentity: b.stdioIdentity}
+	r.observers = []observer{&r.recent}
+	if len(auditors) > 0 {
+		r.observers = append(r.observers, auditing{r})
+	}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
 	r.mcpConfig = b.mcpConfig.clone()

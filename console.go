@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"embed"
@@ -160,16 +161,11 @@ type recent struct {
 	n    int // calls recorded in all
 }
 
-// add records a call that ended: refused, replayed or executed.
-func (rc *recent) add(req *Request, err error, start time.Time) {
-	e := execution{Time: start, ExecutionID: req.ExecutionID, Tool: req.Tool.Name, Principal: req.Call.Principal,
-		Code: "ok", DurationMS: float64(time.Since(start).Microseconds()) / 1000, Replayed: req.Replayed}
-	if err != nil {
-		e.Code = string(CodeOf(err))
-	}
-	if req.approval != nil {
-		e.ApprovalID = req.approval.ID
-	}
+// observe keeps a call that ended: refused, replayed or executed.
+func (rc *recent) observe(_ context.Context, rec AuditRecord, took time.Duration) {
+	e := execution{Time: rec.Time.Add(-took), ExecutionID: rec.ExecutionID, Tool: rec.Tool, Principal: rec.Principal,
+		Code: string(rec.Code), DurationMS: float64(took.Microseconds()) / 1000, Replayed: rec.Decision == AuditReplayed,
+		ApprovalID: rec.ApprovalID}
 	rc.mu.Lock()
 	rc.ring[rc.n%recentSize] = e
 	rc.n++

@@ -31,6 +31,9 @@ type Request struct {
 	// Replayed is set by the runtime when the outcome is a recorded one.
 	Replayed bool
 
+	// decision is what the runtime decided: refused until it executes the
+	// call or replays a recorded outcome.
+	decision AuditDecision
 	// approval is the approval that decided a call needing confirmation,
 	// set by the runtime: the one it runs by (used, naming its approver),
 	// or the pending or denied one it was refused by. For the audit
@@ -52,9 +55,8 @@ func Logging(l *slog.Logger) Middleware {
 		return func(ctx context.Context, req *Request) (Result, error) {
 			start := time.Now()
 			res, err := next(ctx, req)
-			level, code := slog.LevelInfo, Code("ok")
+			level, code := slog.LevelInfo, outcomeCode(err)
 			if err != nil {
-				code = CodeOf(err)
 				level = slog.LevelWarn
 				if code == CodeInternal {
 					level = slog.LevelError

@@ -129,3 +129,34 @@ func TestLogging(t *testing.T) {
 		t.Errorf("refusal logged as %s", lines[1])
 	}
 }
+
+// Middleware sees every outcome of a found tool, whatever refused it: a
+// malformed request id is refused inside the chain, as an invalid input is.
+func TestMiddlewareSeesEveryRefusal(t *testing.T) {
+	var seen []string
+	note := func(next carmy.CallFunc) carmy.CallFunc {
+		return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
+			res, err := next(ctx, req)
+			seen = append(seen, req.Tool.Name+" "+string(carmy.CodeOf(err)))
+			return res, err
+		}
+	}
+	reg, err := carmy.New().Use(note).
+		Tool(carmy.Tool(func(in Target) (string, error) { return in.ID, nil }, carmy.Write, carmy.Name("edit"), carmy.Register(false))).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	for _, c := range []carmy.Call{
+		{Tool: "edit", Input: json.RawMessage(`{"id":"a"}`), RequestID: "bad id"},
+		{Tool: "edit", Input: json.RawMessage(`{}`)},
+		{Tool: "edit", Input: json.RawMessage(`{"id":"a"}`), RequestID: "r1"},
+		{Tool: "nope"},
+	} {
+		reg.Execute(context.Background(), c)
+	}
+	if got, want := strings.Join(seen, ", "), "edit invalid_input, edit invalid_input, edit "; got != want {
+		t.Fatalf("middleware saw %q, want %q (an unknown tool has no chain)", got, want)
+	}
+}

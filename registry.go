@@ -116,6 +116,9 @@ type Registry struct {
 	approvals *approvals
 	console   consoleAuth
 	recent    recent // the last calls, for the console
+	// observers are told of every decided call: the console's recent
+	// calls, and the audit when there are sinks.
+	observers []observer
 
 	auditors      []Auditor
 	auditFailures atomic.Int64

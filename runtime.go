@@ -59,48 +59,38 @@ func (t *tool) reservationLease() time.Duration {
 // waits for it to notice before answering without it.
 const deadlineGrace = 10 * time.Millisecond
 
-// Execute runs one call: refuse a malformed request id (a request id is 1
-// to 255 printable ASCII characters, '!' to '~'), find the tool (an
-// unknown name is [CodeUnknownTool], with the closest name suggested), then,
-// inside any middleware: decode and validate the input, ask the host's
-// policy, check confirmation, deduplicate by request id, wait for the
+// Execute runs one call: find the tool (an unknown name is
+// [CodeUnknownTool], with the closest name suggested), then, inside any
+// middleware: refuse a malformed request id (a request id is 1 to 255
+// printable ASCII characters, '!' to '~'), decode and validate the input,
+// ask the host's policy, check confirmation, deduplicate by request id, wait for the
 // tool's turn when it is not parallel-safe, execute under the deadline,
-// encode the output and record the outcome. Every failure is an [*Error].
+// encode the output and record the outcome. Every failure is an [*Error],
+// and every outcome, refusals included, passes the middleware and the
+// audit.
 //
 // Execute returns when the tool returns, or as soon as ctx is done or the
 // tool's deadline passes, whichever comes first; a tool that ignores its
 // context keeps its turn and its idempotency reservation until its code
 // returns.
 func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
-	if err := checkRequestID(c.RequestID); err != nil {
-		return Result{}, err
-	}
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(c.Tool)
 	}
-	start := time.Now()
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c}
-		res, err := r.run(ctx, t, &req)
-		r.recent.add(&req, err, start)
-		return res, err
+		req := Request{Tool: t.meta, Call: c, decision: AuditRefused}
+		return r.call(ctx, t, &req)
 	}
-	req := &Request{Tool: t.meta, Call: c}
-	res, err := t.handler(ctx, req)
-	r.recent.add(req, err, start)
-	return res, err
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused})
 }
 
 // handlerFor builds a tool's middleware chain once.
 func (r *Registry) handlerFor(t *tool, mw []Middleware) CallFunc {
 	t.confirm = "confirm:" + t.meta.Name
-	t.direct = len(mw) == 0 && len(r.auditors) == 0
-	h := CallFunc(func(ctx context.Context, req *Request) (Result, error) { return r.run(ctx, t, req) })
-	if len(r.auditors) > 0 {
-		h = r.audited(t, h)
-	}
+	t.direct = len(mw) == 0
+	h := CallFunc(func(ctx context.Context, req *Request) (Result, error) { return r.call(ctx, t, req) })
 	for i := len(mw) - 1; i >= 0; i-- {
 		h = mw[i](h)
 	}
@@ -118,6 +108,9 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		}
 	}()
 	c := &req.Call
+	if err := checkRequestID(c.RequestID); err != nil {
+		return Result{}, err
+	}
 	in, err := t.decode(c.Input)
 	if err != nil {
 		return Result{}, err
@@ -203,7 +196,7 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 		case res.Digest != digest:
 			return Result{}, r.refused(ctx, t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
 		case res.Record != nil:
-			req.ExecutionID, req.Replayed = res.Record.ExecutionID, true
+			req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
 			return replay(res.Record)
 		}
 		if err := r.store.Wait(ctx, key); err != nil {
@@ -294,7 +287,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	defer cancel()
 	ev.Context = execCtx
 	cc.Context = ev
-	req.ExecutionID = cc.ExecutionID
+	req.ExecutionID, req.decision = cc.ExecutionID, AuditExecuted
 	j := jobs.Get().(*job)
 	j.r, j.t, j.cc, j.in, j.execCtx, j.ctx, j.resv, j.lock = r, t, cc, in, execCtx, ctx, resv, lock
 	r.workers.run(j)

@@ -1,0 +1,61 @@
+package carmy
+
+import (
+	"context"
+	"time"
+)
+
+// Every call of a found tool ends at one point, whatever decided it: the
+// request id, the input, the host's policy, confirmation, deduplication, the
+// tool's turn or the tool itself. There the runtime states its decision once
+// and tells every observer, so that the audit and the console's recent calls
+// cannot disagree about what happened, and no refusal escapes either.
+
+// observer is told of every decided call. It must not keep rec's slices or
+// block for long: it runs on the caller's goroutine, inside the middleware.
+type observer interface {
+	observe(ctx context.Context, rec AuditRecord, took time.Duration)
+}
+
+// outcomeCode is the code a call's outcome is reported under: "ok" for a
+// success.
+func outcomeCode(err error) Code {
+	if err == nil {
+		return "ok"
+	}
+	return CodeOf(err)
+}
+
+// call runs a call of t and tells the observers what was decided.
+func (r *Registry) call(ctx context.Context, t *tool, req *Request) (Result, error) {
+	start := time.Now()
+	res, err := r.run(ctx, t, req)
+	rec := r.record(t, req, req.decision, req.ExecutionID, outcomeCode(err))
+	for _, o := range r.observers {
+		o.observe(ctx, rec, rec.Time.Sub(start))
+	}
+	return res, err
+}
+
+// record makes the record of decision d about req. The digest is made only
+// for registries that audit: the console's list does not show it.
+func (r *Registry) record(t *tool, req *Request, d AuditDecision, execID string, code Code) AuditRecord {
+	rec := AuditRecord{
+		Time:        time.Now(),
+		Decision:    d,
+		ExecutionID: execID,
+		RequestID:   req.Call.RequestID,
+		Session:     req.Call.Session,
+		Principal:   req.Call.Principal,
+		Tool:        t.meta.Name,
+		Effect:      t.meta.Effect,
+		Code:        code,
+	}
+	if len(r.auditors) > 0 && (d != AuditRefused || code != CodeInvalidInput) {
+		_, rec.Digest, _ = req.canonical(t)
+	}
+	if a := req.approval; a != nil {
+		rec.ApprovalID, rec.Approver = a.ID, a.Approver
+	}
+	return rec
+}

@@ -21,7 +21,12 @@ import (
 // runs the tool, which is why it is measured with AllocsPerRun and not in
 // a benchmark of one goroutine. The race detector changes the counts,
 // hence the build tag.
-const maxExecuteAllocs = 12
+//
+// The figure rose from 12 to 15 when executions stopped reusing their job
+// (the job, its channel) from a sync.Pool: side by side the pool bought no
+// time per call, and its recycling protocol (who may put a job back, when
+// a caller gave up on it) was a source of bugs for nothing.
+const maxExecuteAllocs = 15
 
 func TestExecuteAllocs(t *testing.T) {
 	if testing.Short() {

@@ -27,9 +27,9 @@ import (
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /impl cols.txt
 //
 // The tools are ParallelSafe, as the hand-written code has no serialization
-// either. Both sides decode one input over and over, so both profit fully
-// from the caches of repeated strings that go-json-experiment/json and
-// carmy's decoder keep; a real stream of calls profits less, on both sides.
+// either. Both sides cycle through the same 256 inputs of one shape with
+// other strings and numbers (benchtools.Varied), as a stream of calls
+// would send, so that neither profits from caches of one input repeated.
 
 // The reference tools are benchtools', shared with the bench module.
 
@@ -58,12 +58,16 @@ func BenchmarkExecute(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer reg.Close()
-			call := carmy.Call{Tool: c.call, Input: []byte(c.input)}
+			inputs := benchtools.Varied(c.input, 256)
+			call := carmy.Call{Tool: c.call, Input: inputs[0]}
 			if _, err := reg.Execute(ctx, call); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			i := 0
 			for b.Loop() {
+				call.Input = inputs[i%len(inputs)]
+				i++
 				if _, err := reg.Execute(ctx, call); err != nil {
 					b.Fatal(err)
 				}
@@ -77,16 +81,18 @@ func BenchmarkBaseline(b *testing.B) {
 	floors := benchtools.Floors()
 	for _, c := range benchCases() {
 		b.Run(c.name, func(b *testing.B) {
-			data := []byte(c.input)
+			inputs := benchtools.Varied(c.input, 256)
 			floor := floors[c.call]
-			if _, err := floor(ctx, data); err != nil {
+			if _, err := floor(ctx, inputs[0]); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			i := 0
 			for b.Loop() {
-				if _, err := floor(ctx, data); err != nil {
+				if _, err := floor(ctx, inputs[i%len(inputs)]); err != nil {
 					b.Fatal(err)
 				}
+				i++
 			}
 		})
 	}

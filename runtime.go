@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -288,12 +287,10 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	ev.Context = execCtx
 	cc.Context = ev
 	req.ExecutionID, req.decision = cc.ExecutionID, AuditExecuted
-	j := jobs.Get().(*job)
-	j.r, j.t, j.cc, j.in, j.execCtx, j.ctx, j.resv, j.lock = r, t, cc, in, execCtx, ctx, resv, lock
+	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, resv: resv, lock: lock, done: make(chan outcome, 1)}
 	r.workers.run(j)
 	select {
 	case o := <-j.done:
-		j.recycle()
 		return o.res, o.err
 	case <-execCtx.Done():
 		// A tool that honours its context returns within moments; only one
@@ -302,10 +299,9 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 		defer grace.Stop()
 		select {
 		case o := <-j.done:
-			j.recycle()
 			return o.res, o.err
 		case <-grace.C:
-			j.abandoned.Store(true) // the job is not recycled
+			j.abandoned.Store(true)
 			return Result{}, stopError(t, ctx)
 		}
 	}
@@ -347,9 +343,7 @@ func (v *execValue) Value(key any) any {
 	return v.Context.Value(key)
 }
 
-// job is one execution handed to a worker. A job goes back to the pool
-// once its caller has received the outcome, which is the worker's last
-// use of it; an abandoned job is left to the collector.
+// job is one execution handed to a worker.
 type job struct {
 	r         *Registry
 	t         *tool
@@ -362,8 +356,6 @@ type job struct {
 	done      chan outcome // buffered: the worker never waits for the caller
 	abandoned atomic.Bool
 }
-
-var jobs = sync.Pool{New: func() any { return &job{done: make(chan outcome, 1)} }}
 
 func (j *job) run() {
 	r, t, cc := j.r, j.t, j.cc
@@ -386,16 +378,10 @@ func (j *job) run() {
 				r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
 			}
 		}
-		j.done <- o // the worker's last use of j
+		j.done <- o
 	}()
 	o = r.invoke(t, cc, j.in, j.execCtx, j.ctx)
 	returned = true
-}
-
-// recycle returns a job whose outcome its caller received.
-func (j *job) recycle() {
-	j.r, j.t, j.cc, j.in, j.execCtx, j.ctx, j.resv, j.lock = nil, nil, nil, reflect.Value{}, nil, nil, nil, nil
-	jobs.Put(j)
 }
 
 // invoke calls the tool, recovering a panic, and encodes its output.

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -100,6 +101,24 @@ const (
 		`"priority":3,"gift":true,"note":"leave at the door","tags":["spring","promo"],"channel":"web",` +
 		`"discount":0.1,"attempt":1,"reference":"po-2024-0001"}`
 )
+
+// Varied returns n inputs of input's shape with other strings and numbers,
+// so that a benchmark cycling through them measures a stream of calls, not
+// the caches of one input repeated.
+func Varied(input string, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte(strings.NewReplacer(
+			"A-100", fmt.Sprintf("A-%d", 100+i),
+			`"quantity":3`, fmt.Sprintf(`"quantity":%d`, 1+i%100),
+			"cus_8f3a2b", fmt.Sprintf("cus_%06x", i*7919),
+			"ada@example.com", fmt.Sprintf("ada%d@example.com", i),
+			"leave at the door", fmt.Sprintf("leave at door %d", i),
+			"po-2024-0001", fmt.Sprintf("po-2024-%04d", i),
+		).Replace(input))
+	}
+	return out
+}
 
 // Floor is the hand-written equivalent of one carmy call: a strict decode
 // (unknown members rejected), the validator, the call and the encoding of

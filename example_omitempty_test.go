@@ -11,7 +11,7 @@ import (
 
 // Search shows what omitempty means on pointers, slices and maps.
 type Search struct {
-	Category *string          `json:"category,omitempty" validate:"omitempty,oneof=books music"`
+	Category *string           `json:"category,omitempty" validate:"omitempty,oneof=books music"`
 	Limit    *int              `json:"limit,omitempty" validate:"omitempty,min=1,max=50"`
 	Tags     []string          `json:"tags,omitempty" validate:"omitempty,min=2,dive,oneof=new used"`
 	Filters  map[string]string `json:"filters,omitempty" validate:"omitempty,max=3"`

@@ -581,7 +581,7 @@ func (t *tool) encode(out any) ([]byte, error) {
 	}
 	v := reflect.ValueOf(out)
 	if t.out.Checked() && out != nil {
-		if problems := shape.Check(t.out, v, nil); len(problems) > 0 {
+		if problems := shape.CheckOutput(t.out, v); len(problems) > 0 {
 			return nil, fmt.Errorf("%s: %s", problems[0].Path, problems[0].Message)
 		}
 	}

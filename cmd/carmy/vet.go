@@ -3,15 +3,12 @@ package main
 import (
 	"fmt"
 	"go/ast"
-	"go/build"
 	"go/constant"
-	"go/parser"
 	"go/token"
 	"go/types"
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"golang.org/x/tools/go/analysis/unitchecker"
 
 	"github.com/carmy-dev/carmy/internal/naming"
+	"github.com/carmy-dev/carmy/internal/shape"
 )
 
 // Analyzer is carmy vet's analysis.
@@ -39,16 +37,23 @@ derived from the function's name), a closure without carmy.Name, and an
 option given twice with different values.
 
 It warns of validate rules that cannot reach the schema (alphanum,
-startswith, cross-field rules such as eqfield, alternatives with |, bounds
-on a time.Duration): carmy enforces them at run time, but a model reading
-the schema cannot see them.
+startswith, ne, cross-field rules such as eqfield, alternatives with |,
+bounds on a time.Duration), in the words a model would be shown ("must not
+be 0"): carmy enforces them at run time, but a model reading the schema
+cannot see them.
 
 It also reports a package whose tools' types or functions carry doc
 comments while its carmy_gen.go is missing or out of date: the descriptions
 would be silently missing from the schemas. Run go generate, with a
-"go:generate go tool carmy gen" directive in the package, to fix it.`,
-	URL: "https://github.com/carmy-dev/carmy/blob/main/docs/command.md#carmy-vet",
-	Run: analyze,
+"go:generate go tool carmy gen" directive in the package, to fix it.
+
+A finding is silenced at its site by a directive naming its check (tool,
+rule or generate), on the finding's line or alone on the line above it:
+
+	//carmy:ignore rule the description says it`,
+	URL:       "https://github.com/carmy-dev/carmy/blob/main/docs/command.md#carmy-vet",
+	Run:       analyze,
+	FactTypes: []analysis.Fact{new(docsFact), new(ignoredFact)},
 }
 
 const vetUsage = `usage: carmy vet [flags] [packages]
@@ -66,13 +71,30 @@ what Builder.Build would report when the program runs, in the same words:
   - an option given twice with different values, a Timeout that is not
     positive;
   - a validate rule in a tool's input or output types that cannot reach
-    the schema (alphanum, startswith, eqfield, a|b, min on a duration...):
-    enforced at run time, invisible to a model. Say it in the field's
-    description, or use a rule the schema states.
+    the schema (alphanum, startswith, ne=0, eqfield, a|b, min on a
+    duration...): enforced at run time, invisible to a model. Say it in the
+    field's description, or use a rule the schema states. It is reported
+    at the field when the field is declared in the package, else at the
+    carmy.Tool call;
+  - a pointer with rules but without omitempty, omitnil or required: carmy
+    lets a nil pointer through, where the validator would refuse it.
 
 It also reports a package whose tools' types or functions have doc comments
 but whose carmy_gen.go is missing or out of date, since their descriptions
 would silently be missing from the schemas: run go generate.
+
+A finding is silenced at its site with a directive naming its check, on
+the finding's line or alone on the line above it; the rest of the line
+may say why. A silenced finding does not fail vet. A directive at a field
+silences its rules for the tools of every package that use it:
+
+	type Order struct {
+		//carmy:ignore rule the description says it
+		Ref string ` + "`" + `json:"ref" validate:"startswith=ord_" jsonschema:"description=Starts with ord_"` + "`" + `
+	}
+
+The checks are tool (a carmy.Tool call Build would refuse), rule (a rule
+the schema cannot state) and generate (carmy_gen.go missing or stale).
 
 Use it as a go tool or as a go vet tool:
 
@@ -136,16 +158,19 @@ func vetTool() {
 
 // analyze is the analyzer's Run.
 func analyze(pass *analysis.Pass) (any, error) {
+	ig := readIgnores(pass)
+	exportFacts(pass, ig)
 	if !importsCarmy(pass.Pkg) {
 		return nil, nil
 	}
+	silence(pass, ig)
 	decls := findDeclarations(pass.Files, pass.TypesInfo)
 	for _, d := range decls {
 		if d.fun == "Tool" {
 			checkTool(pass, d)
-			checkRules(pass, d)
 		}
 	}
+	checkRules(pass, decls)
 	checkGenerated(pass, decls)
 	return nil, nil
 }
@@ -343,13 +368,9 @@ func checkName(name string) string {
 
 // checkGenerated reports a generated file that is missing or out of date.
 // It computes the comments carmy gen would write, with the same code, and
-// compares them with those the file registers.
-//
-// The comments of types declared in other packages of the module are read
-// from their source, as carmy gen reads them: a package of the module lives
-// in the module's directory, at its path relative to the module's. (The
-// alternative, analysis facts, would make go vet analyze every dependency
-// of the program, the standard library included, on every run.)
+// compares them with those the file registers. The comments of types
+// declared in other packages of the module come from those packages'
+// analyses, as facts (docsFact).
 func checkGenerated(pass *analysis.Pass, decls []declaration) {
 	if pass.Module == nil || pass.Module.Path == "" || len(pass.Files) == 0 {
 		return // without the module, what carmy gen reads is unknown
@@ -361,16 +382,19 @@ func checkGenerated(pass *analysis.Pass, decls []declaration) {
 			prod = append(prod, d)
 		}
 	}
-	src := &moduleSource{
-		module: pass.Module.Path,
-		pkg:    pass.Pkg,
-		dir:    filepath.Dir(pass.Fset.Position(pass.Files[0].Package).Filename),
-		docs:   packageDocs(pass.Files, pass.Fset),
-	}
-	want := collectComments(prod, src.docsOf)
-	if src.failed {
-		return // some source could not be read: say nothing rather than something wrong
-	}
+	own := packageDocs(pass.Files, pass.Fset)
+	want := collectComments(prod, func(pkg *types.Package) (map[string]string, bool) {
+		if pkg == pass.Pkg {
+			return own, true
+		}
+		// Only the comments of the module's own packages belong in the
+		// generated file, as carmy gen writes it.
+		var f docsFact
+		if !pass.ImportPackageFact(pkg, &f) || f.Module != pass.Module.Path {
+			return nil, false
+		}
+		return f.docs(), true
+	})
 	var gen *ast.File
 	for _, f := range pass.Files {
 		if isGenerated(f) {
@@ -441,97 +465,49 @@ func difference(have, want map[string]string) string {
 	return strings.Join(parts, "; ")
 }
 
-// moduleSource reads the doc comments of the packages of one module from
-// their directories.
-type moduleSource struct {
-	module string
-	pkg    *types.Package // the package analyzed
-	dir    string         // its directory
-	docs   map[string]string
-	others map[string]map[string]string
-	failed bool
-}
-
-func (s *moduleSource) docsOf(pkg *types.Package) (map[string]string, bool) {
-	if pkg == s.pkg {
-		return s.docs, true
-	}
-	rel, ok := strings.CutPrefix(pkg.Path(), s.module+"/")
-	if !ok {
-		return nil, false // another module's, or the standard library's
-	}
-	if d, ok := s.others[pkg.Path()]; ok {
-		return d, d != nil
-	}
-	if s.others == nil {
-		s.others = map[string]map[string]string{}
-	}
-	d, err := s.read(rel)
-	if err != nil {
-		s.failed = true
-	}
-	s.others[pkg.Path()] = d
-	return d, d != nil
-}
-
-// read parses the package at a path relative to the module. It returns nil
-// and no error for a package of a nested module.
-func (s *moduleSource) read(rel string) (map[string]string, error) {
-	own, ok := strings.CutPrefix(s.pkg.Path(), s.module)
-	if !ok || !strings.HasSuffix(filepath.ToSlash(s.dir), own) {
-		return nil, fmt.Errorf("cannot place %s in its module", s.pkg.Path())
-	}
-	root := s.dir[:len(s.dir)-len(own)]
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return nil, err
-	}
-	dir := root
-	for _, elem := range strings.Split(rel, "/") {
-		dir = filepath.Join(dir, elem)
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return nil, nil // a nested module: not this one's
+// checkRules warns of each validate rule in the tools' types that the
+// schema cannot state. A rule of a field declared in this package is
+// reported at the field, once, where a directive can silence it; a rule of
+// another package's field at each carmy.Tool call that reaches it.
+func checkRules(pass *analysis.Pass, decls []declaration) {
+	reported := map[string]bool{}
+	for _, d := range decls {
+		if d.fun != "Tool" {
+			continue
+		}
+		seen := map[types.Type]bool{}
+		for _, root := range d.roots {
+			walkRules(root, "", seen, func(f *types.Var, path, msg string) {
+				at := ast.Node(d.call)
+				var ignored ignoredFact
+				if f.Pkg() != pass.Pkg && pass.ImportObjectFact(f, &ignored) && slices.Contains(ignored.Checks, "rule") {
+					return // silenced at the field, in its own package
+				}
+				if f.Pkg() == pass.Pkg && f.Pos().IsValid() {
+					key := fmt.Sprint(f.Pos(), msg)
+					if reported[key] {
+						return
+					}
+					reported[key] = true
+					at = fieldNode{f}
+				}
+				pass.Report(analysis.Diagnostic{Pos: at.Pos(), End: at.End(), Category: "rule",
+					Message: fmt.Sprintf("carmy: %s: %s", path, msg)})
+			})
 		}
 	}
-	bp, err := build.ImportDir(dir, 0)
-	if err != nil {
-		return nil, err
-	}
-	fset := token.NewFileSet()
-	var files []*ast.File
-	for _, name := range bp.GoFiles {
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
-	}
-	return packageDocs(files, fset), nil
 }
 
-// schemaRules are the validate rules carmy states in a schema; the others
-// are enforced at run time only.
-var schemaRules = map[string]bool{
-	"required": true, "min": true, "max": true, "len": true, "gt": true, "gte": true, "lt": true, "lte": true,
-	"oneof": true, "email": true, "url": true, "http_url": true,
-	"uuid": true, "uuid4": true, "uuid_rfc4122": true, "uuid4_rfc4122": true,
-	"omitempty": true, "omitnil": true, "omitzero": true, "dive": true,
-}
+// fieldNode places a finding at a struct field.
+type fieldNode struct{ f *types.Var }
 
-// checkRules warns, at a carmy.Tool call, of each validate rule in the
-// tool's types that the schema cannot state.
-func checkRules(pass *analysis.Pass, d declaration) {
-	seen := map[types.Type]bool{}
-	for _, root := range d.roots {
-		walkRules(root, "", seen, func(path, rule string) {
-			pass.Report(analysis.Diagnostic{Pos: d.call.Pos(), End: d.call.End(), Category: "rule",
-				Message: fmt.Sprintf("carmy: %s: validate rule %q cannot reach the schema; carmy enforces it at run time, but a model reading the schema cannot see it: say it in the field's description, or use a rule the schema states", path, rule)})
-		})
-	}
-}
+func (n fieldNode) Pos() token.Pos { return n.f.Pos() }
+func (n fieldNode) End() token.Pos { return n.f.Pos() + token.Pos(len(n.f.Name())) }
 
 // walkRules calls report for every rule of a struct field reachable from t
-// that is not in schemaRules.
-func walkRules(t types.Type, path string, seen map[types.Type]bool, report func(path, rule string)) {
+// that the schema cannot state, and for every pointer whose rules the
+// validator would check on nil.
+func walkRules(t types.Type, path string, seen map[types.Type]bool, report func(f *types.Var, path, msg string)) {
 	if seen[t] {
 		return
 	}
@@ -566,18 +542,109 @@ func walkRules(t types.Type, path string, seen map[types.Type]bool, report func(
 			if name == "-" {
 				continue
 			}
-			duration := isNamed(types.Unalias(f.Type()), "time", "Duration")
-			for rule := range strings.SplitSeq(tag.Get("validate"), ",") {
+			validate := tag.Get("validate")
+			level := f.Type() // the value the rules apply to: the field's, then each dive's elements
+			first := true     // the rule is the first of its level
+			for rule := range strings.SplitSeq(validate, ",") {
 				rname, _, _ := strings.Cut(rule, "=")
+				duration := isNamed(types.Unalias(deref(level)), "time", "Duration")
+				if first && rule != "" && rule != "-" && !nilSkipping(rname) && isPointer(level) {
+					report(f, fpath, fmt.Sprintf("validate:%q: carmy lets a nil pointer through (null or absent, as every pointer may be) without its rules, where the validator would check %q on nil and refuse it; write omitempty before the rules to say what carmy does, or required to refuse null", validate, rule))
+				}
+				first = rule == "dive"
 				switch {
+				case rule == "dive":
+					level = elemOf(level)
 				case rule == "" || rule == "-":
-				case strings.Contains(rule, "|"), !schemaRules[rname]:
-					report(fpath, rule)
-				case duration && rname != "required" && rname != "omitempty" && rname != "dive":
-					report(fpath, rule)
+				case strings.Contains(rule, "|"), !shape.InSchema(rname),
+					duration && rname != "required" && rname != "omitempty":
+					report(f, fpath, fmt.Sprintf("validate rule %q (%s) cannot reach the schema: carmy checks it when the tool is called, but a model reading the schema cannot see it; say it in the field's description, or use a rule the schema states", rule, shape.RuleMessage(rule, kindOf(level))))
 				}
 			}
 			walkRules(f.Type(), fpath, seen, report)
 		}
 	}
+}
+
+// nilSkipping reports whether a rule, first of its level, lets the
+// validator pass a nil pointer without the rules after it (the omit
+// rules), or means what carmy means on nil (required and the rules that
+// compare with other fields, which the validator runs on nil too).
+func nilSkipping(name string) bool {
+	switch name {
+	case "omitempty", "omitnil", "omitzero", "isdefault", "required":
+		return true
+	}
+	return strings.HasPrefix(name, "required_") || strings.HasPrefix(name, "excluded_") || name == "skip_unless"
+}
+
+func isPointer(t types.Type) bool {
+	if t == nil {
+		return false
+	}
+	_, ok := t.Underlying().(*types.Pointer)
+	return ok
+}
+
+func deref(t types.Type) types.Type {
+	for t != nil {
+		p, ok := t.Underlying().(*types.Pointer)
+		if !ok {
+			break
+		}
+		t = p.Elem()
+	}
+	return t
+}
+
+// elemOf is the type of the elements of t, past pointers, that a dive
+// reaches; nil when t has none.
+func elemOf(t types.Type) types.Type {
+	switch u := deref(t).(type) {
+	case nil:
+		return nil
+	default:
+		switch e := u.Underlying().(type) {
+		case *types.Slice:
+			return e.Elem()
+		case *types.Array:
+			return e.Elem()
+		case *types.Map:
+			return e.Elem()
+		}
+	}
+	return nil
+}
+
+// kindOf is the reflect kind of a value of type t past pointers, as the
+// validator sees it when it words a rule.
+func kindOf(t types.Type) reflect.Kind {
+	t = deref(t)
+	if t == nil {
+		return reflect.Invalid
+	}
+	switch u := t.Underlying().(type) {
+	case *types.Basic:
+		switch info := u.Info(); {
+		case info&types.IsString != 0:
+			return reflect.String
+		case info&types.IsBoolean != 0:
+			return reflect.Bool
+		case info&types.IsUnsigned != 0:
+			return reflect.Uint
+		case info&types.IsInteger != 0:
+			return reflect.Int
+		case info&types.IsFloat != 0:
+			return reflect.Float64
+		}
+	case *types.Slice:
+		return reflect.Slice
+	case *types.Array:
+		return reflect.Array
+	case *types.Map:
+		return reflect.Map
+	case *types.Struct:
+		return reflect.Struct
+	}
+	return reflect.Invalid
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,35 @@ func TestAnalyzer(t *testing.T) {
 		t.Fatalf("testdata/vetmod/good/carmy_gen.go is not what carmy gen writes; update it to:\n%s", got)
 	}
 
-	results := analysistest.Run(t, dir, Analyzer, "./...")
+	results := analysistest.Run(factsAside{t}, dir, Analyzer, "./...")
+
+	// The facts packages give the packages that import them: the doc
+	// comments of the module's packages, and the directives at fields.
+	t.Run("Facts", func(t *testing.T) {
+		var docs, ignored bool
+		for _, r := range results {
+			for obj, facts := range r.Facts {
+				for _, f := range facts {
+					switch f := f.(type) {
+					case *docsFact:
+						if r.Action.Package.PkgPath == "example.com/vetmod/good/model" && f.Module == "example.com/vetmod" && f.docs()["Results"] != "" {
+							docs = true
+						}
+					case *ignoredFact:
+						if obj != nil && obj.Name() == "Quiet" && slices.Equal(f.Checks, []string{"rule"}) {
+							ignored = true
+						}
+					}
+				}
+			}
+		}
+		if !docs {
+			t.Error("good/model exports no docsFact with the comment of Results")
+		}
+		if !ignored {
+			t.Error("rules/shared exports no ignoredFact for Shared.Quiet")
+		}
+	})
 
 	var bad []string
 	for _, r := range results {
@@ -53,6 +82,19 @@ func TestAnalyzer(t *testing.T) {
 		}
 	}
 	t.Run("SpeaksLikeBuild", func(t *testing.T) { speaksLikeBuild(t, bad) })
+}
+
+// factsAside passes on every failure analysistest reports but unexpected
+// facts: the analyzer exports facts for every package, which TestAnalyzer
+// checks in the results rather than with a // want comment in each.
+type factsAside struct{ *testing.T }
+
+func (f factsAside) Errorf(format string, args ...any) {
+	if strings.Contains(fmt.Sprintf(format, args...), ": unexpected fact: ") {
+		return
+	}
+	f.T.Helper()
+	f.T.Errorf(format, args...)
 }
 
 // The declarations of testdata/vetmod/badtools, for Build.
@@ -202,8 +244,8 @@ func TestVetCommand(t *testing.T) {
 				t.Errorf("%s: no line matches %s in:\n%s", name, w, out)
 			}
 		}
-		if clean := regexp.MustCompile(`(?m)^(\S*/)?(good|nodocs)/\S*\.go:`); clean.MatchString(out) {
-			t.Errorf("%s reports on good or nodocs:\n%s", name, out)
+		if clean := regexp.MustCompile(`(?m)^(\S*/)?(good|nodocs|silenced)/\S*\.go:`); clean.MatchString(out) {
+			t.Errorf("%s reports on good, nodocs or silenced:\n%s", name, out)
 		}
 	}
 
@@ -212,7 +254,8 @@ func TestVetCommand(t *testing.T) {
 		t.Errorf("carmy vet ./...: exit %d, want 3\n%s%s", code, stdout, stderr)
 	}
 	check("carmy vet", stderr)
-	if code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./good", "./nodocs")); code != 0 {
+	// silenced has findings, each silenced by a directive: they do not fail vet.
+	if code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./good", "./nodocs", "./silenced")); code != 0 {
 		t.Errorf("carmy vet on clean packages: exit %d\n%s%s", code, stdout, stderr)
 	}
 
@@ -230,7 +273,7 @@ func TestVetCommand(t *testing.T) {
 		t.Errorf("go vet -vettool=carmy ./...: exit 0\n%s%s", stdout, stderr)
 	}
 	check("go vet -vettool", stderr)
-	if code, stdout, stderr := vet("./good", "./nodocs"); code != 0 {
+	if code, stdout, stderr := vet("./good", "./nodocs", "./silenced"); code != 0 {
 		t.Errorf("go vet -vettool=carmy on clean packages: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -93,6 +93,7 @@ var Types = []Type{
 	entry[Opaque]("opaque"),
 	entry[RequiredValues]("required_values"),
 	entry[OmitemptyRules]("omitempty_rules"),
+	entry[OmitemptyPointers]("omitempty_pointers"),
 	// Roots that are not objects: outputs only.
 	entry[Status]("root_enum"),
 	entry[[]Item]("root_slice"),
@@ -671,4 +672,21 @@ type OmitemptyRules struct {
 	Tags     []string          `json:"tags" validate:"omitempty,min=2,dive,omitempty,min=2"`
 	Labels   map[string]string `json:"labels,omitempty" validate:"omitempty,min=1,max=3"`
 	Note     *string           `json:"note,omitempty" validate:"omitempty,min=2"`
+}
+
+// OmitemptyPointers holds rules after omitempty as the validator reads them
+// on pointers and collections: a nil pointer and an absent slice or map
+// skip them; a non-nil pointer ("" and 0 included) and a present slice or
+// map ([] and {} included) keep them.
+type OmitemptyPointers struct {
+	Category *string           `json:"category,omitempty" validate:"omitempty,oneof=a b"`
+	Note     *string           `json:"note" validate:"omitempty,min=3"`
+	Count    *int              `json:"count,omitempty" validate:"omitempty,min=1"`
+	Ratio    *float64          `json:"ratio,omitempty" validate:"omitempty,gt=0,lte=1"`
+	Level    *uint8            `json:"level,omitempty" validate:"omitempty,oneof=0 2 4"`
+	Tags     []string          `json:"tags" validate:"omitempty,min=2,dive,oneof=x y z"`
+	Labels   map[string]string `json:"labels,omitempty" validate:"omitempty,min=1,max=2,dive,omitempty,max=3"`
+	Maybe    []*string         `json:"maybe,omitempty" validate:"omitempty,max=2,dive,omitempty,len=2"`
+	List     *[]int            `json:"list,omitempty" validate:"omitempty,min=1"`
+	Grid     [][]int8          `json:"grid,omitempty" validate:"dive,omitempty,len=2"`
 }

@@ -53,11 +53,25 @@ func probeRuntime(t reflect.Type, tag string) (err error) {
 // Check reports every rule that v, a value of the type n models, breaks.
 // Paths in skip already have a problem and are not reported again.
 func Check(n *Node, v reflect.Value, skip []Problem) []Problem {
+	return check(n, v, skip, false)
+}
+
+// CheckOutput reports every rule that v, an output of the type n models,
+// breaks in the form [Encode] writes it, which the output schema
+// describes: a member Encode leaves out is not checked, and a nil slice or
+// map, written as [] or {}, is checked as one. (An input's nil collection
+// is an absent member, which the rules after omitempty let through, as the
+// validator does.)
+func CheckOutput(n *Node, v reflect.Value) []Problem {
+	return check(n, v, nil, true)
+}
+
+func check(n *Node, v reflect.Value, skip []Problem, output bool) []Problem {
 	if !n.checked {
 		return nil
 	}
 	pp := paths.Get().(*path)
-	c := checker{skip: skip, path: (*pp)[:0]}
+	c := checker{skip: skip, path: (*pp)[:0], output: output}
 	c.value(n, nil, v)
 	clear(c.path[:cap(c.path)]) // keep no map keys alive in the pool
 	*pp = c.path[:0]
@@ -72,6 +86,7 @@ type checker struct {
 	problems []Problem
 	path     path
 	skip     []Problem
+	output   bool // checking what Encode writes: see CheckOutput
 }
 
 func (c *checker) add(msg string) {
@@ -111,6 +126,11 @@ func (c *checker) value(n *Node, r *Rules, v reflect.Value) {
 		for _, m := range ruleProblems(r, n, v) {
 			c.add(m)
 		}
+		if r.IfSet != nil && !c.empty(n, v) {
+			for _, m := range ruleProblems(r.IfSet, n, v) {
+				c.add(m)
+			}
+		}
 	}
 	for _, m := range ruleProblems(&n.Rules, n, v) {
 		c.add(m)
@@ -145,6 +165,15 @@ func (c *checker) value(n *Node, r *Rules, v reflect.Value) {
 	}
 }
 
+// empty reports whether the rules after omitempty (IfSet) skip v. Encode
+// writes a nil collection as an empty one, which an output's rules see.
+func (c *checker) empty(n *Node, v reflect.Value) bool {
+	if c.output && collection(n) {
+		return false
+	}
+	return emptyValue(n, v)
+}
+
 func (c *checker) fields(n *Node, v reflect.Value) {
 	cross := false
 	for _, f := range n.Fields {
@@ -152,6 +181,9 @@ func (c *checker) fields(n *Node, v reflect.Value) {
 			continue
 		}
 		fv := fieldOf(v, f)
+		if c.output && !f.Required && f.Omit != OmitNever && omitted(f, fv) {
+			continue // not written, so not in the output
+		}
 		c.path = append(c.path, seg{name: f.Name})
 		c.value(f.Node, &f.Rules, fv)
 		if f.Runtime != "" && !f.Cross {
@@ -236,53 +268,14 @@ func (c *checker) validatorErrors(err error) {
 	}
 }
 
-// validatorMessage words a validator failure as a fix.
+// validatorMessage words a validator failure as a fix, from the rule
+// table that carmy vet reads too.
 func validatorMessage(fe validator.FieldError) string {
-	p := fe.Param()
-	switch fe.Tag() {
-	case "required":
-		return "is required"
-	case "email":
-		return "must be a valid email address"
-	case "url", "http_url":
-		return "must be a valid URL"
-	case "uri":
-		return "must be a valid URI"
-	case "uuid", "uuid4", "uuid_rfc4122", "uuid4_rfc4122":
-		return "must be a valid UUID"
-	case "alpha":
-		return "must contain only ASCII letters"
-	case "alphanum":
-		return "must contain only ASCII letters and digits"
-	case "numeric", "number":
-		return "must contain only digits"
-	case "lowercase":
-		return "must be lowercase"
-	case "uppercase":
-		return "must be uppercase"
-	case "contains":
-		return fmt.Sprintf("must contain %q", p)
-	case "excludes":
-		return fmt.Sprintf("must not contain %q", p)
-	case "startswith":
-		return fmt.Sprintf("must start with %q", p)
-	case "endswith":
-		return fmt.Sprintf("must end with %q", p)
-	case "unique":
-		return "must not contain duplicates"
-	case "ip", "ipv4", "ipv6", "hostname", "datetime", "e164", "iso3166_1_alpha2":
-		return "must be a valid " + fe.Tag()
-	case "eqfield":
-		return fmt.Sprintf("must equal field %s", p)
-	case "nefield":
-		return fmt.Sprintf("must differ from field %s", p)
-	case "gtfield", "gtefield", "ltfield", "ltefield":
-		return fmt.Sprintf("must be %s field %s", map[string]string{"gtfield": "greater than", "gtefield": "at least", "ltfield": "less than", "ltefield": "at most"}[fe.Tag()], p)
+	tag := fe.Tag()
+	if p := fe.Param(); p != "" && !strings.Contains(tag, "|") {
+		tag += "=" + p // alternatives carry their parameters in the tag
 	}
-	if p != "" {
-		return fmt.Sprintf("must satisfy the rule %s=%s", fe.Tag(), p)
-	}
-	return fmt.Sprintf("must satisfy the rule %s", fe.Tag())
+	return RuleMessage(tag, fe.Kind())
 }
 
 // zeroBreaks reports whether the zero value of a field breaks a rule: its
@@ -313,9 +306,6 @@ func ruleProblems(r *Rules, n *Node, v reflect.Value) []string {
 		return ruleProblems(r, n.Elem, v.Elem())
 	}
 	var out []string
-	if r.IfSet != nil && !emptyValue(n, v) {
-		out = append(out, ruleProblems(r.IfSet, n, v)...)
-	}
 	if r.NonZero && isZeroValue(n, v) {
 		out = append(out, "must not be "+zeroNoun(n)+": it is required")
 	}

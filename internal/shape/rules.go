@@ -28,8 +28,13 @@ type Rules struct {
 	// required on them).
 	NonZero bool
 	Items   *Rules // rules of every element (validate's dive)
-	// IfSet holds the rules after the validator's omitempty: they hold
-	// unless the value is empty ("", 0, [] or {}).
+	// IfSet holds the rules after the validator's omitempty on a value
+	// that is not a pointer. They hold unless the value is empty as the
+	// validator sees it: "" or 0 for strings and numbers, nil for slices
+	// and maps. A decoded [] or {} is not nil, so its rules hold; only an
+	// absent member decodes to nil. (After omitempty, the rules of a
+	// pointer are the pointer's own: they hold on every non-nil pointer,
+	// and a nil one has no value to check.)
 	IfSet *Rules
 }
 
@@ -232,7 +237,7 @@ func parseValidate(tag string, f *Field) error {
 				f.Cross = true
 			}
 			mapped := false
-			if target := conditionalTarget(rules, node, conditional, name); target != nil && !strings.Contains(rule, "|") {
+			if target := conditionalTarget(rules, node, ptr, conditional, name); target != nil && !strings.Contains(rule, "|") {
 				var err error
 				if mapped, err = mapRule(name, param, node, ptr, target, f, depth); err != nil {
 					return fmt.Errorf("validate:%q: %v", tag, err)
@@ -270,12 +275,16 @@ func parseValidate(tag string, f *Field) error {
 }
 
 // conditionalTarget returns the rules a validator rule maps into, nil when
-// it stays with the validator. After omitempty, a rule holds unless the
-// value is empty: on a string, a number, a slice or a map (or a pointer to
-// one, which the validator follows), it maps into the rules that hold when
-// the value is not empty (IfSet), which the schema states as anyOf the
-// empty value and the rules.
-func conditionalTarget(r *Rules, n *Node, conditional bool, name string) *Rules {
+// it stays with the validator. After omitempty, the validator skips the
+// rules only for an empty value, and what is empty depends on the value:
+//   - a pointer (ptr) is empty when nil; a non-nil pointer's value is
+//     checked by every rule, even "" or 0. The rules map into the pointer's
+//     own, which a nil pointer never reaches;
+//   - a string or a number is empty when "" or 0, and a slice or a map when
+//     nil: the rules map into IfSet. The schema states a string's or a
+//     number's as anyOf the empty value and the rules, and a collection's
+//     as they are, since a present one is never nil.
+func conditionalTarget(r *Rules, n *Node, ptr, conditional bool, name string) *Rules {
 	switch {
 	case n == nil:
 		return nil
@@ -283,6 +292,8 @@ func conditionalTarget(r *Rules, n *Node, conditional bool, name string) *Rules 
 		return r
 	case name == "required":
 		return nil
+	case ptr:
+		return r
 	case n.Kind == KindString || numberKind(n) || n.Kind == KindSlice || n.Kind == KindMap:
 		if r.IfSet == nil {
 			r.IfSet = &Rules{}
@@ -293,11 +304,14 @@ func conditionalTarget(r *Rules, n *Node, conditional bool, name string) *Rules 
 }
 
 // emptyValue reports whether v, a value of a kind that IfSet rules apply
-// to, is empty: "", 0, or no items or members.
+// to, is empty as the validator's omitempty sees it: "", 0, or a nil slice
+// or map.
 func emptyValue(n *Node, v reflect.Value) bool {
 	switch n.Kind {
-	case KindString, KindSlice, KindMap:
+	case KindString:
 		return v.Len() == 0
+	case KindSlice, KindMap:
+		return v.IsNil()
 	case KindInt:
 		return v.Int() == 0
 	case KindUint:

@@ -217,7 +217,7 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 			o.set("exclusiveMaximum", jsontextRaw(xmax.Lit))
 		}
 	}
-	if r.IfSet != nil && (!r.IfSet.empty() || r.IfSet.Format != "") { // formats are checked by the validator
+	if r.IfSet != nil && !collection(n) && (!r.IfSet.empty() || r.IfSet.Format != "") { // formats are checked by the validator
 		o.set("anyOf", []any{emptySchema(n, nullable), e.body(n, r.IfSet, false, annotations{})})
 	}
 	if r.NonZero || n.Rules.NonZero {
@@ -296,8 +296,16 @@ func elemNullable(n *Node, r *Rules) bool {
 	return n.Elem.Kind == KindPtr && (r.Items == nil || !r.Items.NonNull)
 }
 
+// collection reports whether n is a slice or a map, whose rules after
+// omitempty hold on every value a member can carry: a collection is empty,
+// to the validator, only when nil, and it is nil only when absent.
+func collection(n *Node) bool { return n.Kind == KindSlice || n.Kind == KindMap }
+
 func lengths(n *Node, r *Rules) (minLen, maxLen *int) {
-	for _, rr := range []*Rules{&n.Rules, r} {
+	for _, rr := range []*Rules{&n.Rules, r, r.IfSet} {
+		if rr == nil || (rr == r.IfSet && !collection(n)) {
+			continue
+		}
 		if rr.MinLen != nil {
 			tightenLen(&minLen, *rr.MinLen, true)
 		}

@@ -78,7 +78,7 @@ func TestTools(t *testing.T) {
 		"NAME        EFFECT       FLAGS                DESCRIPTION",
 		"add         none         idempotent,parallel  Add two numbers.",
 		"drop_table  destructive  confirm              ",
-		"fail        read         -                    ",
+		"fail        read         idempotent           ",
 	}
 	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
 	if len(lines) != len(want) {

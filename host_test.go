@@ -531,3 +531,33 @@ permissions = ["orders:write"]
 		t.Fatal("Run did not stop on SIGTERM")
 	}
 }
+
+// App().Run on a taken port returns the bind error and never logs that it
+// serves: "carmy: serving" comes only once the listener is bound.
+func TestAppRunTakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	path := filepath.Join(t.TempDir(), "carmy.toml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "listen = %q\n", taken.Addr().String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CARMY_CONFIG", path)
+	for _, v := range []string{"CARMY_LISTEN", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL"} {
+		t.Setenv(v, "")
+	}
+	logs := newServeLog()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = carmy.App().Logger(slog.New(logs)).Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), taken.Addr().String()) {
+		t.Fatalf("Run on the taken %s = %v, want the bind error", taken.Addr(), err)
+	}
+	select {
+	case a := <-logs.addrs:
+		t.Errorf("Run on a taken port logged that it serves on %s", a)
+	default:
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -559,5 +560,42 @@ func TestAppRunTakenPort(t *testing.T) {
 	case a := <-logs.addrs:
 		t.Errorf("Run on a taken port logged that it serves on %s", a)
 	default:
+	}
+}
+
+// registeredTool is in carmy.Registered, unregisteredTool is not.
+var (
+	registeredTool   = carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("carmy_test_registered"))
+	unregisteredTool = carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("carmy_test_unregistered"), carmy.Register(false))
+)
+
+// Registered gives App's tools without App's configuration: a carmy.toml
+// that App could not build with does not matter to it.
+func TestRegistered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "carmy.toml")
+	if err := os.WriteFile(path, []byte("listen = 42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CARMY_CONFIG", path)
+	if _, err := carmy.App().Build(); err == nil {
+		t.Fatal("App().Build with a broken carmy.toml succeeded")
+	}
+	defs := carmy.Registered()
+	if !slices.Contains(defs, registeredTool) || slices.Contains(defs, unregisteredTool) {
+		t.Errorf("Registered() = %d tools: has registeredTool %v, has unregisteredTool %v",
+			len(defs), slices.Contains(defs, registeredTool), slices.Contains(defs, unregisteredTool))
+	}
+	reg, err := carmy.New().Logger(quietLogger()).Tool(defs...).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if _, ok := reg.Lookup("carmy_test_registered"); !ok {
+		t.Error("the registry built from Registered() lacks carmy_test_registered")
+	}
+	// Registered returns a copy.
+	defs[0] = nil
+	if carmy.Registered()[0] == nil {
+		t.Error("Registered() shares its slice")
 	}
 }

@@ -58,6 +58,12 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 	if meta.Timeout == 0 {
 		meta.Timeout = b.timeout
 	}
+	// A tool that changes nothing has the effect of one call however often
+	// it runs: every wire form (GET /tools, MCP's idempotentHint and _meta)
+	// says so from this one field.
+	if meta.Effect.ReadOnly() {
+		meta.Idempotent = true
+	}
 	if len(d.errs) > 0 {
 		return t, problems // the signature is unusable; its types may be too
 	}

@@ -218,10 +218,20 @@ func App() *Builder {
 	b := New()
 	b.signals = true
 	b.configure()
+	return b.Tool(Registered()...)
+}
+
+// Registered returns the tools [App] serves: every tool declared with
+// [Tool] or [Impl] without Register(false), in the order they were
+// declared. Unlike App it reads no configuration, so a test can check that
+// a program's tools build without the developer's carmy.toml or CARMY_*
+// variables:
+//
+//	reg, err := carmy.New().Tool(carmy.Registered()...).Build()
+func Registered() []*ToolDef {
 	autoRegistry.Lock()
-	defs := slices.Clone(autoRegistry.defs)
-	autoRegistry.Unlock()
-	return b.Tool(defs...)
+	defer autoRegistry.Unlock()
+	return slices.Clone(autoRegistry.defs)
 }
 
 // Tool adds tools. The same *ToolDef added twice counts once; two different

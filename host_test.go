@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -529,5 +530,72 @@ permissions = ["orders:write"]
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not stop on SIGTERM")
+	}
+}
+
+// App().Run on a taken port returns the bind error and never logs that it
+// serves: "carmy: serving" comes only once the listener is bound.
+func TestAppRunTakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	path := filepath.Join(t.TempDir(), "carmy.toml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "listen = %q\n", taken.Addr().String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CARMY_CONFIG", path)
+	for _, v := range []string{"CARMY_LISTEN", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL"} {
+		t.Setenv(v, "")
+	}
+	logs := newServeLog()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = carmy.App().Logger(slog.New(logs)).Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), taken.Addr().String()) {
+		t.Fatalf("Run on the taken %s = %v, want the bind error", taken.Addr(), err)
+	}
+	select {
+	case a := <-logs.addrs:
+		t.Errorf("Run on a taken port logged that it serves on %s", a)
+	default:
+	}
+}
+
+// registeredTool is in carmy.Registered, unregisteredTool is not.
+var (
+	registeredTool   = carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("carmy_test_registered"))
+	unregisteredTool = carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("carmy_test_unregistered"), carmy.Register(false))
+)
+
+// Registered gives App's tools without App's configuration: a carmy.toml
+// that App could not build with does not matter to it.
+func TestRegistered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "carmy.toml")
+	if err := os.WriteFile(path, []byte("listen = 42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CARMY_CONFIG", path)
+	if _, err := carmy.App().Build(); err == nil {
+		t.Fatal("App().Build with a broken carmy.toml succeeded")
+	}
+	defs := carmy.Registered()
+	if !slices.Contains(defs, registeredTool) || slices.Contains(defs, unregisteredTool) {
+		t.Errorf("Registered() = %d tools: has registeredTool %v, has unregisteredTool %v",
+			len(defs), slices.Contains(defs, registeredTool), slices.Contains(defs, unregisteredTool))
+	}
+	reg, err := carmy.New().Logger(quietLogger()).Tool(defs...).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if _, ok := reg.Lookup("carmy_test_registered"); !ok {
+		t.Error("the registry built from Registered() lacks carmy_test_registered")
+	}
+	// Registered returns a copy.
+	defs[0] = nil
+	if carmy.Registered()[0] == nil {
+		t.Error("Registered() shares its slice")
 	}
 }

@@ -75,7 +75,7 @@ func mcpTool(t *tool) *mcp.Tool {
 			ReadOnlyHint:    ro,
 			DestructiveHint: &destructive,
 			OpenWorldHint:   &open,
-			IdempotentHint:  ro || m.Idempotent,
+			IdempotentHint:  m.Idempotent,
 		},
 		Meta: mcp.Meta{
 			"carmy/effect":        m.Effect.String(),

@@ -94,6 +94,28 @@ func TestMCPToolsList(t *testing.T) {
 			t.Errorf("%s: readOnly=%v destructive=%v open=%v idempotent=%v", tt.tool, a.ReadOnlyHint, *a.DestructiveHint, *a.OpenWorldHint, a.IdempotentHint)
 		}
 	}
+	// One idempotent flag, three wire forms: MCP's hint, carmy's _meta and
+	// GET /tools say the same of every tool.
+	resp, err := http.Get(srv.URL + "/tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []struct {
+		Name       string `json:"name"`
+		Idempotent bool   `json:"idempotent"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&listed)
+	resp.Body.Close()
+	if err != nil || len(listed) != len(res.Tools) {
+		t.Fatalf("GET /tools: %v, %d tools, want %d", err, len(listed), len(res.Tools))
+	}
+	for _, l := range listed {
+		tool := byName[l.Name]
+		if tool.Annotations.IdempotentHint != l.Idempotent || tool.Meta["carmy/idempotent"] != l.Idempotent {
+			t.Errorf("%s: idempotentHint %v, _meta %v, GET /tools %v: they must agree",
+				l.Name, tool.Annotations.IdempotentHint, tool.Meta["carmy/idempotent"], l.Idempotent)
+		}
+	}
 	if byName["save_note"].Meta["carmy/effect"] != "write" || byName["burn_note"].Meta["carmy/confirmation"] != "required" {
 		t.Errorf("_meta %v / %v", byName["save_note"].Meta, byName["burn_note"].Meta)
 	}

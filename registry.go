@@ -64,10 +64,12 @@ type ToolMetadata struct {
 	InputSchema  json.RawMessage `json:"input_schema"`
 	OutputSchema json.RawMessage `json:"output_schema"`
 	Effect       Effect          `json:"effect"`
-	Idempotent   bool            `json:"idempotent"`
-	ParallelSafe bool            `json:"parallel_safe"`
-	Confirmation Confirmation    `json:"confirmation"`
-	Timeout      time.Duration   `json:"-"` // timeout_ms in JSON
+	// Idempotent is true for tools declared with [Idempotent] and for every
+	// tool whose effect is [None] or [Read], which change nothing.
+	Idempotent   bool          `json:"idempotent"`
+	ParallelSafe bool          `json:"parallel_safe"`
+	Confirmation Confirmation  `json:"confirmation"`
+	Timeout      time.Duration `json:"-"` // timeout_ms in JSON
 }
 
 // toolMetadataJSON is ToolMetadata without its methods, for its JSON form.

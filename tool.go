@@ -95,7 +95,9 @@ func Description(s string) Option {
 }
 
 // Idempotent declares that calling the tool twice with the same input has
-// the effect of calling it once.
+// the effect of calling it once. A tool whose effect is [None] or [Read] is
+// idempotent without it: its [ToolMetadata], GET /tools and MCP's
+// idempotentHint say so.
 func Idempotent() Option {
 	return optionFunc(func(o *options) { o.record("Idempotent", true); o.idempotent = true })
 }

@@ -40,7 +40,7 @@ async function api(method, path, body) {
   const res = await fetch(path, init);
   let data = null;
   try { data = await res.json(); } catch (_) { /* not JSON */ }
-  if (res.status === 401) needToken(data && data.error ? data.error.message : 'This server needs a token.');
+  if (res.status === 401) needToken();
   return { status: res.status, data };
 }
 
@@ -50,16 +50,28 @@ function notice(text) {
   n.hidden = !text;
 }
 
-function needToken(why) {
+// needToken asks for a bearer token. The server's 401 message is for API
+// clients (which header to send); a person here needs the form instead.
+function needToken() {
   $('token-form').hidden = false;
-  notice(why + ' Enter a bearer token above; it is kept in this tab only.');
+  notice(token()
+    ? 'The server refused this token: enter another above. It is kept in this tab only.'
+    : 'This server needs a bearer token: enter one above. It is kept in this tab only.');
+}
+
+// locked replaces the sections' "Loading…" when the session could not be
+// read (status): nothing may be shown yet.
+function locked(status) {
+  const text = status === 401 ? 'Enter a bearer token above to see this.' : 'The console cannot load (' + status + ').';
+  $('approvals').replaceChildren(el('p', { class: 'empty', text }));
+  $('tools').replaceChildren(el('p', { class: 'empty', text }));
 }
 
 // Session ------------------------------------------------------------------
 
 async function loadSession() {
   const { status, data } = await api('GET', '/console/session');
-  if (status !== 200) return false;
+  if (status !== 200) return status;
   state.session = data;
   $('token-form').hidden = !data.authenticated;
   const who = data.principal ? data.principal : 'anonymous';
@@ -69,7 +81,7 @@ async function loadSession() {
   } else {
     notice('');
   }
-  return true;
+  return 200;
 }
 
 // Tools --------------------------------------------------------------------
@@ -91,7 +103,7 @@ function toolCard(t) {
   if (t.confirmation === 'required') hints.push(['needs approval', 'warn']);
   if (t.idempotent) hints.push(['idempotent', '']);
   if (t.parallel_safe) hints.push(['parallel-safe', '']);
-  hints.push(['timeout ' + t.timeout, '']);
+  if (typeof t.timeout_ms === 'number') hints.push(['timeout ' + duration(t.timeout_ms), '']);
   const form = el('form', { class: 'call', 'data-tool': t.name, novalidate: true });
   const root = buildRoot(t.input_schema);
   const result = el('div', { class: 'result', 'aria-live': 'polite' });
@@ -253,9 +265,38 @@ function field(schema, root, path, label, required, depth) {
   };
 }
 
+// duration writes milliseconds as Go does a time.Duration: 1h30m, 45s,
+// 1.5s, 250ms.
+function duration(ms) {
+  if (ms < 1000) return ms + 'ms';
+  let s = ms / 1000;
+  const h = Math.floor(s / 3600);
+  s -= h * 3600;
+  const m = Math.floor(s / 60);
+  s = Math.round((s - m * 60) * 1000) / 1000;
+  return (h ? h + 'h' : '') + (h || m ? m + 'm' : '') + (s || !(h || m) ? s + 's' : '');
+}
+
+// DURATION_PATTERN is the pattern of a time.Duration field's schema (Go's
+// syntax, as time.ParseDuration reads it): such a field is described in
+// words, not by its regular expression.
+const DURATION_PATTERN = "^[-+]?(0|(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$";
+
+// textHint is a text field's placeholder: what to type, in words.
+function textHint(s) {
+  if (s.pattern === DURATION_PATTERN) return 'a duration, e.g. 1h30m';
+  if (s.format === 'date-time') return 'a date and time, e.g. 2026-01-02T15:04:05Z';
+  if (s.format === 'date') return 'a date, e.g. 2026-01-02';
+  if (s.format === 'email') return 'an email address';
+  if (s.format === 'uri') return 'a URL, e.g. https://example.com/';
+  if (s.format) return s.format;
+  if (s.pattern) return 'text matching ' + s.pattern;
+  return '';
+}
+
 function textInput(s, id, required) {
   const kind = s.format === 'date-time' ? 'datetime' : (s.format === 'email' ? 'email' : 'text');
-  const input = el('input', { id, type: 'text', 'data-kind': kind, placeholder: s.format || (s.pattern ? s.pattern : '') });
+  const input = el('input', { id, type: 'text', 'data-kind': kind, placeholder: textHint(s) });
   return { node: input, get: () => (input.value === '' && !required ? undefined : input.value) };
 }
 
@@ -427,10 +468,15 @@ async function refresh() {
 }
 
 async function start() {
-  if (await loadSession()) {
+  delete document.body.dataset.ready;
+  const status = await loadSession();
+  if (status === 200) {
     await loadTools();
     await refresh();
     document.body.dataset.ready = 'true';
+  } else {
+    locked(status);
+    document.body.dataset.ready = 'locked';
   }
 }
 

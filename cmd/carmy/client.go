@@ -141,6 +141,7 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 	}
 	if status != http.StatusOK {
 		printFailure(stderr, "carmy tools", status, body)
+		cf.authHint(stderr, status)
 		return 1
 	}
 	var tools []wireTool
@@ -280,6 +281,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	}
 	if !ok {
 		printFailure(stderr, "carmy call", status, body)
+		cf.authHint(stderr, status)
 		return 1
 	}
 	var out bytes.Buffer
@@ -304,6 +306,19 @@ type wireError struct {
 	} `json:"fields"`
 	Details   map[string]any `json:"details"`
 	Retryable bool           `json:"retryable"`
+}
+
+// authHint tells, after a 401, how this command sends a bearer token:
+// the server's own message cannot know the command's flags.
+func (c *clientFlags) authHint(w io.Writer, status int) {
+	if status != http.StatusUnauthorized {
+		return
+	}
+	if c.token == "" {
+		fmt.Fprintln(w, "The server wants a bearer token: pass --token <token>, or set CARMY_TOKEN.")
+		return
+	}
+	fmt.Fprintln(w, "The server refused the bearer token sent (from --token or CARMY_TOKEN): check it against the server's tokens.")
 }
 
 // printFailure writes a failed answer: a carmy error with its fields and

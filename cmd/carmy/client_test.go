@@ -78,7 +78,7 @@ func TestTools(t *testing.T) {
 		"NAME        EFFECT       FLAGS                DESCRIPTION",
 		"add         none         idempotent,parallel  Add two numbers.",
 		"drop_table  destructive  confirm              ",
-		"fail        read         -                    ",
+		"fail        read         idempotent           ",
 	}
 	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
 	if len(lines) != len(want) {
@@ -167,9 +167,20 @@ func TestCall(t *testing.T) {
 func TestCallTokenAndIdempotencyKey(t *testing.T) {
 	url := testServer(t, "s3cret")
 
-	code, _, stderr := carmyRun("tools", url)
-	if code != 1 || !strings.Contains(stderr, "error: unauthenticated:") {
-		t.Errorf("carmy tools without a token: exit %d\n%s", code, stderr)
+	t.Setenv("CARMY_TOKEN", "")
+	// A 401 says how this command sends a token, and whether it sent one.
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tools", url}, "pass --token <token>, or set CARMY_TOKEN"},
+		{[]string{"call", url, "add", `{"a":1,"b":2}`}, "pass --token <token>, or set CARMY_TOKEN"},
+		{[]string{"tools", "--token", "wrong", url}, "refused the bearer token sent (from --token or CARMY_TOKEN)"},
+	} {
+		code, _, stderr := carmyRun(tt.args...)
+		if code != 1 || !strings.Contains(stderr, "error: unauthenticated:") || !strings.Contains(stderr, tt.want) {
+			t.Errorf("carmy %s: exit %d, want 1 and %q\n%s", strings.Join(tt.args, " "), code, tt.want, stderr)
+		}
 	}
 	if code, _, stderr := carmyRun("tools", "--token", "s3cret", url); code != 0 {
 		t.Errorf("carmy tools --token: exit %d\n%s", code, stderr)

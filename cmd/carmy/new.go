@@ -16,6 +16,7 @@ import (
 	"strings"
 	"text/template"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 )
 
@@ -31,7 +32,7 @@ var scaffoldFiles = []struct{ tmpl, file string }{
 	{"gitignore.tmpl", ".gitignore"},
 }
 
-const newUsage = `usage: carmy new [-dir dir] [-tidy=false] NAME
+const newUsage = `usage: carmy new [-dir dir] [-carmy clone] [-tidy=false] NAME
 
 carmy new creates a Go module that serves one example tool with carmy.
 NAME is the module path, such as example.com/weather, or a plain name; the
@@ -48,10 +49,16 @@ module is written to a new directory named after its last element (or to
   README.md     how to run, call, extend and check it
   .gitignore
 
+With -carmy, go.mod requires carmy from a clone on this machine, through
+a replace line pointing at the clone's directory: the way to use carmy
+before its module is published. Without it, go.mod requires this carmy's
+own version, or the latest release when that version is unknown (a
+development build).
+
 Then, unless -tidy=false, it runs go mod tidy (after go get
-github.com/carmy-dev/carmy@latest when this carmy's own version is unknown,
-as in a development build) and carmy gen in the new module, so that
-go test ./... passes right away.
+github.com/carmy-dev/carmy@latest when neither a version nor a clone is
+known) and carmy gen in the new module, so that go test ./... passes
+right away.
 
 Flags:
 `
@@ -61,6 +68,7 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	dir := flags.String("dir", "", "write the module to this `directory` (default: the last element of NAME)")
 	tidy := flags.Bool("tidy", true, "run go mod tidy and carmy gen in the new module")
+	clone := flags.String("carmy", "", "require carmy from the clone in this `directory`, with a replace line (until carmy is published)")
 	flags.Usage = func() {
 		fmt.Fprint(flags.Output(), newUsage)
 		flags.PrintDefaults()
@@ -87,7 +95,16 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	if *dir == "" {
 		*dir = path.Base(modPath)
 	}
-	if err := writeScaffold(*dir, modPath, carmyVersion()); err != nil {
+	data := scaffoldData{Module: modPath, Name: path.Base(modPath), Version: carmyVersion(), GoVersion: "1.26.0"}
+	if *clone != "" {
+		replace, err := cloneDir(*clone)
+		if err != nil {
+			fmt.Fprintf(stderr, "carmy new: -carmy %s: %v\n", *clone, err)
+			return 2
+		}
+		data.Version, data.Replace = zeroVersion, replace
+	}
+	if err := writeScaffold(*dir, data); err != nil {
 		fmt.Fprintf(stderr, "carmy new: %v\n", err)
 		return 1
 	}
@@ -95,6 +112,9 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	if *tidy {
 		if err := tidyScaffold(*dir, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "carmy new: %v\nThe files are written; finish with: cd %s && go mod tidy && go generate ./...\n", err, *dir)
+			if data.Version == "" {
+				fmt.Fprintf(stderr, "If carmy is not published yet, scaffold against a clone instead: git clone the repository, then carmy new -carmy <clone> %s\n", modPath)
+			}
 			return 1
 		}
 	}
@@ -106,13 +126,35 @@ func runNew(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// scaffoldData fills the templates.
+// scaffoldData fills the templates. Replace, when set, is the directory of
+// a carmy clone that go.mod's replace line points at.
 type scaffoldData struct {
-	Module, Name, Version, GoVersion string
+	Module, Name, Version, GoVersion, Replace string
+}
+
+// zeroVersion is the version a go.mod requires of a module that a replace
+// line points at a directory: go mod tidy writes the same.
+const zeroVersion = "v0.0.0-00010101000000-000000000000"
+
+// cloneDir checks that dir is the root of a carmy clone and returns its
+// absolute path as go.mod writes it: forward slashes, quoted if need be.
+func cloneDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	mod, err := os.ReadFile(filepath.Join(abs, "go.mod"))
+	if err != nil {
+		return "", fmt.Errorf("not a carmy clone: %w", err)
+	}
+	if got := modfile.ModulePath(mod); got != carmyPath {
+		return "", fmt.Errorf("not a carmy clone: its go.mod is module %q, want %s", got, carmyPath)
+	}
+	return modfile.AutoQuote(filepath.ToSlash(abs)), nil
 }
 
 // writeScaffold writes the module's files into dir.
-func writeScaffold(dir, modPath, version string) error {
+func writeScaffold(dir string, data scaffoldData) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%s exists and is not empty", dir)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -121,7 +163,6 @@ func writeScaffold(dir, modPath, version string) error {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return err
 	}
-	data := scaffoldData{Module: modPath, Name: path.Base(modPath), Version: version, GoVersion: "1.26.0"}
 	for _, f := range scaffoldFiles {
 		t, err := template.ParseFS(scaffold, "scaffold/"+f.tmpl)
 		if err != nil {

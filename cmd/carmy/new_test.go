@@ -1,7 +1,9 @@
 package main
 
 import (
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,5 +106,83 @@ func TestCarmyVersion(t *testing.T) {
 	// the latest release.
 	if v := carmyVersion(); v != "" && !strings.HasPrefix(v, "v") {
 		t.Errorf("carmyVersion() = %q", v)
+	}
+}
+
+// TestNewFromClone is the first hour of a user before carmy is published:
+// carmy new -carmy <clone> writes a module whose go.mod points at the
+// clone, tidies it and generates carmy_gen.go; its tests pass even with a
+// carmy.toml that no test could use (an OAuth issuer nobody serves), and
+// its program says it serves only once it does.
+func TestNewFromClone(t *testing.T) {
+	t.Parallel()
+	needGo(t)
+	root := checkoutRoot(t)
+	parent := t.TempDir()
+	cmd := carmyCmd(t, parent, "new", "-carmy", root, "example.com/hello")
+	cmd.Env = append(cmd.Env, "GOWORK=off")
+	if code, stdout, stderr := output(t, cmd); code != 0 {
+		t.Fatalf("carmy new -carmy: exit %d\n%s%s", code, stdout, stderr)
+	}
+	dir := filepath.Join(parent, "hello")
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"\nrequire " + carmyPath + " " + zeroVersion + "\n", "\nreplace " + carmyPath + " => " + filepath.ToSlash(root) + "\n"} {
+		if !strings.Contains(string(mod), w) {
+			t.Errorf("go.mod has no %q:\n%s", w, mod)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, genFile)); err != nil {
+		t.Errorf("carmy new did not generate %s: %v", genFile, err)
+	}
+
+	// The developer's configuration: tokens would be fine, but an OAuth
+	// issuer is reached at Build. The tests must not read it.
+	toml := "[oauth]\nissuer = \"http://127.0.0.1:1\"\naudience = \"http://127.0.0.1:3000/mcp\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "carmy.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := goCmd(t, dir, "test", "-count=1", "./...")
+	if !strings.Contains(out, "ok  \texample.com/hello") {
+		t.Errorf("go test in the new module, with a carmy.toml:\n%s", out)
+	}
+	if err := os.Remove(filepath.Join(dir, "carmy.toml")); err != nil {
+		t.Fatal(err)
+	}
+
+	// go run . on a taken port: exit status 1 with the bind error, and no
+	// line saying it serves.
+	bin := filepath.Join(t.TempDir(), "hello")
+	goCmd(t, dir, "build", "-o", bin, ".")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	run := exec.Command(bin)
+	run.Dir = dir
+	run.Env = append(os.Environ(), "CARMY_LISTEN="+taken.Addr().String(), "CARMY_CONFIG=")
+	code, stdout, stderr := output(t, run)
+	if code != 1 || strings.Contains(stdout+stderr, "serving") || !strings.Contains(stderr, taken.Addr().String()) {
+		t.Errorf("the new program on a taken port: exit %d, want 1, the bind error and no serving line\n%s%s", code, stdout, stderr)
+	}
+}
+
+func TestNewCloneRefused(t *testing.T) {
+	notClone := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notClone, "go.mod"), []byte("module example.com/other\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for _, clone := range []string{notClone, filepath.Join(notClone, "missing")} {
+		dir := filepath.Join(t.TempDir(), "x")
+		code, _, stderr := carmyRun("new", "-tidy=false", "-carmy", clone, "-dir", dir, "example.com/x")
+		if code != 2 || !strings.Contains(stderr, "not a carmy clone") {
+			t.Errorf("carmy new -carmy %s: exit %d, want 2\n%s", clone, code, stderr)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("carmy new -carmy %s wrote %s", clone, dir)
+		}
 	}
 }

@@ -36,12 +36,14 @@ type Meta struct {
 
 // AddNote is the input of add_note.
 type AddNote struct {
-	Text      string   `json:"text" validate:"required" jsonschema:"description=What the note says"`
-	Tags      []string `json:"tags,omitempty"`
-	Priority  string   `json:"priority" validate:"oneof=low normal high"`
-	Pinned    *bool    `json:"pinned"`
-	Meta      Meta     `json:"meta"`
-	RequestID string   `json:"request_id,omitempty" carmy:"request_id"`
+	Text     string   `json:"text" validate:"required" jsonschema:"description=What the note says"`
+	Tags     []string `json:"tags,omitempty"`
+	Priority string   `json:"priority" validate:"oneof=low normal high"`
+	Pinned   *bool    `json:"pinned"`
+	Meta     Meta     `json:"meta"`
+	// RemindIn is a duration, shown in words rather than as its pattern.
+	RemindIn  time.Duration `json:"remind_in,omitempty" jsonschema:"description=When to remind the team"`
+	RequestID string        `json:"request_id,omitempty" carmy:"request_id"`
 }
 
 // Note is a stored note.
@@ -72,7 +74,7 @@ func (n *notes) tools() []*carmy.ToolDef {
 		defer n.mu.Unlock()
 		n.added++
 		return Note{ID: n.added, Text: in.Text, Tags: in.Tags, Priority: in.Priority, Pinned: in.Pinned}, nil
-	}, carmy.Write, carmy.Name("add_note"), carmy.Description("Add a note to the team's notebook."), carmy.Register(false))
+	}, carmy.Write, carmy.Name("add_note"), carmy.Description("Add a note to the team's notebook."), carmy.Timeout(90*time.Second), carmy.Register(false))
 	del := carmy.Tool(func(in DeleteNote) error {
 		n.deleted.Add(1)
 		n.ran <- time.Now()
@@ -182,6 +184,26 @@ const ready = `body[data-ready="true"]`
 func open(t *testing.T, ctx context.Context, url string) {
 	t.Helper()
 	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(css(ready)))
+	clean(t, ctx)
+}
+
+// shown is everything the page shows a person: its text, every field's
+// placeholder, value and title, and the document's title.
+const shown = `[document.title, document.body.innerText,
+  ...[...document.querySelectorAll('input, textarea, select, option, button')].flatMap(e => [e.placeholder, e.value, e.title]),
+  ...[...document.querySelectorAll('[title], [aria-label]')].flatMap(e => [e.title, e.getAttribute('aria-label')])]
+  .filter(s => s).join('\n')`
+
+// clean fails the test when the page shows a value JavaScript made up
+// from a missing or mistyped one.
+func clean(t *testing.T, ctx context.Context) {
+	t.Helper()
+	text := get(t, ctx, chromedp.Evaluate[string](shown))
+	for _, bad := range []string{"undefined", "NaN", "[object Object]"} {
+		if i := strings.Index(text, bad); i >= 0 {
+			t.Errorf("the page shows %q: …%s…", bad, text[max(0, i-80):min(len(text), i+len(bad)+80)])
+		}
+	}
 }
 
 // field selects the control of an input's field by carmy's path of it.
@@ -218,6 +240,16 @@ func TestConsoleLoads(t *testing.T) {
 	if strings.Contains(location, "token=") {
 		t.Errorf("the secret stayed in the address bar: %s", location)
 	}
+	// Timeouts and a duration's format, in words: add_note's own 90s, the
+	// default 60s for delete_note.
+	addHints := get(t, ctx, chromedp.Text(css(`#tool-add_note h3`)))
+	if !strings.Contains(addHints, "timeout 1m30s") || !strings.Contains(hints, "timeout 1m") {
+		t.Errorf("hints = %q / %q; want timeout 1m30s and timeout 1m", addHints, hints)
+	}
+	remind := get(t, ctx, chromedp.Evaluate[string](`document.querySelector('#tool-add_note .field[data-path="remind_in"] > input').placeholder`))
+	if !strings.HasPrefix(remind, "a duration, e.g. 1h30m") {
+		t.Errorf("remind_in's placeholder = %q; want the format in words", remind)
+	}
 	screenshot(t, ctx, "tools")
 }
 
@@ -241,6 +273,7 @@ func TestConsoleFieldError(t *testing.T) {
 	if top == "" {
 		t.Error("the missing text has no error at its field")
 	}
+	clean(t, ctx)
 	screenshot(t, ctx, "field-error")
 }
 
@@ -271,6 +304,7 @@ func TestConsoleCall(t *testing.T) {
 	if !strings.Contains(row, "add_note") || !strings.Contains(row, "ok") {
 		t.Fatalf("newest execution = %q; want add_note, ok", row)
 	}
+	clean(t, ctx)
 	screenshot(t, ctx, "call")
 }
 
@@ -347,6 +381,7 @@ func TestConsoleApprove(t *testing.T) {
 	if strings.Join(strings.Fields(input), "") != `{"id":7}` || requester != "anonymous" {
 		t.Fatalf("the approval shows %q by %q; want the canonical input and the requester", input, requester)
 	}
+	clean(t, ctx)
 	screenshot(t, ctx, "approval")
 	if n.deleted.Load() != 0 {
 		t.Fatal("the tool ran before the approval")
@@ -379,6 +414,7 @@ func TestConsoleDeny(t *testing.T) {
 	link, _ := details(body)["approval_url"].(string)
 	open(t, ctx, link)
 	do(t, ctx, chromedp.Click(css("#approval-"+id+" button.deny")), chromedp.WaitVisible(css("#approval-"+id+".status-denied")))
+	clean(t, ctx)
 	if s := ag.waitDecision(id); s != "denied" {
 		t.Fatalf("the approval is %s; want denied", s)
 	}
@@ -402,6 +438,7 @@ func TestConsoleWithoutSecretIsReadOnly(t *testing.T) {
 	open(t, ctx, link)
 	notice := get(t, ctx, chromedp.Text(css(`#notice`)))
 	buttons := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('button.approve, button.deny').length`))
+	clean(t, ctx)
 	if buttons != 0 || !strings.Contains(notice, "Read-only") {
 		t.Fatalf("without the secret: %d decision buttons, notice %q; want none, and read-only", buttons, notice)
 	}
@@ -416,9 +453,31 @@ func TestConsoleWithToken(t *testing.T) {
 	srv, _, _ := server(t, carmy.New().Authenticate(carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("s3cret"), Principal: "alice", Permissions: []string{"approve:*"}})))
 	ctx := browser(t)
+	// Before a token, the page says what to do, in words meant for a
+	// person, and no section stays on "Loading…".
 	do(t, ctx,
 		chromedp.Navigate(srv.URL+"/console"),
+		chromedp.WaitVisible(css(`body[data-ready="locked"]`)),
 		chromedp.WaitVisible(css(`#token-form`)),
+	)
+	clean(t, ctx)
+	notice := get(t, ctx, chromedp.Text(css(`#notice`)))
+	if notice != "This server needs a bearer token: enter one above. It is kept in this tab only." {
+		t.Errorf("notice = %q; want the request for a token, once", notice)
+	}
+	if body := get(t, ctx, chromedp.Text(css(`main`))); strings.Contains(body, "Loading") || strings.Contains(body, "Authorization") {
+		t.Errorf("before a token the page shows:\n%s", body)
+	}
+	// A wrong token is said to be refused.
+	do(t, ctx,
+		chromedp.SendKeys(css(`#token`), "wrong"),
+		chromedp.Click(css(`#token-form button[type=submit]`)),
+		chromedp.WaitVisible(css(`body[data-ready="locked"]`)),
+	)
+	if notice := get(t, ctx, chromedp.Text(css(`#notice`))); !strings.Contains(notice, "refused this token") {
+		t.Errorf("after a wrong token, notice = %q", notice)
+	}
+	do(t, ctx,
 		chromedp.SendKeys(css(`#token`), "s3cret"),
 		chromedp.Click(css(`#token-form button[type=submit]`)),
 		chromedp.WaitVisible(css(ready)),
@@ -428,5 +487,9 @@ func TestConsoleWithToken(t *testing.T) {
 	stored := get(t, ctx, chromedp.Evaluate[string](`sessionStorage.getItem('carmy.token')`))
 	if !strings.Contains(who, "alice") || stored != "s3cret" {
 		t.Fatalf("who = %q, stored %q; want alice, the token in session storage", who, stored)
+	}
+	clean(t, ctx)
+	if notice := get(t, ctx, chromedp.Text(css(`#notice`))); notice != "" {
+		t.Errorf("with a good token, notice = %q; want none", notice)
 	}
 }

@@ -92,20 +92,42 @@ func buildOrders(t *testing.T) string {
 // its output unless it exits 0.
 func runTSClient(t *testing.T, node string, args ...string) {
 	t.Helper()
+	t.Log(runNode(t, node, tsClientDir, append([]string{"client.mjs"}, args...)...))
+}
+
+// runNode runs node with the arguments in dir and returns its output; it
+// fails the test with that output unless node exits 0 in time.
+func runNode(t *testing.T, node, dir string, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := nodeOutput(t, node, dir, args...)
+	text := strings.TrimSpace(stderr + stdout)
+	if code != 0 {
+		t.Fatalf("node %s: exit status %d\n%s", strings.Join(args, " "), code, text)
+	}
+	return text
+}
+
+// nodeOutput runs node with the arguments in dir and returns its standard
+// output, standard error and exit status; it fails the test if node does
+// not run or does not end in time.
+func nodeOutput(t *testing.T, node, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), interopTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"client.mjs"}, args...)...)
-	cmd.Dir = tsClientDir
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = dir
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	// The stdio server inherits the client's standard error: should the
 	// client be killed, do not wait for the server to let go of the pipe.
 	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	text := strings.TrimSpace(string(out))
+	err := cmd.Run()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Fatalf("node client.mjs %s: no result within %v\n%s", strings.Join(args, " "), interopTimeout, text)
+		t.Fatalf("node %s: no result within %v\n%s%s", strings.Join(args, " "), interopTimeout, errOut.String(), out.String())
 	}
-	if err != nil {
-		t.Fatalf("node client.mjs %s: %v\n%s", strings.Join(args, " "), err, text)
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("node %s: %v", strings.Join(args, " "), err)
 	}
-	t.Log(text)
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
 }

@@ -7,7 +7,9 @@
 //	go run ./examples/orders -demo        # print the tools and make a few calls from Go
 //
 // Served, the tools answer GET /tools, POST /tools/{name} and MCP at /mcp
-// until the program is interrupted.
+// until the program is interrupted (Ctrl-C). The "carmy: serving" log line
+// says the address is bound; when it is not (a taken port), the program
+// exits with status 1 and the error instead.
 package main
 
 import (
@@ -45,7 +47,8 @@ func main() {
 	case *stdio:
 		err = newBuilder(NewStore()).RunStdio(ctx)
 	default:
-		fmt.Fprintf(os.Stderr, "orders: serving on http://%s (GET /tools, POST /tools/{name}, MCP at /mcp); Ctrl-C stops\n", *addr)
+		// Listen logs "carmy: serving" with the address once it is bound,
+		// and only then: a taken port is an error and no such line.
 		err = newBuilder(NewStore()).Listen(ctx, *addr)
 	}
 	if err != nil {

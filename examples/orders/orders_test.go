@@ -60,9 +60,9 @@ func TestToolsMetadata(t *testing.T) {
 	wants := map[string]want{
 		"create_order": {carmy.Write, false, true, carmy.ConfirmationNone},
 		"get_order":    {carmy.Read, true, true, carmy.ConfirmationNone},
-		"list_orders":  {carmy.Read, false, true, carmy.ConfirmationNone},
+		"list_orders":  {carmy.Read, true, true, carmy.ConfirmationNone},
 		"cancel_order": {carmy.Destructive, false, false, carmy.ConfirmationRequired},
-		"whoami":       {carmy.Read, false, true, carmy.ConfirmationNone},
+		"whoami":       {carmy.Read, true, true, carmy.ConfirmationNone},
 	}
 	var names []string
 	for _, m := range reg.Tools() {

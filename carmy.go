@@ -146,6 +146,9 @@ type Builder struct {
 
 	approvalTimeout time.Duration
 
+	effectPerms     map[Effect]string // see EffectPermissions
+	effectPermsSite string
+
 	// Serving.
 	auth           Authenticator
 	oauth          *oauthSetting // from carmy.toml, resolved at Build
@@ -291,10 +294,14 @@ func (b *Builder) Use(mw ...Middleware) *Builder {
 	return b
 }
 
-// Authorize sets the host's policy hook. It runs for every call after the
-// input is validated and before confirmation; an error refuses the call
-// with [CodePermissionDenied] (or the error's own code, for an [*Error]).
-// It may, for example, give a session only read tools:
+// Authorize sets the host's policy hook. It runs for every call once the
+// caller holds the permissions the tool requires, before the input is read
+// (the policy never sees it) and before confirmation; an error refuses the
+// call with [CodePermissionDenied] (or the error's own code, for an
+// [*Error]). It also decides what each caller sees listed: a tool it
+// refuses is left out of GET /tools, MCP tools/list and the console (see
+// [Registry.ToolsFor]), so it should depend on the caller and the tool
+// alone. It may, for example, give a session only read tools:
 //
 //	b.Authorize(func(c carmy.Context, t carmy.ToolMetadata) error {
 //		if !t.Effect.ReadOnly() && !c.Permissions.Has("write") {
@@ -394,6 +401,7 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	auditors, auditErrs := b.openAuditors(&storeClosers)
 	errs = append(errs, auditErrs...)
+	errs = append(errs, b.checkEffectPermissions()...)
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, auditors: auditors, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, allowHosts: slices.Clone(b.allowHosts), allowOrigins: slices.Clone(b.allowOrigins), elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.streams, r.endStreams = context.WithCancel(context.Background())
@@ -416,6 +424,7 @@ func (b *Builder) Build() (*Registry, error) {
 			continue
 		}
 		sites[t.meta.Name] = d.site
+		r.requiring = r.requiring || len(t.meta.Requires) > 0
 		r.tools[t.meta.Name] = t
 		r.names = append(r.names, t.meta.Name)
 	}

@@ -68,6 +68,12 @@ type ToolMetadata struct {
 	ParallelSafe bool            `json:"parallel_safe"`
 	Confirmation Confirmation    `json:"confirmation"`
 	Timeout      time.Duration   `json:"-"` // timeout_ms in JSON
+	// Requires lists the permissions a call needs, every one, sorted:
+	// those the tool declares with [Requires] and the one
+	// [Builder.EffectPermissions] gives its effect. A hand-written tool
+	// declares its own here. A caller that lacks one is refused, and does
+	// not see the tool listed.
+	Requires []string `json:"requires,omitempty"`
 }
 
 // toolMetadataJSON is ToolMetadata without its methods, for its JSON form.
@@ -98,6 +104,7 @@ func (m *ToolMetadata) UnmarshalJSON(data []byte) error {
 func (m ToolMetadata) clone() ToolMetadata {
 	m.InputSchema = slices.Clone(m.InputSchema)
 	m.OutputSchema = slices.Clone(m.OutputSchema)
+	m.Requires = slices.Clone(m.Requires)
 	return m
 }
 
@@ -108,6 +115,7 @@ type Registry struct {
 	names     []string // sorted
 	logger    *slog.Logger
 	authorize func(Context, ToolMetadata) error
+	requiring bool // some tool requires a permission
 	store     store.IdempotencyStore
 	locker    store.Locker
 	ttl       time.Duration

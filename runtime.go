@@ -62,8 +62,9 @@ const deadlineGrace = 10 * time.Millisecond
 // Execute runs one call: refuse a malformed request id (a request id is 1
 // to 255 printable ASCII characters, '!' to '~'), find the tool (an
 // unknown name is [CodeUnknownTool], with the closest name suggested), then,
-// inside any middleware: decode and validate the input, ask the host's
-// policy, check confirmation, deduplicate by request id, wait for the
+// inside any middleware: check the permissions the tool requires and ask
+// the host's policy (before the input is read), decode and validate the
+// input, check confirmation, deduplicate by request id, wait for the
 // tool's turn when it is not parallel-safe, execute under the deadline,
 // encode the output and record the outcome. Every failure is an [*Error].
 //
@@ -118,15 +119,6 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		}
 	}()
 	c := &req.Call
-	in, err := t.decode(c.Input)
-	if err != nil {
-		return Result{}, err
-	}
-	if c.RequestID == "" && t.requestID != nil {
-		if c.RequestID, err = t.requestIDFromInput(in); err != nil {
-			return Result{}, err
-		}
-	}
 	execID, err := newExecutionID()
 	if err != nil {
 		return Result{}, r.internal(t, "", err, "cannot make an execution id")
@@ -143,14 +135,20 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		Metadata:    c.Metadata,
 		log:         r.logger,
 	}
-	if r.authorize != nil {
-		if err := r.authorize(*cc, t.meta); err != nil {
-			var e *Error
-			if !errors.As(err, &e) {
-				e = &Error{Code: CodePermissionDenied, Message: err.Error(), Err: err}
-			}
-			return Result{}, r.refused(ctx, t, c, e)
+	// Before the input is read: a caller that may not call the tool
+	// learns nothing of its input's rules.
+	if e := r.permit(t, cc); e != nil {
+		return Result{}, r.refused(ctx, t, c, e)
+	}
+	in, err := t.decode(c.Input)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.RequestID == "" && t.requestID != nil {
+		if c.RequestID, err = t.requestIDFromInput(in); err != nil {
+			return Result{}, err
 		}
+		cc.RequestID = c.RequestID
 	}
 	replayOnly := false
 	if t.meta.Confirmation == ConfirmationRequired && !cc.Permissions.Has(t.confirm) {

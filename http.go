@@ -180,6 +180,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		Metadata:    withTrace(id.Metadata, req.Header.Get(MetaTraceparent), req.Header.Get(MetaTracestate)),
 	})
 	if err != nil {
+		r.challengeMissing(w, req, err)
 		writeError(w, err)
 		return
 	}

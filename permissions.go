@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -273,4 +274,33 @@ func (r *Registry) mcpIdentity(extra *mcp.RequestExtra) (Identity, bool) {
 		return id, ok
 	}
 	return r.stdioIdentity, true
+}
+
+// challengeMissing adds to the 403 of a call refused for missing
+// permissions, on a server that is an OAuth resource server, the challenge
+// of RFC 6750 §3.1: error="insufficient_scope" and the scopes a token
+// needs for the call (those every token must hold, and every one the tool
+// requires), so that a client can ask its user for them.
+func (r *Registry) challengeMissing(w http.ResponseWriter, req *http.Request, err error) {
+	rs, ok := r.auth.(resourceServer)
+	var m *missingPermissions
+	if !ok || !errors.As(err, &m) {
+		return
+	}
+	scopes := m.required
+	if o, ok := rs.(*oauthAuthenticator); ok {
+		scopes = union(o.scopes, scopes)
+	}
+	w.Header().Set("WWW-Authenticate", rs.challenge(req, &scopeError{missing: scopes}))
+}
+
+// union returns a followed by the entries of b it lacks.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

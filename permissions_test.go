@@ -14,7 +14,9 @@ import (
 	"sync"
 	"testing"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/carmy-dev/carmy"
 	"github.com/carmy-dev/carmy/llm"
@@ -498,5 +500,84 @@ func TestToolsForPolicy(t *testing.T) {
 	got = metadataNames(reg.ToolsFor(context.Background(), carmy.Identity{Principal: "bob", Permissions: []string{"see:c"}}))
 	if !reflect.DeepEqual(got, []string{"a", "c"}) {
 		t.Errorf("bob sees %v", got)
+	}
+}
+
+// TestPermissionsOAuth: against a local issuer, the protected resource
+// metadata lists the permissions tools require as scopes, a token sees the
+// tools its scopes allow, and a call refused for a missing scope answers
+// 403 with the RFC 6750 challenge naming the scopes the call needs; a
+// refusal of the host's policy has no such challenge, as more scopes
+// would not help.
+func TestPermissionsOAuth(t *testing.T) {
+	iss := newTestIssuer(t)
+	w := newPermWorld()
+	reg, err := w.builder().Logger(quietLogger()).Authenticate(newOAuth(t, iss, "tools")).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	srv := httptest.NewServer(reg.Handler())
+	defer srv.Close()
+	meta := srv.URL + "/.well-known/oauth-protected-resource"
+
+	r := do(t, "GET", meta, "")
+	if got, want := r.body["scopes_supported"], []any{"tools", "admin", "tools:read", "tools:write"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("scopes_supported %v; want %v", got, want)
+	}
+	reader := "Bearer " + sign(t, jose.ES256, ecKey(), "es", iss.claims("alice", "tools tools:read"))
+	status, body := func() (int, []byte) {
+		req, _ := http.NewRequest("GET", srv.URL+"/tools", nil)
+		req.Header.Set("Authorization", reader)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}()
+	var tools []carmy.ToolMetadata
+	if err := json.Unmarshal(body, &tools); status != 200 || err != nil {
+		t.Fatalf("GET /tools: %d %s", status, body)
+	}
+	if got := metadataNames(tools); !reflect.DeepEqual(got, []string{"look", "ping"}) {
+		t.Errorf("alice with tools:read sees %v", got)
+	}
+	if !reflect.DeepEqual(tools[0].Requires, []string{"tools:read"}) {
+		t.Errorf("look requires %v in GET /tools", tools[0].Requires)
+	}
+
+	for _, tc := range []struct {
+		tool      string
+		status    int
+		challenge string
+	}{
+		{"look", 200, ""},
+		{"edit", 403, `Bearer error="insufficient_scope", scope="tools tools:write", resource_metadata="` + meta + `"`},
+		{"wipe", 403, `Bearer error="insufficient_scope", scope="tools admin tools:write", resource_metadata="` + meta + `"`},
+		{"payroll", 403, ""},
+	} {
+		before := w.ran(tc.tool)
+		r := do(t, "POST", srv.URL+"/tools/"+tc.tool, `{"n":1}`, "Authorization", reader)
+		if r.status != tc.status {
+			t.Errorf("%s: status %d, want %d (%v)", tc.tool, r.status, tc.status, r.body)
+		}
+		if got := r.header.Get("WWW-Authenticate"); got != tc.challenge {
+			t.Errorf("%s: WWW-Authenticate\n got %s\nwant %s", tc.tool, got, tc.challenge)
+		}
+		if ran := w.ran(tc.tool) > before; ran != (tc.status == 200) {
+			t.Errorf("%s: ran = %v", tc.tool, ran)
+		}
+		if tc.challenge != "" {
+			challenges, err := oauthex.ParseWWWAuthenticate(r.header.Values("WWW-Authenticate"))
+			if err != nil || len(challenges) != 1 || challenges[0].Params["error"] != "insufficient_scope" {
+				t.Errorf("%s: the SDK reads %+v, %v", tc.tool, challenges, err)
+			}
+		}
+	}
+	writer := sign(t, jose.ES256, ecKey(), "es", iss.claims("bob", "tools tools:read tools:write"))
+	if r := do(t, "POST", srv.URL+"/tools/edit", `{"n":1}`, "Authorization", "Bearer "+writer); r.status != 200 {
+		t.Errorf("bob with tools:write: %d %v", r.status, r.body)
 	}
 }

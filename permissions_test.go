@@ -65,7 +65,7 @@ func (w *permWorld) ran(name string) int {
 // builder reads need tools:read, writes tools:write, wipe also admin, and
 // the policy keeps payroll for the approver.
 func (w *permWorld) builder() *carmy.Builder {
-	return carmy.New().Tool(w.defs...).
+	return carmy.New().Tool(w.defs...).Logger(quietLogger()).
 		EffectPermissions(map[carmy.Effect]string{
 			carmy.Read:          "tools:read",
 			carmy.Write:         "tools:write",
@@ -512,7 +512,7 @@ func TestToolsForPolicy(t *testing.T) {
 func TestPermissionsOAuth(t *testing.T) {
 	iss := newTestIssuer(t)
 	w := newPermWorld()
-	reg, err := w.builder().Logger(quietLogger()).Authenticate(newOAuth(t, iss, "tools")).Build()
+	reg, err := w.builder().Authenticate(newOAuth(t, iss, "tools")).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -579,5 +579,110 @@ func TestPermissionsOAuth(t *testing.T) {
 	writer := sign(t, jose.ES256, ecKey(), "es", iss.claims("bob", "tools tools:read tools:write"))
 	if r := do(t, "POST", srv.URL+"/tools/edit", `{"n":1}`, "Authorization", "Bearer "+writer); r.status != 200 {
 		t.Errorf("bob with tools:write: %d %v", r.status, r.body)
+	}
+}
+
+// TestUnknownToolSuggestsVisible: the refusal of an unknown tool suggests
+// and lists only tools the caller may call.
+func TestUnknownToolSuggestsVisible(t *testing.T) {
+	w := newPermWorld()
+	reg, err := w.builder().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	tests := []struct {
+		tool  string
+		perms []string
+		want  string
+	}{
+		{"wip", []string{"admin", "tools:write"}, `unknown tool "wip"; did you mean "wipe"?`},
+		{"wip", nil, `unknown tool "wip"; the tools are ping`},
+		{"edt", []string{"tools:read"}, `unknown tool "edt"; the tools are look, ping`},
+	}
+	for _, tt := range tests {
+		_, err := reg.Execute(context.Background(), carmy.Call{Tool: tt.tool, Permissions: tt.perms})
+		if carmy.CodeOf(err) != carmy.CodeUnknownTool || err.(*carmy.Error).Message != tt.want {
+			t.Errorf("%s with %v: %v; want %q", tt.tool, tt.perms, err, tt.want)
+		}
+	}
+	empty, err := carmy.New().Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	if _, err := empty.Execute(context.Background(), carmy.Call{Tool: "x"}); err == nil || err.(*carmy.Error).Message != `unknown tool "x"; there is no tool to call` {
+		t.Errorf("no tools: %v", err)
+	}
+}
+
+// TestPermissionRefusalDecided: a refusal for a missing permission is a
+// decision of the runtime like any other: middleware sees it and the
+// audit records it.
+func TestPermissionRefusalDecided(t *testing.T) {
+	w := newPermWorld()
+	var mu sync.Mutex
+	var seen, audited []string
+	reg, err := w.builder().
+		Use(func(next carmy.CallFunc) carmy.CallFunc {
+			return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
+				res, err := next(ctx, req)
+				mu.Lock()
+				defer mu.Unlock()
+				seen = append(seen, req.Tool.Name+" "+string(carmy.CodeOf(err)))
+				return res, err
+			}
+		}).
+		Audit(carmy.AuditorFunc(func(_ context.Context, rec carmy.AuditRecord) error {
+			mu.Lock()
+			defer mu.Unlock()
+			audited = append(audited, string(rec.Decision)+" "+rec.Tool+" "+string(rec.Code)+" "+rec.Principal)
+			return nil
+		})).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	_, err = reg.Execute(context.Background(), carmy.Call{Tool: "wipe", Input: []byte(`{"n":"x"}`), Principal: "eve", Permissions: []string{"tools:write"}})
+	if carmy.CodeOf(err) != carmy.CodePermissionDenied {
+		t.Fatal(err)
+	}
+	if want := []string{"wipe permission_denied"}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("middleware saw %q; want %q", seen, want)
+	}
+	if want := []string{"refused wipe permission_denied eve"}; !reflect.DeepEqual(audited, want) {
+		t.Errorf("audit %q; want %q", audited, want)
+	}
+}
+
+// TestPermissionsMCPMeta: tools/list carries the permissions a tool needs
+// in its _meta, and leaves them out for a tool that needs none.
+func TestPermissionsMCPMeta(t *testing.T) {
+	w := newPermWorld()
+	reg, err := w.builder().StdioIdentity(carmy.Identity{Principal: "root", Permissions: []string{"admin", "tools:read", "tools:write"}}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	serverT, clientT := mcp.NewInMemoryTransports()
+	go func() { _ = reg.ServeMCP(ctx, serverT) }()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "perm-test", Version: "1"}, nil).Connect(ctx, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	list, err := s.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]any{}
+	for _, tool := range list.Tools {
+		got[tool.Name] = tool.Meta["carmy/requires"]
+	}
+	want := map[string]any{"edit": []any{"tools:write"}, "look": []any{"tools:read"}, "ping": nil, "wipe": []any{"admin", "tools:write"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("_meta carmy/requires %v; want %v (payroll is the approver's)", got, want)
 	}
 }

@@ -78,7 +78,7 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 	}
 	t, ok := r.tools[c.Tool]
 	if !ok {
-		return Result{}, r.unknownTool(c.Tool)
+		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	start := time.Now()
 	if t.direct {
@@ -450,12 +450,21 @@ func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) 
 	}
 }
 
-func (r *Registry) unknownTool(name string) *Error {
+// unknownTool is the refusal of a call of a tool that does not exist. It
+// suggests only tools the caller may call, whose names it could list.
+func (r *Registry) unknownTool(ctx context.Context, name string, caller Identity) *Error {
 	msg := fmt.Sprintf("unknown tool %q", name)
-	if s := shape.Closest(name, r.names); s != "" {
+	names := r.names
+	if r.authorize != nil || r.requiring {
+		names = nil
+		r.eachVisible(ctx, caller, func(t *tool) { names = append(names, t.meta.Name) })
+	}
+	if s := shape.Closest(name, names); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
-	} else if len(r.names) <= 20 {
-		msg += "; the tools are " + strings.Join(r.names, ", ")
+	} else if len(names) == 0 {
+		msg += "; there is no tool to call"
+	} else if len(names) <= 20 {
+		msg += "; the tools are " + strings.Join(names, ", ")
 	}
 	return &Error{Code: CodeUnknownTool, Message: msg}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/benchtools"
 	"github.com/carmy-dev/carmy/llm"
 )
 
@@ -684,5 +685,26 @@ func TestPermissionsMCPMeta(t *testing.T) {
 	want := map[string]any{"edit": []any{"tools:write"}, "look": []any{"tools:read"}, "ping": nil, "wipe": []any{"admin", "tools:write"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("_meta carmy/requires %v; want %v (payroll is the approver's)", got, want)
+	}
+}
+
+// BenchmarkExecutePermissions is BenchmarkExecute's small call of a tool
+// that requires a permission and whose effect needs another, by a caller
+// that holds both among others: the price of the check on the call path.
+func BenchmarkExecutePermissions(b *testing.B) {
+	ctx := context.Background()
+	c := benchCases()[0]
+	reg, err := carmy.New().Tool(carmy.Tool(benchtools.CreateOrderFunc, carmy.Write, carmy.Name("create_order"), carmy.ParallelSafe(), carmy.Requires("orders"), carmy.Register(false))).
+		EffectPermissions(map[carmy.Effect]string{carmy.Write: "tools:write"}).Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reg.Close()
+	call := carmy.Call{Tool: c.call, Input: []byte(c.input), Permissions: []string{"tools:read", "tools:write", "orders", "confirm:x"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Execute(ctx, call); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

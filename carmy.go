@@ -67,6 +67,20 @@
 // time; an MCP session is its principal's alone. A request id is 1 to 255
 // printable ASCII characters, on every transport.
 //
+// # Permissions
+//
+// A tool declared with [Requires] runs only for callers holding every
+// permission named, and [Builder.EffectPermissions] adds a permission per
+// effect (for example tools:read and tools:write); [ToolMetadata.Requires]
+// lists both. A caller that lacks one is refused with permission_denied,
+// naming what is missing, before its input is read, through every door;
+// every list it gets (GET /tools, MCP tools/list, the console, the LLM
+// exports made for it) leaves the tool out, as it leaves out what
+// [Builder.Authorize] refuses ([Registry.ToolsFor]). With [OAuth], the
+// permissions are the token's scopes: the protected resource metadata
+// lists them, and a call of the HTTP API that lacks one answers 403 with
+// error="insufficient_scope" and the scopes to ask for.
+//
 // # Confirmation and approvals
 //
 // A tool with [RequireConfirmation] runs only for a caller holding

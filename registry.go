@@ -149,8 +149,9 @@ type Registry struct {
 	closeErr  error
 }
 
-// Tools returns the metadata of every tool, sorted by name. The slices in
-// it are copies.
+// Tools returns the metadata of every tool, sorted by name, whoever may
+// call it: [Registry.ToolsFor] gives what one caller may call. The slices
+// in it are copies.
 func (r *Registry) Tools() []ToolMetadata {
 	out := make([]ToolMetadata, len(r.names))
 	for i, name := range r.names {

@@ -152,6 +152,33 @@ func metadataNames(tools []carmy.ToolMetadata) []string {
 	return names
 }
 
+// bearerDo sends a request with an Authorization header and a JSON body,
+// and returns the status and the body of the answer.
+func bearerDo(t *testing.T, method, url, authorization, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", authorization)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// listedOverHTTP returns what GET /tools lists for a caller.
+func listedOverHTTP(t *testing.T, base, authorization string) []carmy.ToolMetadata {
+	t.Helper()
+	status, body := bearerDo(t, http.MethodGet, base+"/tools", authorization, "")
+	var tools []carmy.ToolMetadata
+	if err := json.Unmarshal(body, &tools); status != http.StatusOK || err != nil {
+		t.Fatalf("GET /tools: %d %s", status, body)
+	}
+	return tools
+}
+
 func mcpNames(t *testing.T, s *mcp.ClientSession) []string {
 	t.Helper()
 	list, err := s.ListTools(context.Background(), nil)
@@ -230,19 +257,6 @@ func TestPermissionsEveryDoor(t *testing.T) {
 		stdio[c.name] = s
 		return s
 	}
-	httpDo := func(t *testing.T, method, path, token, body string) (int, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
 
 	mcpDoor := func(version string) permDoor {
 		return permDoor{"MCP " + version,
@@ -267,15 +281,10 @@ func TestPermissionsEveryDoor(t *testing.T) {
 			}},
 		{"HTTP API",
 			func(t *testing.T, c permCaller) []string {
-				status, body := httpDo(t, http.MethodGet, "/tools", c.token(), "")
-				var tools []carmy.ToolMetadata
-				if err := json.Unmarshal(body, &tools); status != http.StatusOK || err != nil {
-					t.Fatalf("GET /tools: %d %s", status, body)
-				}
-				return metadataNames(tools)
+				return metadataNames(listedOverHTTP(t, srv.URL, "Bearer "+c.token()))
 			},
 			func(t *testing.T, c permCaller, tool, input string) permOutcome {
-				status, body := httpDo(t, http.MethodPost, "/tools/"+tool, c.token(), input)
+				status, body := bearerDo(t, http.MethodPost, srv.URL+"/tools/"+tool, "Bearer "+c.token(), input)
 				var e struct{ Error *carmy.Error }
 				_ = json.Unmarshal(body, &e)
 				if e.Error == nil {
@@ -527,21 +536,7 @@ func TestPermissionsOAuth(t *testing.T) {
 		t.Errorf("scopes_supported %v; want %v", got, want)
 	}
 	reader := "Bearer " + sign(t, jose.ES256, ecKey(), "es", iss.claims("alice", "tools tools:read"))
-	status, body := func() (int, []byte) {
-		req, _ := http.NewRequest("GET", srv.URL+"/tools", nil)
-		req.Header.Set("Authorization", reader)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}()
-	var tools []carmy.ToolMetadata
-	if err := json.Unmarshal(body, &tools); status != 200 || err != nil {
-		t.Fatalf("GET /tools: %d %s", status, body)
-	}
+	tools := listedOverHTTP(t, srv.URL, reader)
 	if got := metadataNames(tools); !reflect.DeepEqual(got, []string{"look", "ping"}) {
 		t.Errorf("alice with tools:read sees %v", got)
 	}

@@ -64,6 +64,13 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 	if meta.Effect.ReadOnly() {
 		meta.Idempotent = true
 	}
+	declared := d.opts.requires
+	if d.impl != nil {
+		declared = meta.Requires
+	}
+	var permProblems []error
+	meta.Requires, permProblems = b.requirements(declared, meta.Effect)
+	problems = append(problems, permProblems...)
 	if len(d.errs) > 0 {
 		return t, problems // the signature is unusable; its types may be too
 	}

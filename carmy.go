@@ -67,6 +67,20 @@
 // time; an MCP session is its principal's alone. A request id is 1 to 255
 // printable ASCII characters, on every transport.
 //
+// # Permissions
+//
+// A tool declared with [Requires] runs only for callers holding every
+// permission named, and [Builder.EffectPermissions] adds a permission per
+// effect (for example tools:read and tools:write); [ToolMetadata.Requires]
+// lists both. A caller that lacks one is refused with permission_denied,
+// naming what is missing, before its input is read, through every door;
+// every list it gets (GET /tools, MCP tools/list, the console, the LLM
+// exports made for it) leaves the tool out, as it leaves out what
+// [Builder.Authorize] refuses ([Registry.ToolsFor]). With [OAuth], the
+// permissions are the token's scopes: the protected resource metadata
+// lists them, and a call of the HTTP API that lacks one answers 403 with
+// error="insufficient_scope" and the scopes to ask for.
+//
 // # Confirmation and approvals
 //
 // A tool with [RequireConfirmation] runs only for a caller holding
@@ -145,6 +159,9 @@ type Builder struct {
 	errs       []error
 
 	approvalTimeout time.Duration
+
+	effectPerms     map[Effect]string // see EffectPermissions
+	effectPermsSite string
 
 	// Serving.
 	auth           Authenticator
@@ -301,10 +318,14 @@ func (b *Builder) Use(mw ...Middleware) *Builder {
 	return b
 }
 
-// Authorize sets the host's policy hook. It runs for every call after the
-// input is validated and before confirmation; an error refuses the call
-// with [CodePermissionDenied] (or the error's own code, for an [*Error]).
-// It may, for example, give a session only read tools:
+// Authorize sets the host's policy hook. It runs for every call once the
+// caller holds the permissions the tool requires, before the input is read
+// (the policy never sees it) and before confirmation; an error refuses the
+// call with [CodePermissionDenied] (or the error's own code, for an
+// [*Error]). It also decides what each caller sees listed: a tool it
+// refuses is left out of GET /tools, MCP tools/list and the console (see
+// [Registry.ToolsFor]), so it should depend on the caller and the tool
+// alone. It may, for example, give a session only read tools:
 //
 //	b.Authorize(func(c carmy.Context, t carmy.ToolMetadata) error {
 //		if !t.Effect.ReadOnly() && !c.Permissions.Has("write") {
@@ -404,6 +425,7 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	auditors, auditErrs := b.openAuditors(&storeClosers)
 	errs = append(errs, auditErrs...)
+	errs = append(errs, b.checkEffectPermissions()...)
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, auditors: auditors, ttl: b.ttl, workers: newWorkers(),
 		auth: b.auth, bodyLimit: b.bodyLimit, allowHosts: slices.Clone(b.allowHosts), allowOrigins: slices.Clone(b.allowOrigins), elicit: b.elicit, stdioIdentity: b.stdioIdentity}
 	r.observers = []observer{&r.recent}
@@ -430,6 +452,7 @@ func (b *Builder) Build() (*Registry, error) {
 			continue
 		}
 		sites[t.meta.Name] = d.site
+		r.requiring = r.requiring || len(t.meta.Requires) > 0
 		r.tools[t.meta.Name] = t
 		r.names = append(r.names, t.meta.Name)
 	}

@@ -17,7 +17,8 @@ const DefaultBodyLimit = 1 << 20
 
 // Handler returns the registry's HTTP API:
 //
-//	GET  /tools          every tool's metadata and schemas, sorted by name
+//	GET  /tools          the metadata and schemas of the tools the caller
+//	                     may call (see [Registry.ToolsFor]), sorted by name
 //	POST /tools/{name}   call a tool: the body is the input, the
 //	                     Idempotency-Key header the request id
 //	     /mcp            the Model Context Protocol, streamable HTTP
@@ -91,6 +92,7 @@ type wireTool struct {
 	ParallelSafe bool         `json:"parallel_safe"`
 	Confirmation Confirmation `json:"confirmation"`
 	TimeoutMS    int64        `json:"timeout_ms"`
+	Requires     []string     `json:"requires,omitempty"`
 }
 
 type jsontextRaw []byte
@@ -98,15 +100,16 @@ type jsontextRaw []byte
 func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
 
 func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
-	if _, err := r.identify(req); err != nil {
+	id, err := r.identify(req)
+	if err != nil {
 		r.writeAuthError(w, req, err)
 		return
 	}
 	out := make([]wireTool, 0, len(r.names))
-	for _, name := range r.names {
-		m := r.tools[name].meta
-		out = append(out, wireTool{m.Name, m.Description, jsontextRaw(m.InputSchema), jsontextRaw(m.OutputSchema), m.Effect, m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds()})
-	}
+	r.eachVisible(req.Context(), id, func(t *tool) {
+		m := t.meta
+		out = append(out, wireTool{m.Name, m.Description, jsontextRaw(m.InputSchema), jsontextRaw(m.OutputSchema), m.Effect, m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds(), m.Requires})
+	})
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -177,6 +180,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		Metadata:    withTrace(id.Metadata, req.Header.Get(MetaTraceparent), req.Header.Get(MetaTracestate)),
 	})
 	if err != nil {
+		r.challengeMissing(w, req, err)
 		writeError(w, err)
 		return
 	}

@@ -51,7 +51,7 @@ func (r *Registry) mcpServer() *mcp.Server {
 		}
 		r.mcpConfig.applyOptions(opts)
 		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, opts)
-		s.AddReceivingMiddleware(r.sessionMiddleware, r.unknownToolMiddleware)
+		s.AddReceivingMiddleware(r.sessionMiddleware, r.unknownToolMiddleware, r.toolsListMiddleware)
 		for _, name := range r.names {
 			t := r.tools[name]
 			s.AddTool(mcpTool(t), r.mcpCall(t))
@@ -84,6 +84,9 @@ func mcpTool(t *tool) *mcp.Tool {
 			"carmy/confirmation":  m.Confirmation.String(),
 			"carmy/timeout_ms":    m.Timeout.Milliseconds(),
 		},
+	}
+	if len(m.Requires) > 0 {
+		tool.Meta["carmy/requires"] = m.Requires
 	}
 	if t.out != nil {
 		tool.OutputSchema, t.mcpWrap = mcpOutputSchema(m.OutputSchema)

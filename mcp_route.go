@@ -62,7 +62,8 @@ func (r *Registry) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandl
 		if _, known := r.tools[p.Name]; known {
 			return res, err
 		}
-		e := r.unknownTool(p.Name)
+		id, _ := r.mcpIdentity(req.GetExtra())
+		e := r.unknownTool(ctx, p.Name, id)
 		data, _ := json.Marshal(publicError(e))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: data}
 	}

@@ -70,6 +70,12 @@ type ToolMetadata struct {
 	ParallelSafe bool          `json:"parallel_safe"`
 	Confirmation Confirmation  `json:"confirmation"`
 	Timeout      time.Duration `json:"-"` // timeout_ms in JSON
+	// Requires lists the permissions a call needs, every one, sorted:
+	// those the tool declares with [Requires] and the one
+	// [Builder.EffectPermissions] gives its effect. A hand-written tool
+	// declares its own here. A caller that lacks one is refused, and does
+	// not see the tool listed.
+	Requires []string `json:"requires,omitempty"`
 }
 
 // toolMetadataJSON is ToolMetadata without its methods, for its JSON form.
@@ -100,6 +106,7 @@ func (m *ToolMetadata) UnmarshalJSON(data []byte) error {
 func (m ToolMetadata) clone() ToolMetadata {
 	m.InputSchema = slices.Clone(m.InputSchema)
 	m.OutputSchema = slices.Clone(m.OutputSchema)
+	m.Requires = slices.Clone(m.Requires)
 	return m
 }
 
@@ -110,6 +117,7 @@ type Registry struct {
 	names     []string // sorted
 	logger    *slog.Logger
 	authorize func(Context, ToolMetadata) error
+	requiring bool // some tool requires a permission
 	store     store.IdempotencyStore
 	locker    store.Locker
 	ttl       time.Duration
@@ -146,8 +154,9 @@ type Registry struct {
 	closeErr  error
 }
 
-// Tools returns the metadata of every tool, sorted by name. The slices in
-// it are copies.
+// Tools returns the metadata of every tool, sorted by name, whoever may
+// call it: [Registry.ToolsFor] gives what one caller may call. The slices
+// in it are copies.
 func (r *Registry) Tools() []ToolMetadata {
 	out := make([]ToolMetadata, len(r.names))
 	for i, name := range r.names {

@@ -61,8 +61,9 @@ const deadlineGrace = 10 * time.Millisecond
 // Execute runs one call: find the tool (an unknown name is
 // [CodeUnknownTool], with the closest name suggested), then, inside any
 // middleware: refuse a malformed request id (a request id is 1 to 255
-// printable ASCII characters, '!' to '~'), decode and validate the input,
-// ask the host's policy, check confirmation, deduplicate by request id, wait for the
+// printable ASCII characters, '!' to '~'), check the permissions the tool
+// requires and ask the host's policy (before the input is read), decode
+// and validate the input, check confirmation, deduplicate by request id, wait for the
 // tool's turn when it is not parallel-safe, execute under the deadline,
 // encode the output and record the outcome. Every failure is an [*Error],
 // and every outcome, refusals included, passes the middleware and the
@@ -75,7 +76,7 @@ const deadlineGrace = 10 * time.Millisecond
 func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {
-		return Result{}, r.unknownTool(c.Tool)
+		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
@@ -110,15 +111,6 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	if err := checkRequestID(c.RequestID); err != nil {
 		return Result{}, err
 	}
-	in, err := t.decode(c.Input)
-	if err != nil {
-		return Result{}, err
-	}
-	if c.RequestID == "" && t.requestID != nil {
-		if c.RequestID, err = t.requestIDFromInput(in); err != nil {
-			return Result{}, err
-		}
-	}
 	execID, err := newExecutionID()
 	if err != nil {
 		return Result{}, r.internal(t, "", err, "cannot make an execution id")
@@ -135,14 +127,20 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		Metadata:    c.Metadata,
 		log:         r.logger,
 	}
-	if r.authorize != nil {
-		if err := r.authorize(*cc, t.meta); err != nil {
-			var e *Error
-			if !errors.As(err, &e) {
-				e = &Error{Code: CodePermissionDenied, Message: err.Error(), Err: err}
-			}
-			return Result{}, r.refused(ctx, t, c, e)
+	// Before the input is read: a caller that may not call the tool
+	// learns nothing of its input's rules.
+	if e := r.permit(t, cc); e != nil {
+		return Result{}, r.refused(ctx, t, c, e)
+	}
+	in, err := t.decode(c.Input)
+	if err != nil {
+		return Result{}, err
+	}
+	if c.RequestID == "" && t.requestID != nil {
+		if c.RequestID, err = t.requestIDFromInput(in); err != nil {
+			return Result{}, err
 		}
+		cc.RequestID = c.RequestID
 	}
 	replayOnly := false
 	if t.meta.Confirmation == ConfirmationRequired && !cc.Permissions.Has(t.confirm) {
@@ -431,12 +429,21 @@ func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) 
 	}
 }
 
-func (r *Registry) unknownTool(name string) *Error {
+// unknownTool is the refusal of a call of a tool that does not exist. It
+// suggests only tools the caller may call, whose names it could list.
+func (r *Registry) unknownTool(ctx context.Context, name string, caller Identity) *Error {
 	msg := fmt.Sprintf("unknown tool %q", name)
-	if s := shape.Closest(name, r.names); s != "" {
+	names := r.names
+	if r.authorize != nil || r.requiring {
+		names = nil
+		r.eachVisible(ctx, caller, func(t *tool) { names = append(names, t.meta.Name) })
+	}
+	if s := shape.Closest(name, names); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
-	} else if len(r.names) <= 20 {
-		msg += "; the tools are " + strings.Join(r.names, ", ")
+	} else if len(names) == 0 {
+		msg += "; there is no tool to call"
+	} else if len(names) <= 20 {
+		msg += "; the tools are " + strings.Join(names, ", ")
 	}
 	return &Error{Code: CodeUnknownTool, Message: msg}
 }

@@ -54,6 +54,7 @@ type options struct {
 	confirm                  bool
 	timeout                  time.Duration
 	register                 bool
+	requires                 []string
 	set                      map[string]any
 	conflicts                []error
 }

@@ -36,9 +36,13 @@ func (r *Registry) mountWellKnown(mux *http.ServeMux) {
 	if !ok {
 		return
 	}
+	declared := r.declaredPermissions()
 	for pattern, path := range map[string]string{wellKnownResource: "", wellKnownResourceMCP: "/mcp"} {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
-			auth.ProtectedResourceMetadataHandler(rs.metadata(req, path)).ServeHTTP(w, req)
+			m := rs.metadata(req, path)
+			// The permissions tools require are scopes a client may ask for.
+			m.ScopesSupported = union(m.ScopesSupported, declared)
+			auth.ProtectedResourceMetadataHandler(m).ServeHTTP(w, req)
 		})
 	}
 }

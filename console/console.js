@@ -101,6 +101,8 @@ async function loadTools() {
 function toolCard(t) {
   const hints = [];
   if (t.confirmation === 'required') hints.push(['needs approval', 'warn']);
+  // The list holds only what the caller may call: these it holds.
+  if (t.requires) hints.push(['requires ' + t.requires.join(' '), '']);
   if (t.idempotent) hints.push(['idempotent', '']);
   if (t.parallel_safe) hints.push(['parallel-safe', '']);
   if (typeof t.timeout_ms === 'number') hints.push(['timeout ' + duration(t.timeout_ms), '']);

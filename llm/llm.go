@@ -4,8 +4,16 @@
 // of the registry ([Dispatch], or a [Dispatcher], which reads every tool's
 // schema once for all the calls of a registry). It works over the
 // registry's public API alone: [carmy.Registry.Tools],
-// [carmy.Registry.Lookup] and [carmy.Registry.Execute], and keeps no state
-// of its own outside the values it returns.
+// [carmy.Registry.ToolsFor], [carmy.Registry.Lookup] and
+// [carmy.Registry.Execute], and keeps no state of its own outside the
+// values it returns.
+//
+// Exports made for a caller offer its model only the tools it may call:
+// pass the same options to the export and to [Dispatch].
+//
+//	tools, err := llm.OpenAITools(reg, carmy.WithPrincipal(user), carmy.WithPermissions(grants...))
+//	...
+//	res, err := llm.Dispatch(ctx, reg, call.Name, call.Arguments, carmy.WithPrincipal(user), carmy.WithPermissions(grants...))
 //
 // Each provider's schema dialect has rules of its own, which the exports
 // follow; docs/llm-sdks.md in the repository explains them and their
@@ -13,6 +21,7 @@
 package llm
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,6 +95,21 @@ func (e *ExportError) Error() string {
 // Unwrap returns the problem.
 func (e *ExportError) Unwrap() error { return e.Err }
 
+// toolsFor returns every tool of r, or with options those that a caller
+// the options describe may call: the tools it would be refused are not
+// offered to its model.
+func toolsFor(r *carmy.Registry, caller []carmy.CallOption) []carmy.ToolMetadata {
+	if len(caller) == 0 {
+		return r.Tools()
+	}
+	var c carmy.Call
+	for _, o := range caller {
+		o(&c)
+	}
+	// No call is made yet: the policy decides from the caller and the tool.
+	return r.ToolsFor(context.Background(), carmy.Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
+}
+
 // Provider names, as ExportError.Provider reads.
 const (
 	providerOpenAI    = "OpenAI"
@@ -115,7 +139,9 @@ const (
 )
 
 // OpenAITools returns the definitions of r's tools for OpenAI
-// function calling in strict mode, sorted by name. Each input schema is
+// function calling in strict mode, sorted by name; given the options that
+// describe a caller (as [Dispatch] takes them), only of the tools that
+// caller may call ([carmy.Registry.ToolsFor]). Each input schema is
 // rewritten to strict mode's rules: every property listed in "required",
 // an optional property made nullable (a null union), "additionalProperties"
 // false on every object, a map given as a list of {"key", "value"}
@@ -129,8 +155,8 @@ const (
 // limits) is left out, and the error says why, for each such tool, as
 // [*ExportError] values. The definitions of the other tools are returned
 // either way.
-func OpenAITools(r *carmy.Registry) ([]OpenAITool, error) {
-	return exportTools(r, providerOpenAI, openAIName, "an OpenAI function name", func(x *exporter, m *carmy.ToolMetadata) OpenAITool {
+func OpenAITools(r *carmy.Registry, caller ...carmy.CallOption) ([]OpenAITool, error) {
+	return exportTools(r, caller, providerOpenAI, openAIName, "an OpenAI function name", func(x *exporter, m *carmy.ToolMetadata) OpenAITool {
 		return OpenAITool{Type: "function", Function: OpenAIFunction{
 			Name: m.Name, Description: m.Description, Parameters: x.openAIRoot(m.InputSchema), Strict: true,
 		}}
@@ -138,7 +164,8 @@ func OpenAITools(r *carmy.Registry) ([]OpenAITool, error) {
 }
 
 // AnthropicTools returns the definitions of r's tools for
-// Anthropic tool use, sorted by name. The input schema is carmy's, which
+// Anthropic tool use, sorted by name; given the options that describe a
+// caller, only of the tools that caller may call, as [OpenAITools] does. The input schema is carmy's, which
 // Anthropic takes as it is, except that a nullable root (a tool whose
 // input is a pointer) is declared as a plain object: a call always sends
 // an object, and carmy reads an absent input as {}.
@@ -146,14 +173,15 @@ func OpenAITools(r *carmy.Registry) ([]OpenAITool, error) {
 // A tool whose name Anthropic does not accept is left out, and the error
 // says so, as [*ExportError] values. The definitions of the other tools
 // are returned either way.
-func AnthropicTools(r *carmy.Registry) ([]AnthropicTool, error) {
-	return exportTools(r, providerAnthropic, anthropicName, "an Anthropic tool name", func(x *exporter, m *carmy.ToolMetadata) AnthropicTool {
+func AnthropicTools(r *carmy.Registry, caller ...carmy.CallOption) ([]AnthropicTool, error) {
+	return exportTools(r, caller, providerAnthropic, anthropicName, "an Anthropic tool name", func(x *exporter, m *carmy.ToolMetadata) AnthropicTool {
 		return AnthropicTool{Name: m.Name, Description: m.Description, InputSchema: x.anthropicRoot(m.InputSchema)}
 	})
 }
 
 // GeminiFunctions returns the declarations of r's tools for
-// Gemini function calling, sorted by name. Each input schema is rewritten
+// Gemini function calling, sorted by name; given the options that describe
+// a caller, only of the tools that caller may call, as [OpenAITools] does. Each input schema is rewritten
 // into Gemini's OpenAPI subset: references inlined, "nullable": true
 // instead of a null type, upper-case type names, enums for strings only, a
 // map given as a list of {"key", "value"} entries, and every keyword
@@ -166,18 +194,19 @@ func AnthropicTools(r *carmy.Registry) ([]AnthropicTool, error) {
 // Gemini does not accept) is left out, and the error says why, for each
 // such tool, as [*ExportError] values. The declarations of the other tools
 // are returned either way.
-func GeminiFunctions(r *carmy.Registry) ([]GeminiFunction, error) {
-	return exportTools(r, providerGemini, geminiName, "a Gemini function name", func(x *exporter, m *carmy.ToolMetadata) GeminiFunction {
+func GeminiFunctions(r *carmy.Registry, caller ...carmy.CallOption) ([]GeminiFunction, error) {
+	return exportTools(r, caller, providerGemini, geminiName, "a Gemini function name", func(x *exporter, m *carmy.ToolMetadata) GeminiFunction {
 		return GeminiFunction{Name: m.Name, Description: m.Description, Parameters: x.geminiRoot(m.InputSchema)}
 	})
 }
 
-// exportTools converts every tool for one provider, sorted by name; a tool
-// the provider cannot take is left out, and its problems returned.
-func exportTools[T any](r *carmy.Registry, provider string, name *regexp.Regexp, what string, convert func(*exporter, *carmy.ToolMetadata) T) ([]T, error) {
+// exportTools converts every tool for one provider, or those the caller
+// may call when one is given, sorted by name; a tool the provider cannot
+// take is left out, and its problems returned.
+func exportTools[T any](r *carmy.Registry, caller []carmy.CallOption, provider string, name *regexp.Regexp, what string, convert func(*exporter, *carmy.ToolMetadata) T) ([]T, error) {
 	var out []T
 	var errs []error
-	for _, meta := range r.Tools() {
+	for _, meta := range toolsFor(r, caller) {
 		m := &meta
 		x := &exporter{provider: provider, tool: m.Name}
 		x.checkName(name, what)

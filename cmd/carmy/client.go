@@ -22,12 +22,13 @@ import (
 
 const toolsUsage = `usage: carmy tools [flags] URL
 
-carmy tools lists the tools of a running carmy server: GET URL/tools of the
-HTTP API. URL is where the server's handler is mounted, such as
-http://127.0.0.1:3000. It prints a table of each tool's name, effect, flags
-(idempotent, parallel-safe, needs confirmation) and description; -json
-prints the server's answer, the tools' metadata with their schemas, as it
-came.
+carmy tools lists the tools of a running carmy server that the caller
+(the token's holder) may call: GET URL/tools of the HTTP API. URL is where
+the server's handler is mounted, such as http://127.0.0.1:3000. It prints a
+table of each tool's name, effect, flags (idempotent, parallel-safe, needs
+confirmation), the permissions a call needs when some tool requires any,
+and description; -json prints the server's answer, the tools' metadata
+with their schemas, as it came.
 
 Flags:
 `
@@ -164,19 +165,34 @@ type wireTool struct {
 	ParallelSafe bool            `json:"parallel_safe"`
 	Confirmation string          `json:"confirmation"`
 	TimeoutMS    json.RawMessage `json:"timeout_ms"`
+	Requires     []string        `json:"requires"`
 }
 
 // printTools writes the tools as a table: name, effect, flags and the
 // first line of the description.
 func printTools(w io.Writer, tools []wireTool) {
 	if len(tools) == 0 {
-		fmt.Fprintln(w, "The server has no tools.")
+		fmt.Fprintln(w, "The server has no tools that this caller may call.")
 		return
 	}
 	slices.SortFunc(tools, func(a, b wireTool) int { return strings.Compare(a.Name, b.Name) })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tEFFECT\tFLAGS\tDESCRIPTION")
+	// The permissions get a column only on a server whose tools need some.
+	requires := slices.ContainsFunc(tools, func(t wireTool) bool { return len(t.Requires) > 0 })
+	if requires {
+		fmt.Fprintln(tw, "NAME\tEFFECT\tFLAGS\tREQUIRES\tDESCRIPTION")
+	} else {
+		fmt.Fprintln(tw, "NAME\tEFFECT\tFLAGS\tDESCRIPTION")
+	}
 	for _, t := range tools {
+		if requires {
+			perms := strings.Join(t.Requires, " ")
+			if perms == "" {
+				perms = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Effect, toolFlags(t), perms, summary(t.Description, 72))
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Effect, toolFlags(t), summary(t.Description, 72))
 	}
 	tw.Flush()

@@ -241,3 +241,33 @@ func TestEndpointURL(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsForCaller: carmy tools lists what the token's holder may call,
+// with the permissions each needs.
+func TestToolsForCaller(t *testing.T) {
+	run := func(context.Context, AddInput) (AddOutput, error) { return AddOutput{}, nil }
+	reg, err := carmy.New().Tool(
+		carmy.Tool(run, carmy.Read, carmy.Name("look"), carmy.ParallelSafe(), carmy.Register(false)),
+		carmy.Tool(run, carmy.Write, carmy.Name("edit"), carmy.Register(false)),
+		carmy.Tool(run, carmy.None, carmy.Name("wipe"), carmy.Requires("admin"), carmy.Register(false)),
+	).EffectPermissions(map[carmy.Effect]string{carmy.Read: "tools:read", carmy.Write: "tools:write"}).
+		Authenticate(carmy.BearerTokens(
+			carmy.Token{SHA256: carmy.HashToken("reader"), Principal: "r", Permissions: []string{"tools:read"}},
+			carmy.Token{SHA256: carmy.HashToken("nobody"), Principal: "n"},
+		)).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(reg.Handler())
+	t.Cleanup(func() { srv.Close(); reg.Close() })
+
+	code, stdout, stderr := carmyRun("tools", "--token", "reader", srv.URL)
+	want := "NAME  EFFECT  FLAGS     REQUIRES    DESCRIPTION\nlook  read    parallel  tools:read\n"
+	if code != 0 || strings.ReplaceAll(stdout, "  \n", "\n") != want {
+		t.Errorf("carmy tools as a reader: exit %d\n%q\nwant\n%q\n%s", code, stdout, want, stderr)
+	}
+	code, stdout, _ = carmyRun("tools", "--token", "nobody", srv.URL)
+	if code != 0 || stdout != "The server has no tools that this caller may call.\n" {
+		t.Errorf("carmy tools as nobody: exit %d\n%s", code, stdout)
+	}
+}

@@ -25,7 +25,10 @@ const schemaUsage = `usage: carmy schema [-tool name] [package]
 
 carmy schema prints the input and output schemas of the tools a package
 declares with carmy.Tool, as a JSON array of {"name", "input_schema",
-"output_schema"}, without running a server. The package is a directory or
+"output_schema", "requires"}, without running a server. "requires" lists
+the permissions the tool declares with carmy.Requires (a host's
+Builder.EffectPermissions may add the one of its effect); it is left out
+when there are none. The package is a directory or
 an import path, "." by default; -tool keeps one tool.
 
 The schemas are the ones the registry publishes, descriptions from
@@ -45,6 +48,7 @@ type schemaTool struct {
 	Name         string          `json:"name"`
 	InputSchema  json.RawMessage `json:"input_schema"`
 	OutputSchema json.RawMessage `json:"output_schema"`
+	Requires     []string        `json:"requires,omitempty"`
 }
 
 func runSchema(args []string, stdout, stderr io.Writer) int {
@@ -109,7 +113,8 @@ func packageSchemas(pattern string, notef func(string, ...any)) ([]schemaTool, e
 	if len(p.GoFiles) == 0 {
 		return nil, fmt.Errorf("%s has no Go files", pattern)
 	}
-	src, n := dumpSource(p, notef)
+	src, requires := dumpSource(p, notef)
+	n := len(requires)
 	if n == 0 {
 		return []schemaTool{}, nil
 	}
@@ -142,12 +147,16 @@ func packageSchemas(pattern string, notef func(string, ...any)) ([]schemaTool, e
 		return nil, err
 	}
 	slices.SortStableFunc(tools, func(a, b schemaTool) int { return strings.Compare(a.Name, b.Name) })
+	for i := range tools {
+		tools[i].Requires = requires[tools[i].Name]
+	}
 	return tools, nil
 }
 
 // dumpSource writes the test file that derives the schemas of the
-// package's carmy.Tool declarations, and reports how many it covers.
-func dumpSource(p *packages.Package, notef func(string, ...any)) ([]byte, int) {
+// package's carmy.Tool declarations, and returns the permissions each tool
+// it covers declares, by name.
+func dumpSource(p *packages.Package, notef func(string, ...any)) ([]byte, map[string][]string) {
 	imports := map[string]string{} // path → name in the file
 	qualify := func(pkg *types.Package) string {
 		if pkg == p.Types {
@@ -162,7 +171,7 @@ func dumpSource(p *packages.Package, notef func(string, ...any)) ([]byte, int) {
 	}
 	carmyName := qualify(types.NewPackage(carmyPath, "carmy"))
 	var body strings.Builder
-	n := 0
+	requires := map[string][]string{}
 	for _, d := range findDeclarations(p.Syntax, p.TypesInfo) {
 		if d.fun != "Tool" || len(d.call.Args) == 0 {
 			continue
@@ -199,7 +208,9 @@ func dumpSource(p *packages.Package, notef func(string, ...any)) ([]byte, int) {
 			out = fmt.Sprintf("%s.SchemaFor[%s]()", carmyName, types.TypeString(s.out, qualify))
 		}
 		fmt.Fprintf(&body, "\tadd(%q, %s.SchemaFor[%s](), %s)\n", name, carmyName, in, out)
-		n++
+		requires[name] = staticRequires(p.TypesInfo, d, func() {
+			notef("%s: tool %s requires permissions computed at run time; requires shows only the constant ones", at, name)
+		})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "package %s\n\nimport (\n\tcarmyschemajson \"encoding/json\"\n\tcarmyschemaos \"os\"\n\tcarmyschematesting \"testing\"\n", p.Name)
@@ -230,7 +241,37 @@ func %s(t *carmyschematesting.T) {
 	}
 }
 `, dumpTest, body.String())
-	return []byte(b.String()), n
+	return []byte(b.String()), requires
+}
+
+// staticRequires returns the permissions a tool declares with constant
+// arguments of carmy.Requires, sorted, each once; computed ones call
+// computed.
+func staticRequires(info *types.Info, d declaration, computed func()) []string {
+	var out []string
+	for _, o := range d.call.Args[min(2, len(d.call.Args)):] {
+		oc, ok := ast.Unparen(o).(*ast.CallExpr)
+		if !ok {
+			continue
+		}
+		if fn := carmyCall(info, oc); fn == nil || fn.Name() != "Requires" {
+			continue
+		}
+		if oc.Ellipsis.IsValid() {
+			computed()
+			continue
+		}
+		for _, a := range oc.Args {
+			v := constValue(info, a)
+			if v == nil || v.Kind() != constant.String {
+				computed()
+				continue
+			}
+			out = append(out, constant.StringVal(v))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // staticName returns a tool's name when the source says it: a constant

@@ -16,6 +16,7 @@ func TestSchema(t *testing.T) {
 		Name         string         `json:"name"`
 		InputSchema  map[string]any `json:"input_schema"`
 		OutputSchema map[string]any `json:"output_schema"`
+		Requires     []string       `json:"requires"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &tools); err != nil {
 		t.Fatalf("output is not a JSON list of tools: %v\n%s", err, stdout)
@@ -38,6 +39,12 @@ func TestSchema(t *testing.T) {
 	}
 	if got := tools[byName["cancel_order"]].OutputSchema; got["type"] != "null" {
 		t.Errorf("cancel_order output schema %v, want {\"type\":\"null\"}", got)
+	}
+	if got := tools[byName["cancel_order"]].Requires; !slices.Equal(got, []string{"orders:admin", "orders:write"}) {
+		t.Errorf("cancel_order requires %v, want the permissions it declares", got)
+	}
+	if got := tools[byName["ping"]].Requires; got != nil {
+		t.Errorf("ping requires %v, want none", got)
 	}
 
 	code, stdout, _ = output(t, carmyCmd(t, dir, "schema", "-tool", "ping", "."))

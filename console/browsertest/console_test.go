@@ -493,3 +493,28 @@ func TestConsoleWithToken(t *testing.T) {
 		t.Errorf("with a good token, notice = %q; want none", notice)
 	}
 }
+
+// The console lists only the tools its caller may call, each with the
+// permissions it requires.
+func TestConsoleListsWhatTheCallerMayCall(t *testing.T) {
+	srv, _, _ := server(t, carmy.New().
+		EffectPermissions(map[carmy.Effect]string{carmy.Read: "tools:read", carmy.Write: "tools:write", carmy.Destructive: "tools:write"}).
+		Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("reader"), Principal: "ann", Permissions: []string{"tools:read"}})))
+	ctx := browser(t)
+	do(t, ctx,
+		chromedp.Navigate(srv.URL+"/console"),
+		chromedp.WaitVisible(css(`#token-form`)),
+		chromedp.SendKeys(css(`#token`), "reader"),
+		chromedp.Click(css(`#token-form button[type=submit]`)),
+		chromedp.WaitVisible(css(ready)),
+		chromedp.WaitVisible(css(`#tool-list_notes`)),
+	)
+	tools := get(t, ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.tool')].map(t => t.id).join(',')`))
+	hints := get(t, ctx, chromedp.Text(css(`#tool-list_notes h3`)))
+	if tools != "tool-list_notes" {
+		t.Errorf("tools shown = %q; want list_notes alone, the one a reader may call", tools)
+	}
+	if !strings.Contains(hints, "requires tools:read") {
+		t.Errorf("list_notes' hints = %q; want requires tools:read", hints)
+	}
+}

@@ -101,7 +101,7 @@ func (Svc) Ping(ctx context.Context) (bool, error) { return true, nil }
 
 var (
 	svc           = &Svc{}
-	cancelTool    = carmy.Tool(svc.CancelOrder, carmy.Destructive)
+	cancelTool    = carmy.Tool(svc.CancelOrder, carmy.Destructive, carmy.Requires("orders:write", "orders:admin"))
 	pingTool      = carmy.Tool(Svc.Ping, carmy.Read)
 	describedTool = carmy.Tool(describedOne, carmy.None, carmy.Description("The option wins"))
 )

@@ -1,0 +1,306 @@
+package carmy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Requires makes every call of the tool need each of the given
+// permissions, granted by the host (a bearer token's permissions, an
+// OAuth token's scopes): a caller that lacks one is refused with
+// [CodePermissionDenied], naming what is missing, and the tool is left
+// out of the lists that caller sees. Given more than once, a call needs
+// every permission named. A permission is what an OAuth scope may be: 1
+// to 128 printable ASCII characters other than space, '"' and '\'.
+//
+// [Builder.EffectPermissions] adds the permission of the tool's effect;
+// [ToolMetadata.Requires] lists both.
+func Requires(perms ...string) Option {
+	return optionFunc(func(o *options) {
+		for _, p := range perms {
+			if err := checkPermission(p); err != nil {
+				o.conflicts = append(o.conflicts, fmt.Errorf("Requires: %w", err))
+				continue
+			}
+			if !slices.Contains(o.requires, p) {
+				o.requires = append(o.requires, p)
+			}
+		}
+	})
+}
+
+// maxPermissionLen bounds a permission a tool requires.
+const maxPermissionLen = 128
+
+// checkPermission reports a permission that is not an OAuth scope token
+// (RFC 6749 §3.3), which could not travel in a token's scope claim, nor in
+// the scope of a WWW-Authenticate challenge.
+func checkPermission(p string) error {
+	if p == "" || len(p) > maxPermissionLen {
+		return fmt.Errorf("permission %q must be 1 to %d characters long", p, maxPermissionLen)
+	}
+	for _, c := range []byte(p) {
+		if c <= ' ' || c > '~' || c == '"' || c == '\\' {
+			return fmt.Errorf("permission %q may hold only printable ASCII characters other than space, '\"' and '\\'", p)
+		}
+	}
+	return nil
+}
+
+// EffectPermissions says which permission a call of a tool needs by the
+// tool's effect, in addition to those the tool declares with [Requires]:
+// for hosts whose identity provider grants scopes by kind of action. An
+// effect left out needs none. For example, reads need tools:read and
+// anything that changes state tools:write:
+//
+//	b.EffectPermissions(map[carmy.Effect]string{
+//		carmy.None:          "tools:read",
+//		carmy.Read:          "tools:read",
+//		carmy.Write:         "tools:write",
+//		carmy.ExternalWrite: "tools:write",
+//		carmy.Destructive:   "tools:write",
+//	})
+//
+// Build reports an unknown effect or a permission that is not one (see
+// [Requires]). Called again, it replaces the map.
+func (b *Builder) EffectPermissions(perms map[Effect]string) *Builder {
+	b.effectPerms = maps.Clone(perms)
+	b.effectPermsSite = callerSite(2)
+	return b
+}
+
+// checkEffectPermissions reports every problem of the map given to
+// EffectPermissions.
+func (b *Builder) checkEffectPermissions() []error {
+	var errs []error
+	for _, e := range slices.Sorted(maps.Keys(b.effectPerms)) {
+		switch err := checkPermission(b.effectPerms[e]); {
+		case !e.valid():
+			errs = append(errs, &BuildError{Site: b.effectPermsSite, Err: fmt.Errorf("EffectPermissions: %s is not an effect; use carmy.None, Read, Write, ExternalWrite or Destructive", e)})
+		case err != nil:
+			errs = append(errs, &BuildError{Site: b.effectPermsSite, Err: fmt.Errorf("EffectPermissions of %s: %w; leave an effect out to require nothing for it", e, err)})
+		}
+	}
+	return errs
+}
+
+// requirements returns every permission a call of a tool needs: those it
+// declares and that of its effect, sorted, each once; nil for none.
+func (b *Builder) requirements(declared []string, effect Effect) ([]string, []error) {
+	var errs []error
+	var out []string
+	for _, p := range declared {
+		if err := checkPermission(p); err != nil {
+			errs = append(errs, fmt.Errorf("Requires: %w", err))
+			continue
+		}
+		out = append(out, p)
+	}
+	if p, ok := b.effectPerms[effect]; ok && checkPermission(p) == nil {
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, errs
+	}
+	slices.Sort(out)
+	return slices.Compact(out), errs
+}
+
+// missingPermissions is the cause of a refusal for permissions the caller
+// lacks: the HTTP API names them in its OAuth challenge.
+type missingPermissions struct {
+	tool     string
+	required []string // every permission a call needs
+	missing  []string
+}
+
+func (m *missingPermissions) Error() string {
+	return "missing permissions " + strings.Join(m.missing, " ")
+}
+
+// permit is the one decision of whether a caller may call a tool, which
+// calls and lists share: the permissions the tool requires, then the
+// host's policy. A call asks it before its input is read, so that a caller
+// that may not call a tool learns nothing about it but its name.
+func (r *Registry) permit(t *tool, cc *Context) *Error {
+	for _, p := range t.meta.Requires {
+		if !cc.Permissions.Has(p) {
+			return t.permissionError(cc.Permissions)
+		}
+	}
+	if r.authorize == nil {
+		return nil
+	}
+	if err := r.authorize(*cc, t.meta); err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			e = &Error{Code: CodePermissionDenied, Message: err.Error(), Err: err}
+		}
+		return e
+	}
+	return nil
+}
+
+// permissionError is the refusal of a caller holding perms, which lack
+// some of those the tool requires. Its message is for the model that made
+// the call; details.missing lists the permissions for the host.
+func (t *tool) permissionError(perms Permissions) *Error {
+	var missing []string
+	for _, p := range t.meta.Requires {
+		if !perms.Has(p) {
+			missing = append(missing, p)
+		}
+	}
+	quoted := make([]string, len(missing))
+	for i, p := range missing {
+		quoted[i] = fmt.Sprintf("%q", p)
+	}
+	what := "the permission " + quoted[0]
+	if len(quoted) > 1 {
+		what = "the permissions " + strings.Join(quoted[:len(quoted)-1], ", ") + " and " + quoted[len(quoted)-1]
+	}
+	return &Error{
+		Code:    CodePermissionDenied,
+		Message: fmt.Sprintf("%s needs %s, which this caller was not granted; tell the user, who can ask for access", t.meta.Name, what),
+		Details: map[string]any{"missing": missing},
+		Err:     &missingPermissions{tool: t.meta.Name, required: t.meta.Requires, missing: missing},
+	}
+}
+
+// ToolsFor returns the metadata of the tools that a caller with the given
+// identity may call, sorted by name: those whose required permissions
+// ([ToolMetadata.Requires]) it holds and that the host's policy
+// ([Builder.Authorize]) allows. The policy is asked with the tool's
+// metadata and a [Context] that has the caller's identity and no execution
+// or request id, as no call is made; a policy that fails or panics leaves
+// the tool out. Every list the registry serves (GET /tools, MCP
+// tools/list, the console) is this one, for the caller that asks.
+func (r *Registry) ToolsFor(ctx context.Context, id Identity) []ToolMetadata {
+	out := make([]ToolMetadata, 0, len(r.names))
+	r.eachVisible(ctx, id, func(t *tool) { out = append(out, t.meta.clone()) })
+	return out
+}
+
+// eachVisible calls f with every tool the caller may call, in name order.
+func (r *Registry) eachVisible(ctx context.Context, id Identity, f func(*tool)) {
+	v := r.visibility(ctx, id)
+	for _, name := range r.names {
+		if t := r.tools[name]; v(t) {
+			f(t)
+		}
+	}
+}
+
+// visibility returns whether a caller may call a tool, for lists.
+func (r *Registry) visibility(ctx context.Context, id Identity) func(*tool) bool {
+	if r.authorize == nil && !r.requiring {
+		return func(*tool) bool { return true }
+	}
+	cc := &Context{
+		Context:     ctx,
+		Session:     id.Session,
+		Principal:   id.Principal,
+		Permissions: NewPermissions(id.Permissions...),
+		Metadata:    id.Metadata,
+		log:         r.logger,
+	}
+	return func(t *tool) bool { return r.listed(t, cc) }
+}
+
+// listed asks permit for a list. A policy that panics is logged, and the
+// tool left out: a list must not fail because of one tool.
+func (r *Registry) listed(t *tool, cc *Context) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.logger.LogAttrs(cc, slog.LevelError, "carmy: the policy panicked while listing tools", slog.String("tool", t.meta.Name), slog.Any("panic", p))
+			ok = false
+		}
+	}()
+	return r.permit(t, cc) == nil
+}
+
+// declaredPermissions returns every permission some tool requires,
+// sorted: the scopes an OAuth client may need to ask for.
+func (r *Registry) declaredPermissions() []string {
+	var out []string
+	for _, t := range r.tools {
+		out = append(out, t.meta.Requires...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// toolsListMiddleware leaves out of an MCP tools/list answer the tools of
+// carmy's that the caller may not call; tools a host added with
+// ConfigureMCP are its own to guard.
+func (r *Registry) toolsListMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		list, ok := res.(*mcp.ListToolsResult)
+		if err != nil || method != "tools/list" || !ok {
+			return res, err
+		}
+		id, ok := r.mcpIdentity(req.GetExtra())
+		if !ok {
+			list.Tools = []*mcp.Tool{}
+			return list, nil
+		}
+		visible := r.visibility(ctx, id)
+		kept := make([]*mcp.Tool, 0, len(list.Tools))
+		for _, mt := range list.Tools {
+			if t, ours := r.tools[mt.Name]; !ours || visible(t) {
+				kept = append(kept, mt)
+			}
+		}
+		list.Tools = kept
+		return list, nil
+	}
+}
+
+// mcpIdentity is the caller of an MCP request: the identity the HTTP
+// endpoint authenticated, or over stdio and other single-client
+// transports the builder's [Builder.StdioIdentity].
+func (r *Registry) mcpIdentity(extra *mcp.RequestExtra) (Identity, bool) {
+	if extra != nil && (extra.TokenInfo != nil || extra.Header != nil) {
+		id, _, ok := httpCaller(extra)
+		return id, ok
+	}
+	return r.stdioIdentity, true
+}
+
+// challengeMissing adds to the 403 of a call refused for missing
+// permissions, on a server that is an OAuth resource server, the challenge
+// of RFC 6750 §3.1: error="insufficient_scope" and the scopes a token
+// needs for the call (those every token must hold, and every one the tool
+// requires), so that a client can ask its user for them.
+func (r *Registry) challengeMissing(w http.ResponseWriter, req *http.Request, err error) {
+	rs, ok := r.auth.(resourceServer)
+	var m *missingPermissions
+	if !ok || !errors.As(err, &m) {
+		return
+	}
+	scopes := m.required
+	if o, ok := rs.(*oauthAuthenticator); ok {
+		scopes = union(o.scopes, scopes)
+	}
+	w.Header().Set("WWW-Authenticate", rs.challenge(req, &scopeError{missing: scopes}))
+}
+
+// union returns a followed by the entries of b it lacks.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -111,3 +111,44 @@ func TestOmitemptyPointersAndCollections(t *testing.T) {
 		})
 	}
 }
+
+// TestInSchemaAgreesWithTheModel: the rules InSchema names are those the
+// model maps into the schema, and the others stay with the validator.
+func TestInSchemaAgreesWithTheModel(t *testing.T) {
+	tests := []struct {
+		rule string
+		typ  reflect.Type
+	}{
+		{"required", reflect.TypeFor[string]()},
+		{"min=1", reflect.TypeFor[string]()},
+		{"max=1", reflect.TypeFor[int]()},
+		{"len=1", reflect.TypeFor[[]int]()},
+		{"gt=1", reflect.TypeFor[map[string]int]()},
+		{"gte=1", reflect.TypeFor[float64]()},
+		{"lt=1", reflect.TypeFor[int8]()},
+		{"lte=1", reflect.TypeFor[string]()},
+		{"oneof=a b", reflect.TypeFor[string]()},
+		{"email", reflect.TypeFor[string]()},
+		{"ne=0", reflect.TypeFor[int]()},
+		{"eq=a", reflect.TypeFor[string]()},
+		{"alphanum", reflect.TypeFor[string]()},
+		{"startswith=x", reflect.TypeFor[string]()},
+		{"unique", reflect.TypeFor[[]int]()},
+		{"lowercase", reflect.TypeFor[string]()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rule, func(t *testing.T) {
+			st := reflect.StructOf([]reflect.StructField{{Name: "F", Type: tt.typ, Tag: reflect.StructTag(`json:"f" validate:"` + tt.rule + `"`)}})
+			n, err := Of(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := n.Fields[0]
+			name, _, _ := strings.Cut(tt.rule, "=")
+			stated := !f.Rules.empty() || f.Rules.Format != "" || f.Required && name == "required"
+			if stated != InSchema(name) {
+				t.Errorf("the model states %s in the schema: %v; InSchema says %v (run-time tag %q)", tt.rule, stated, InSchema(name), f.Runtime)
+			}
+		})
+	}
+}

@@ -59,7 +59,7 @@ type FindBooks struct {
 	Title         *string `json:"title" jsonschema:"description=Words from the title"`
 	Author        *string `json:"author" jsonschema:"description=Part of the author's name"`
 	AvailableOnly bool    `json:"available_only,omitempty" jsonschema:"description=Only books that can be borrowed now"`
-	Limit         *int    `json:"limit" validate:"min=1,max=20" jsonschema:"description=At most this many books (default 5)"`
+	Limit         *int    `json:"limit" validate:"omitempty,min=1,max=20" jsonschema:"description=At most this many books (default 5)"`
 }
 
 var findBooksTool = carmy.Tool(findBooks, carmy.Read,

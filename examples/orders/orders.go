@@ -116,7 +116,7 @@ type CreateOrder struct {
 	// Quantity is how many units to order, 1 to 100.
 	Quantity uint32 `json:"quantity" validate:"min=1,max=100" jsonschema:"description=Units to order"`
 	// Note is an optional note for the warehouse.
-	Note *string `json:"note" validate:"max=200" jsonschema:"description=Optional note for the warehouse"`
+	Note *string `json:"note" validate:"omitempty,max=200" jsonschema:"description=Optional note for the warehouse"`
 }
 
 // GetOrder is the input of get_order.
@@ -129,7 +129,7 @@ type GetOrder struct {
 // lists every order.
 type ListOrders struct {
 	// Status keeps only the orders with this status.
-	Status *Status `json:"status" validate:"oneof=placed cancelled" jsonschema:"description=Only orders with this status; omit for all"`
+	Status *Status `json:"status" validate:"omitempty,oneof=placed cancelled" jsonschema:"description=Only orders with this status; omit for all"`
 }
 
 // CancelOrder is the input of cancel_order.

@@ -262,7 +262,7 @@ func TestToolsForCaller(t *testing.T) {
 	t.Cleanup(func() { srv.Close(); reg.Close() })
 
 	code, stdout, stderr := carmyRun("tools", "--token", "reader", srv.URL)
-	want := "NAME  EFFECT  FLAGS     REQUIRES    DESCRIPTION\nlook  read    parallel  tools:read\n"
+	want := "NAME  EFFECT  FLAGS                REQUIRES    DESCRIPTION\nlook  read    idempotent,parallel  tools:read\n"
 	if code != 0 || strings.ReplaceAll(stdout, "  \n", "\n") != want {
 		t.Errorf("carmy tools as a reader: exit %d\n%q\nwant\n%q\n%s", code, stdout, want, stderr)
 	}

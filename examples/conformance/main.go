@@ -42,7 +42,8 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "conformance: serving MCP on http://%s/mcp; Ctrl-C stops\n", *addr)
+	// Listen logs "carmy: serving" once the address is bound, and only
+	// then: a taken port is an error and no such line.
 	if err := newBuilder().Listen(ctx, *addr); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)

@@ -218,6 +218,10 @@ func New() *Builder {
 //	principal = "alice"
 //	permissions = ["confirm:cancel_order"]
 //
+//	[effect_permissions]               # the permission a call needs by its tool's effect (see Builder.EffectPermissions)
+//	read = "tools:read"                # keys: none, read, write, external_write, destructive
+//	write = "tools:write"
+//
 //	# [oauth]                          # instead of [[tokens]]: accept an issuer's access tokens (see OAuth)
 //	# issuer = "https://auth.example.com"
 //	# audience = "https://tools.example.com/mcp"

@@ -78,6 +78,14 @@ func (b *Builder) configure() {
 	if c.MaxSessions > 0 {
 		b.maxSessions = c.MaxSessions
 	}
+	if e := c.EffectPermissions; e.ByEffect != nil {
+		perms := map[Effect]string{}
+		for name, p := range e.ByEffect {
+			effect, _ := ParseEffect(name) // the names were checked
+			perms[effect] = p
+		}
+		b.effectPerms, b.effectPermsSite = perms, e.Site
+	}
 	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
 		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}
 	}

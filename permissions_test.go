@@ -703,3 +703,32 @@ func BenchmarkExecutePermissions(b *testing.B) {
 		}
 	}
 }
+
+// TestEffectPermissionsFromConfig: carmy.toml's [effect_permissions] table
+// is Builder.EffectPermissions; a bad value or key names its line.
+func TestEffectPermissionsFromConfig(t *testing.T) {
+	t.Setenv("CARMY_CONFIG", writeConfig(t, "[effect_permissions]\nread = \"tools:read\"\nwrite = \"tools:write\"\n"))
+	edit := carmy.Tool(func(PermIn) error { return nil }, carmy.Write, carmy.Name("config_edit"), carmy.Requires("edits"), carmy.Register(false))
+	reg, err := carmy.App().Tool(edit).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	if m, _ := reg.Lookup("config_edit"); !reflect.DeepEqual(m.Requires, []string{"edits", "tools:write"}) {
+		t.Errorf("config_edit requires %v", m.Requires)
+	}
+
+	path := writeConfig(t, "\n[effect_permissions]\nread = \"tools read\"\nwrit = \"x\"\n")
+	t.Setenv("CARMY_CONFIG", path)
+	_, err = carmy.App().Build()
+	for _, want := range []string{path + `:2: unknown key "effect_permissions.writ"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Build = %v; want %q", err, want)
+		}
+	}
+	path = writeConfig(t, "[effect_permissions]\nread = \"tools read\"\n")
+	t.Setenv("CARMY_CONFIG", path)
+	if _, err = carmy.App().Build(); err == nil || !strings.Contains(err.Error(), path+`:1: EffectPermissions of read: permission "tools read"`) {
+		t.Errorf("Build = %v; want the bad permission at its line", err)
+	}
+}

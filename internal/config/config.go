@@ -47,6 +47,7 @@ type Settings struct {
 	AllowedOrigins       List          // browser origins whose pages may call the server
 	SessionTimeout       time.Duration // how long an idle MCP session lives
 	MaxSessions          int           // MCP sessions per principal
+	EffectPermissions    EffectPermissions
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -161,9 +162,9 @@ func FromEnv() (Settings, error) {
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "tokens", "oauth"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "tokens", "oauth", "effect_permissions"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, [[tokens]] and [oauth]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, [[tokens]], [oauth] and [effect_permissions]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -297,6 +298,7 @@ func parse(path, src string) (Settings, error) {
 	}
 	c.Tokens = parseTokens(&d, fail)
 	c.OAuth = parseOAuth(&d, path, fail)
+	c.EffectPermissions = parseEffectPermissions(&d, path, fail)
 	if c.OAuth.Issuer != "" && len(c.Tokens) > 0 {
 		fail(d.line("oauth"), "[oauth] and [[tokens]] both authenticate callers; keep one")
 	}

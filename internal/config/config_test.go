@@ -457,3 +457,23 @@ func TestAuditSettings(t *testing.T) {
 	_, err = config.FromEnv()
 	wantProblems(t, err, "CARMY_AUDIT_URL: not a URL with a scheme")
 }
+
+func TestEffectPermissions(t *testing.T) {
+	path := writeConfig(t, "listen = \"127.0.0.1:3000\"\n[effect_permissions]\nread = \"tools:read\"\ndestructive = \"tools:admin\"\n")
+	c, err := config.Load(path)
+	want := config.EffectPermissions{ByEffect: map[string]string{"read": "tools:read", "destructive": "tools:admin"}, Site: path + ":2"}
+	if err != nil || !reflect.DeepEqual(c.EffectPermissions, want) {
+		t.Errorf("Load = %+v, %v\nwant %+v", c.EffectPermissions, err, want)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"effect_permissions = \"tools\"\n", "carmy.toml:1: effect_permissions must be a table"},
+		{"[effect_permissions]\nread = 1\n", `carmy.toml:1: effect_permissions.read must be a permission such as "tools:read", not the integer 1`},
+		{"[effect_permissions]\nreads = \"x\"\n", `carmy.toml:1: unknown key "effect_permissions.reads"`},
+	} {
+		path := writeConfig(t, tc.file)
+		_, err := config.Load(path)
+		if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), path, "carmy.toml"), tc.want) {
+			t.Errorf("%q: %v; want %q", tc.file, err, tc.want)
+		}
+	}
+}

@@ -18,8 +18,8 @@ func TestHostingDocsListEveryKey(t *testing.T) {
 		switch k {
 		case "tokens":
 			row = "| `[[tokens]]` |"
-		case "oauth":
-			row = "| `[oauth]` |"
+		case "oauth", "effect_permissions":
+			row = "| `[" + k + "]` |"
 		}
 		if !strings.Contains(string(doc), "\n"+row) {
 			t.Errorf("docs/hosting.md's carmy.toml table has no row %s", row)

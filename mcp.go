@@ -366,7 +366,7 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 			stateless.ServeHTTP(w, req)
 			return
 		}
-		r.serveSession(w, req, id.Principal, stateful)
+		r.serveSession(w, req, id.Principal, r.sessionHandler(stateful, body))
 	})
 }
 

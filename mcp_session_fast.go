@@ -33,7 +33,7 @@ func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &fastConn{Connection: inner, r: t.r, base: base, stop: cancel, calls: map[jsonrpc.ID]context.CancelFunc{}}
+	c := &fastConn{Connection: inner, r: t.r, base: base, stop: cancel}
 	if sc, ok := inner.(*stdioConn); ok {
 		raw := func(line []byte) bool { return c.rawCall(sc, line) }
 		sc.lines.fast.Store(&raw)
@@ -54,8 +54,7 @@ type fastConn struct {
 	base context.Context
 	stop context.CancelFunc
 
-	mu      sync.Mutex
-	calls   map[jsonrpc.ID]context.CancelFunc // calls in progress, for notifications/cancelled
+	calls   callSet
 	running sync.WaitGroup
 }
 
@@ -79,7 +78,7 @@ func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 		case "notifications/cancelled":
 			// The SDK ignores a cancellation of a request it does not know.
-			c.cancel(req.Params)
+			c.calls.cancel(req.Params)
 		}
 		return msg, nil
 	}
@@ -170,23 +169,15 @@ func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
 func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolParamsRaw, modern bool, answer func(context.Context, []byte, error)) bool {
 	t := c.r.tools[p.Name]
 	ctx, cancel := context.WithCancel(c.base)
-	c.mu.Lock()
-	if _, dup := c.calls[id]; dup {
-		c.mu.Unlock()
+	if !c.calls.add(id, cancel) {
 		cancel()
 		return false
 	}
-	c.calls[id] = cancel
 	c.running.Add(1)
-	c.mu.Unlock()
 	go func() {
 		defer c.running.Done()
-		defer func() {
-			c.mu.Lock()
-			delete(c.calls, id)
-			c.mu.Unlock()
-			cancel()
-		}()
+		defer c.calls.remove(id)
+		defer cancel()
 		res, err := c.r.mcpCall(t)(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
 		var result []byte
 		if err == nil {
@@ -231,26 +222,6 @@ func rpcResult(id, result []byte) []byte {
 	b = append(b, `,"result":`...)
 	b = append(b, result...)
 	return append(b, '}')
-}
-
-// cancel cancels the call that a notifications/cancelled names.
-func (c *fastConn) cancel(params []byte) {
-	var p struct {
-		RequestID any `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
-		return
-	}
-	c.mu.Lock()
-	cancel := c.calls[id]
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
 }
 
 // fastParams reads the params of a tools/call once, strictly, and reports

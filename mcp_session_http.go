@@ -28,6 +28,24 @@ func (r *Registry) sessionHandler(next http.Handler, body []byte) http.Handler {
 	})
 }
 
+// paramsChecked refuses a message whose params the SDK cannot read, in
+// the protocol's words (paramsAnswer), before next serves it. carmy's own
+// answers read the params strictly, and take none that the SDK could not
+// read: they need no such check first.
+func paramsChecked(next http.Handler, body []byte) http.Handler {
+	if body == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if ans := paramsAnswer(body); ans != nil {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(ans)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
 // sessionCall answers a tools/call of a session over HTTP itself, as the
 // SDK's session would, with one strict decode of the message, the call,
 // and one encode of its result, in JSON (a client of streamable HTTP takes

@@ -178,6 +178,7 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 		defer c.running.Done()
 		defer c.calls.remove(id)
 		defer cancel()
+		fastAnswered.Add(1)
 		res, err := c.r.mcpCall(t)(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
 		var result []byte
 		if err == nil {
@@ -187,6 +188,9 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 	}()
 	return true
 }
+
+// fastAnswered counts the calls that carmy answered itself, for tests.
+var fastAnswered atomic.Int64
 
 // plainID is a request id that carmy writes back byte for byte as the SDK
 // would: a string of printable characters that JSON and HTML escaping
@@ -227,11 +231,12 @@ func rpcResult(id, result []byte) []byte {
 // fastParams reads the params of a tools/call once, strictly, and reports
 // whether carmy may answer it as the SDK would: a tool of carmy's, a
 // server the host did not configure (its middleware would see nothing),
-// a session-based call only once the session is initialized (before, the
-// SDK refuses it), and, for the sessionless protocol (modern), the _meta
-// that protocol requires present and consistent, and no log level (the
-// SDK keeps it in a context of its own, where a tool's Log could not find
-// it).
+// a session already initialized in the call's generation (the SDK refuses
+// a session-based call before initialize, and takes the first sessionless
+// call of a connection as its initialization), and, for the sessionless
+// protocol (modern), the _meta that protocol requires present and
+// consistent, and no log level (the SDK keeps it in a context of its own,
+// where a tool's Log could not find it).
 func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolParamsRaw, modern, ok bool) {
 	if !r.mcpConfig.empty() || json.Unmarshal(raw, &p) != nil || p == nil {
 		return nil, false, false
@@ -239,12 +244,16 @@ func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToo
 	if _, known := r.tools[p.Name]; !known {
 		return nil, false, false
 	}
+	init := ss.InitializeParams()
+	if init == nil {
+		return nil, false, false
+	}
 	meta := p.Meta
 	v, _ := meta[mcp.MetaKeyProtocolVersion].(string)
 	if v < modernProtocol {
-		return p, false, ss.InitializeParams() != nil
+		return p, false, init.ProtocolVersion < modernProtocol
 	}
-	if v != modernProtocol {
+	if v != modernProtocol || init.ProtocolVersion < modernProtocol {
 		return nil, false, false
 	}
 	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {

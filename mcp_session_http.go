@@ -109,6 +109,7 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 		return false
 	}
 	defer s.calls.remove(id)
+	fastAnswered.Add(1)
 	res, err := r.mcpCall(r.tools[p.Name])(ctx, &mcp.CallToolRequest{Session: s.ss, Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
 	var out []byte
 	if err == nil {

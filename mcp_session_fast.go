@@ -127,31 +127,19 @@ func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
 	if ss == nil || !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
-	var msg struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      jsontext.Value `json:"id"`
-		Method  string         `json:"method"`
-		Params  jsontext.Value `json:"params"`
-	}
-	if json.Unmarshal(line, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" {
-		return false
-	}
-	id, ok := plainID(msg.ID)
+	msg, ok := c.r.readCall(ss, line)
 	if !ok {
 		return false
 	}
-	p, modern, ok := c.r.fastParams(ss, msg.Params)
-	if !ok {
-		return false
-	}
+	id, p, modern := msg.id, msg.params, msg.modern
 	// The end of the input waits for this answer, as for the SDK's.
 	sc.count(&sc.incoming, 1)
 	started := c.start(ss, id, p, modern, func(_ context.Context, result []byte, err error) {
 		var b []byte
 		if err != nil {
-			b = rpcAnswer([]byte(msg.ID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
+			b = rpcAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
 		} else {
-			b = rpcResult(msg.ID, result)
+			b = rpcResult(msg.rawID, result)
 		}
 		_, _ = sc.out.Write(append(b, '\n'))
 		sc.count(&sc.incoming, -1)
@@ -187,6 +175,35 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 		answer(ctx, result, err)
 	}()
 	return true
+}
+
+// callMessage is a tools/call that carmy may answer, read strictly once.
+type callMessage struct {
+	rawID  jsontext.Value // the request id as sent
+	id     jsonrpc.ID
+	params *mcp.CallToolParamsRaw
+	modern bool // the sessionless protocol
+}
+
+// readCall reads a message of session ss, and reports whether it is a
+// tools/call that carmy may answer as the SDK would (fastParams), with an
+// id it writes back as the SDK would (plainID).
+func (r *Registry) readCall(ss *mcp.ServerSession, data []byte) (callMessage, bool) {
+	var msg struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      jsontext.Value `json:"id"`
+		Method  string         `json:"method"`
+		Params  jsontext.Value `json:"params"`
+	}
+	if json.Unmarshal(data, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" {
+		return callMessage{}, false
+	}
+	id, ok := plainID(msg.ID)
+	if !ok {
+		return callMessage{}, false
+	}
+	p, modern, ok := r.fastParams(ss, msg.Params)
+	return callMessage{rawID: msg.ID, id: id, params: p, modern: modern}, ok
 }
 
 // fastAnswered counts the calls that carmy answered itself, for tests.

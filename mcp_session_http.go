@@ -86,23 +86,12 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 		!acceptsBoth(h.Values("Accept")) || len(h.Values("Last-Event-Id")) > 0 || !noParamHeaders(h) {
 		return false
 	}
-	var msg struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      jsontext.Value `json:"id"`
-		Method  string         `json:"method"`
-		Params  jsontext.Value `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" {
+	msg, ok := r.readCall(s.ss, body)
+	p := msg.params
+	if !ok || msg.modern || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
 		return false
 	}
-	id, ok := plainID(msg.ID)
-	if !ok {
-		return false
-	}
-	p, modern, ok := r.fastParams(s.ss, msg.Params)
-	if !ok || modern || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
-		return false
-	}
+	id := msg.id
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	if !s.calls.add(id, cancel) {
@@ -118,10 +107,10 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	if err != nil {
-		_, _ = w.Write(rpcAnswer([]byte(msg.ID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
+		_, _ = w.Write(rpcAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
 		return true
 	}
-	_, _ = w.Write(rpcResult(msg.ID, out))
+	_, _ = w.Write(rpcResult(msg.rawID, out))
 	return true
 }
 

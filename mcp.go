@@ -341,11 +341,6 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 				writeRPCError(w, status, rpcErr)
 				return
 			}
-			if ans := paramsAnswer(body); ans != nil {
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = w.Write(ans)
-				return
-			}
 			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		info := &auth.TokenInfo{
@@ -366,10 +361,10 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 			if fast && body != nil && r.fastCall(w, req, body) {
 				return
 			}
-			stateless.ServeHTTP(w, req)
+			paramsChecked(stateless, body).ServeHTTP(w, req)
 			return
 		}
-		r.serveSession(w, req, id.Principal, stateful)
+		r.serveSession(w, req, id.Principal, r.sessionHandler(paramsChecked(stateful, body), body))
 	})
 }
 

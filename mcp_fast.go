@@ -30,10 +30,8 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 		!acceptsBoth(h.Values("Accept")) {
 		return false
 	}
-	for k := range h {
-		if strings.HasPrefix(k, "Mcp-Param-") {
-			return false
-		}
+	if !noParamHeaders(h) {
+		return false
 	}
 	var msg struct {
 		JSONRPC string                 `json:"jsonrpc"`

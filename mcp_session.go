@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -66,6 +67,8 @@ type session struct {
 	active    int         // requests of its client in progress
 	timer     *time.Timer // closes the session once idle for the timeout
 	elem      *list.Element
+	calls     callSet     // the calls carmy answers itself, in progress
+	logs      atomic.Bool // its client set a log level
 }
 
 func newSessionTable(timeout time.Duration, max int) *sessionTable {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -34,10 +35,13 @@ import (
 func (r *Registry) ServeMCP(ctx context.Context, t mcp.Transport) error {
 	// Not mcp.Server.Run, which logs an error when ctx ends, the usual way
 	// to stop serving.
-	ss, err := r.mcpServer().Connect(ctx, t, nil)
+	ft := &fastTransport{Transport: t, r: r}
+	ss, err := r.mcpServer().Connect(ctx, ft, nil)
 	if err != nil {
 		return err
 	}
+	ft.conn.serve(ss)
+	defer ft.conn.wait()
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
 	select {
@@ -133,7 +137,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stdioConn{Connection: inner, out: out, stop: ctx.Done(), changed: make(chan struct{}), closed: make(chan struct{})}, nil
+	return &stdioConn{Connection: inner, out: out, lines: lines, stop: ctx.Done(), changed: make(chan struct{}), closed: make(chan struct{})}, nil
 }
 
 // lockedWriter writes one message at a time: the SDK's answers and the
@@ -168,6 +172,8 @@ type lineFilter struct {
 	buf     []byte
 	pending []byte // what is left of the current message
 	err     error  // the end of the input, once reached
+	// fast, when set, answers a message itself and reports whether it did.
+	fast atomic.Pointer[func(line []byte) bool]
 }
 
 func (f *lineFilter) Read(p []byte) (int, error) {
@@ -199,6 +205,9 @@ func (f *lineFilter) next() []byte {
 		default:
 			if e := checkMessage(line); e != nil {
 				f.out.answer(e)
+				continue
+			}
+			if fast := f.fast.Load(); fast != nil && (*fast)(line) {
 				continue
 			}
 			if ans := paramsAnswer(line); ans != nil {
@@ -241,7 +250,8 @@ func (f *lineFilter) readLine() (line []byte, tooLong bool, err error) {
 // closed input, it ends at once.
 type stdioConn struct {
 	mcp.Connection
-	out *lockedWriter
+	out   *lockedWriter
+	lines *lineFilter
 	// stop is the end of serving: the context that reads get is not
 	// cancelled with it.
 	stop <-chan struct{}

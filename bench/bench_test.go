@@ -66,8 +66,12 @@ func BenchmarkInProcess(b *testing.B) {
 // speaks by default, and the session-based 2025-11-25 (impl=…-sessions,
 // the client pinned to it).
 //
-//   - carmy: the registry's MCP server (Registry.ServeMCP) on
-//     mcp.NewInMemoryTransports;
+//   - carmy: the registry's stdio server (Registry.ServeStdio) over a
+//     net.Pipe, the path of a desktop client that starts a local server;
+//     the same framing and wire work as the SDK's in-memory transports;
+//   - carmy-servemcp: the registry's MCP server on
+//     mcp.NewInMemoryTransports (Registry.ServeMCP, which answers a call
+//     after the SDK's transport has decoded it), for reference;
 //   - gosdk: a go-sdk server with the tools added by typed mcp.AddTool, on
 //     mcp.NewInMemoryTransports;
 //   - mcpgo: an mcp-go server with input validation, served by its stdio
@@ -80,7 +84,7 @@ func BenchmarkInProcess(b *testing.B) {
 func BenchmarkMCPInMemory(b *testing.B) {
 	for _, c := range Cases {
 		args := json.RawMessage(c.Input)
-		for _, impl := range mcpImpls {
+		for _, impl := range append(mcpImpls, "carmy-servemcp", "carmy-servemcp-sessions") {
 			b.Run("size="+c.Size+"/impl="+impl, func(b *testing.B) {
 				session := inMemorySession(b, impl)
 				benchSDKCalls(b, session, c.Tool, args)
@@ -315,6 +319,15 @@ func inMemorySession(tb testing.TB, impl string) *mcp.ClientSession {
 	server, opts := splitImpl(impl)
 	switch server {
 	case "carmy":
+		reg := carmyRegistry(tb)
+		serverEnd, clientEnd := net.Pipe()
+		clientT = &mcp.IOTransport{Reader: clientEnd, Writer: clientEnd}
+		go func() {
+			err := reg.ServeStdio(ctx, serverEnd, serverEnd)
+			serverEnd.Close()
+			served <- err
+		}()
+	case "carmy-servemcp":
 		reg := carmyRegistry(tb)
 		serverT, ct := mcp.NewInMemoryTransports()
 		clientT = ct

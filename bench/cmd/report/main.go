@@ -73,7 +73,7 @@ var comparisons = slices.Concat([]comparison{
 func mcpComparisons() []comparison {
 	var cs []comparison
 	for _, tr := range []struct{ title, bench, note string }{
-		{"in memory", "BenchmarkMCPInMemory", "official SDK client over a pipe; mcpgo-inprocess: mcp-go's own client, no pipe"},
+		{"in memory", "BenchmarkMCPInMemory", "official SDK client over a pipe; carmy: ServeStdio; carmy-servemcp: ServeMCP on the SDK's in-memory transports; mcpgo-inprocess: mcp-go's own client, no pipe"},
 		{"streamable HTTP", "BenchmarkMCPStreamable", "loopback, sequential calls; http-*: POST /tools/{name}"},
 	} {
 		for _, size := range []string{"small", "medium"} {
@@ -92,7 +92,9 @@ func mcpComparisons() []comparison {
 				case tr.bench == "BenchmarkMCPStreamable":
 					c.Impls = append(c.Impls, "http-carmy", "http-plain")
 				case gen.suffix == "":
-					c.Impls = append(c.Impls, "mcpgo-inprocess")
+					c.Impls = append(c.Impls, "carmy-servemcp", "mcpgo-inprocess")
+				default:
+					c.Impls = append(c.Impls, "carmy-servemcp-sessions")
 				}
 				if size == "small" && gen.suffix == "" {
 					c.Note = tr.note

@@ -1,0 +1,305 @@
+package carmy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fastTransport is a transport of ServeMCP whose connection answers
+// tools/call itself: the SDK's JSON-RPC server reads each request's params
+// several times, with a new decoder each time, and costs more than the
+// call. Every other message, and every call the SDK would not serve the
+// same way, goes on to the SDK, which keeps the session: its
+// initialization, its log level, the requests the server sends (an
+// elicitation asked during a call answered here included).
+type fastTransport struct {
+	mcp.Transport
+	r    *Registry
+	conn *fastConn
+}
+
+func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	inner, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &fastConn{Connection: inner, r: t.r, base: base, stop: cancel}
+	if sc, ok := inner.(*stdioConn); ok {
+		raw := func(line []byte) bool { return c.rawCall(sc, line) }
+		sc.lines.fast.Store(&raw)
+	}
+	t.conn = c
+	return c, nil
+}
+
+// fastConn is the connection of a fastTransport.
+type fastConn struct {
+	mcp.Connection
+	r *Registry
+	// ss is the session the SDK made of this connection; until it is known,
+	// every message goes to the SDK.
+	ss atomic.Pointer[mcp.ServerSession]
+	// base is the context of the calls answered here, cancelled when the
+	// connection closes.
+	base context.Context
+	stop context.CancelFunc
+
+	calls   callSet
+	running sync.WaitGroup
+}
+
+// serve starts answering calls of session ss.
+func (c *fastConn) serve(ss *mcp.ServerSession) { c.ss.Store(ss) }
+
+func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			return msg, nil
+		}
+		switch req.Method {
+		case "tools/call":
+			if req.IsCall() && c.call(req) {
+				continue
+			}
+		case "notifications/cancelled":
+			// The SDK ignores a cancellation of a request it does not know.
+			c.calls.cancel(req.Params)
+		}
+		return msg, nil
+	}
+}
+
+// Close cancels the calls in progress, as the end of the connection
+// cancels the SDK's: their client is gone, and a tool that asked it
+// something waits for an answer that cannot come. The SDK calls Close
+// under a lock that a call sending a request takes, so Close cannot wait
+// for them: ServeMCP does (wait).
+func (c *fastConn) Close() error {
+	c.stop()
+	return c.Connection.Close()
+}
+
+// wait waits for the calls in progress to return.
+func (c *fastConn) wait() { c.running.Wait() }
+
+// call answers a tools/call that the SDK's connection decoded, when the
+// SDK would serve it the same way. It returns false, having done nothing,
+// for a call the SDK must serve or refuse.
+func (c *fastConn) call(req *jsonrpc.Request) bool {
+	ss := c.ss.Load()
+	if ss == nil {
+		return false
+	}
+	p, modern, ok := c.r.fastParams(ss, req.Params)
+	if !ok {
+		return false
+	}
+	return c.start(ss, req.ID, p, modern, func(ctx context.Context, result []byte, err error) {
+		ans := &jsonrpc.Response{ID: req.ID, Result: result}
+		if err != nil {
+			ans.Result, ans.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		_ = c.Connection.Write(ctx, ans)
+	})
+}
+
+// rawCall answers a line of a stdio connection that is a tools/call the
+// SDK would serve the same way, before the SDK reads it: one strict decode
+// of the message, and the answer written as the SDK writes it. It returns
+// false, having done nothing, for any other line.
+func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
+	ss := c.ss.Load()
+	if ss == nil || !bytes.Contains(line, []byte(`"tools/call"`)) {
+		return false
+	}
+	msg, ok := c.r.readCall(ss, line)
+	if !ok {
+		return false
+	}
+	id, p, modern := msg.id, msg.params, msg.modern
+	// The end of the input waits for this answer, as for the SDK's.
+	sc.count(&sc.incoming, 1)
+	started := c.start(ss, id, p, modern, func(_ context.Context, result []byte, err error) {
+		var b []byte
+		if err != nil {
+			b = rpcAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
+		} else {
+			b = rpcResult(msg.rawID, result)
+		}
+		_, _ = sc.out.Write(append(b, '\n'))
+		sc.count(&sc.incoming, -1)
+	})
+	if !started {
+		sc.count(&sc.incoming, -1)
+	}
+	return started
+}
+
+// start runs a call answered here in a goroutine of its own (a tool that
+// elicits waits for an answer that comes in through Read), cancellable by
+// its id, and hands its result to answer. It returns false, having done
+// nothing, when a call with that id is in progress already.
+func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolParamsRaw, modern bool, answer func(context.Context, []byte, error)) bool {
+	t := c.r.tools[p.Name]
+	ctx, cancel := context.WithCancel(c.base)
+	if !c.calls.add(id, cancel) {
+		cancel()
+		return false
+	}
+	c.running.Add(1)
+	go func() {
+		defer c.running.Done()
+		defer c.calls.remove(id)
+		defer cancel()
+		fastAnswered.Add(1)
+		res, err := c.r.mcpCall(t)(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
+		var result []byte
+		if err == nil {
+			result, err = callResult(res, modern)
+		}
+		answer(ctx, result, err)
+	}()
+	return true
+}
+
+// callMessage is a tools/call that carmy may answer, read strictly once.
+type callMessage struct {
+	rawID  jsontext.Value // the request id as sent
+	id     jsonrpc.ID
+	params *mcp.CallToolParamsRaw
+	modern bool // the sessionless protocol
+}
+
+// readCall reads a message of session ss, and reports whether it is a
+// tools/call that carmy may answer as the SDK would (fastParams), with an
+// id it writes back as the SDK would (plainID).
+func (r *Registry) readCall(ss *mcp.ServerSession, data []byte) (callMessage, bool) {
+	var msg struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      jsontext.Value `json:"id"`
+		Method  string         `json:"method"`
+		Params  jsontext.Value `json:"params"`
+	}
+	if json.Unmarshal(data, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" {
+		return callMessage{}, false
+	}
+	id, ok := plainID(msg.ID)
+	if !ok {
+		return callMessage{}, false
+	}
+	p, modern, ok := r.fastParams(ss, msg.Params)
+	return callMessage{rawID: msg.ID, id: id, params: p, modern: modern}, ok
+}
+
+// fastAnswered counts the calls that carmy answered itself, for tests.
+var fastAnswered atomic.Int64
+
+// plainID is a request id that carmy writes back byte for byte as the SDK
+// would: a string of printable characters that JSON and HTML escaping
+// leave alone, or an integer a float64 holds exactly (the SDK reads ids as
+// float64).
+func plainID(raw jsontext.Value) (jsonrpc.ID, bool) {
+	switch raw.Kind() {
+	case '"':
+		s := raw[1 : len(raw)-1]
+		for _, b := range s {
+			if b < ' ' || b > '~' || b == '\\' || b == '"' || b == '<' || b == '>' || b == '&' {
+				return jsonrpc.ID{}, false
+			}
+		}
+		id, err := jsonrpc.MakeID(string(s))
+		return id, err == nil
+	case '0':
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil || n > 1<<53 || n < -(1<<53) || strconv.FormatInt(n, 10) != string(raw) {
+			return jsonrpc.ID{}, false
+		}
+		id, err := jsonrpc.MakeID(float64(n))
+		return id, err == nil
+	}
+	return jsonrpc.ID{}, false
+}
+
+// rpcResult is a JSON-RPC answer with a result, as the SDK writes it.
+func rpcResult(id, result []byte) []byte {
+	b := make([]byte, 0, len(result)+len(id)+32)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
+}
+
+// fastParams reads the params of a tools/call once, strictly, and reports
+// whether carmy may answer it as the SDK would: a tool of carmy's, a
+// server the host did not configure (its middleware would see nothing),
+// a session already initialized in the call's generation (the SDK refuses
+// a session-based call before initialize, and takes the first sessionless
+// call of a connection as its initialization), and, for the sessionless
+// protocol (modern), the _meta that protocol requires present and
+// consistent, and no log level (the SDK keeps it in a context of its own,
+// where a tool's Log could not find it).
+func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolParamsRaw, modern, ok bool) {
+	if !r.mcpConfig.empty() || json.Unmarshal(raw, &p) != nil || p == nil {
+		return nil, false, false
+	}
+	if _, known := r.tools[p.Name]; !known {
+		return nil, false, false
+	}
+	init := ss.InitializeParams()
+	if init == nil {
+		return nil, false, false
+	}
+	meta := p.Meta
+	v, _ := meta[mcp.MetaKeyProtocolVersion].(string)
+	if v < modernProtocol {
+		return p, false, init.ProtocolVersion < modernProtocol
+	}
+	if v != modernProtocol || init.ProtocolVersion < modernProtocol {
+		return nil, false, false
+	}
+	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {
+		return nil, false, false
+	}
+	if info, present := meta[mcp.MetaKeyClientInfo]; present {
+		if _, ok := info.(map[string]any); !ok {
+			return nil, false, false
+		}
+	}
+	//lint:ignore SA1019 a log level in the request asks for log messages at that level
+	if meta[mcp.MetaKeyLogLevel] != nil {
+		return nil, false, false
+	}
+	return p, true, true
+}
+
+// callResult is a tool's result as the SDK writes it: in the sessionless
+// protocol with its type and the server's identity, in a session as it is,
+// never with a null content.
+func callResult(res *mcp.CallToolResult, modern bool) ([]byte, error) {
+	if res == nil {
+		return nil, errors.New("no result")
+	}
+	if modern {
+		return fastResult(res)
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	return res.MarshalJSON()
+}

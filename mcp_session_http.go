@@ -1,0 +1,190 @@
+package carmy
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// sessionHandler serves the POST, GET and DELETE requests of the
+// session-based protocol: a tools/call of a live session that streams
+// nothing carmy answers itself (sessionCall), the rest the SDK's stateful
+// handler, next.
+func (r *Registry) sessionHandler(next http.Handler, body []byte) http.Handler {
+	if body == nil || !r.mcpConfig.empty() {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !r.sessionCall(w, req, body) {
+			next.ServeHTTP(w, req)
+		}
+	})
+}
+
+// paramsChecked refuses a message whose params the SDK cannot read, in
+// the protocol's words (paramsAnswer), before next serves it. carmy's own
+// answers read the params strictly, and take none that the SDK could not
+// read: they need no such check first.
+func paramsChecked(next http.Handler, body []byte) http.Handler {
+	if body == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if ans := paramsAnswer(body); ans != nil {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(ans)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// sessionCall answers a tools/call of a session over HTTP itself, as the
+// SDK's session would, with one strict decode of the message, the call,
+// and one encode of its result, in JSON (a client of streamable HTTP takes
+// JSON or an event stream). It takes only a call that sends the client
+// nothing before its result, because the SDK's session sends what a call
+// streams on that call's own response, which only its own path knows: no
+// progress token, a client that cannot elicit (confirmation and a tool's
+// questions ask through elicitation), a session whose client never set a
+// log level (the SDK sends no log message before). It also notes what
+// later calls of the session need: a log level set, a call cancelled. It
+// returns false, having written nothing, for every request the SDK must
+// serve.
+func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []byte) bool {
+	h := req.Header
+	s := r.sessions.get(h.Get("Mcp-Session-Id"))
+	if s == nil || req.Method != http.MethodPost {
+		return false
+	}
+	switch {
+	case bytes.Contains(body, []byte(`"logging/setLevel"`)):
+		s.logs.Store(true)
+		return false
+	case bytes.Contains(body, []byte(`"notifications/cancelled"`)):
+		var msg struct {
+			Method string         `json:"method"`
+			Params jsontext.Value `json:"params"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.Method == "notifications/cancelled" {
+			s.calls.cancel(msg.Params)
+		}
+		return false
+	case s.logs.Load() || !bytes.Contains(body, []byte(`"tools/call"`)):
+		return false
+	}
+	init := s.ss.InitializeParams()
+	if init == nil || init.ProtocolVersion >= modernProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
+		(init.Capabilities != nil && init.Capabilities.Elicitation != nil) ||
+		!acceptsBoth(h.Values("Accept")) || len(h.Values("Last-Event-Id")) > 0 || !noParamHeaders(h) {
+		return false
+	}
+	msg, ok := r.readCall(s.ss, body)
+	p := msg.params
+	if !ok || msg.modern || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
+		return false
+	}
+	id := msg.id
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	if !s.calls.add(id, cancel) {
+		return false
+	}
+	defer s.calls.remove(id)
+	fastAnswered.Add(1)
+	res, err := r.mcpCall(r.tools[p.Name])(ctx, &mcp.CallToolRequest{Session: s.ss, Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
+	var out []byte
+	if err == nil {
+		out, err = callResult(res, false)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	if err != nil {
+		_, _ = w.Write(rpcAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
+		return true
+	}
+	_, _ = w.Write(rpcResult(msg.rawID, out))
+	return true
+}
+
+// noParamHeaders reports whether a request has no Mcp-Param- header, whose
+// checks against the params are the SDK's.
+func noParamHeaders(h http.Header) bool {
+	for k := range h {
+		if strings.HasPrefix(k, "Mcp-Param-") {
+			return false
+		}
+	}
+	return true
+}
+
+// headerIs reports whether a header is absent or has the value v.
+func headerIs(h http.Header, key, v string) bool {
+	got := h.Values(key)
+	return len(got) == 0 || (len(got) == 1 && got[0] == v)
+}
+
+// callSet is the calls in progress that carmy answers for one connection
+// or session, by request id, for notifications/cancelled.
+type callSet struct {
+	mu sync.Mutex
+	m  map[jsonrpc.ID]context.CancelFunc
+}
+
+// add records a call; false when a call with that id is in progress.
+func (s *callSet) add(id jsonrpc.ID, cancel context.CancelFunc) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.m[id]; dup {
+		return false
+	}
+	if s.m == nil {
+		s.m = map[jsonrpc.ID]context.CancelFunc{}
+	}
+	s.m[id] = cancel
+	return true
+}
+
+func (s *callSet) remove(id jsonrpc.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+}
+
+// cancel cancels the call that the params of a notifications/cancelled
+// name, if it is one of the set's.
+func (s *callSet) cancel(params []byte) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	cancel := s.m[id]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// get returns the session with that id, nil when there is none.
+func (t *sessionTable) get(id string) *session {
+	if id == "" {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}

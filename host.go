@@ -158,7 +158,9 @@ func (b *Builder) Run(ctx context.Context) error {
 // RunStdio builds the registry and serves MCP on standard input and
 // output, for local agent clients that start the server themselves, until
 // ctx is done or the client closes the connection. Logs must not go to
-// standard output.
+// standard output. A call that needs confirmation asks the person at the
+// client by form, or sends them to a console served on a loopback port,
+// as [Builder.NoFormConfirmation] tells.
 func (b *Builder) RunStdio(ctx context.Context) error {
 	r, err := b.Build()
 	if err != nil {

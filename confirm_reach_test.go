@@ -351,25 +351,12 @@ func TestConfirmAnswerBreaksTheForm(t *testing.T) {
 		}
 		defer res.Body.Close()
 		events := bufio.NewScanner(res.Body)
-		var ask, result map[string]any
-		for ask == nil && events.Scan() {
-			if data, ok := strings.CutPrefix(events.Text(), "data: "); ok {
-				_ = json.Unmarshal([]byte(data), &ask)
-			}
-		}
+		ask := nextEvent(events, func(m map[string]any) bool { return m["method"] == "elicitation/create" })
 		id, _ := json.Marshal(ask["id"])
 		if rep := alice.post(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"action":"accept","content":{"confirm":1}}}`); rep.status != http.StatusAccepted {
 			t.Fatalf("answer: %d %s", rep.status, rep.text)
 		}
-		for result == nil && events.Scan() {
-			if data, ok := strings.CutPrefix(events.Text(), "data: "); ok {
-				var m map[string]any
-				if json.Unmarshal([]byte(data), &m) == nil && m["id"] == float64(11) {
-					result = m
-				}
-			}
-		}
-		check(t, result, "confirm")
+		check(t, nextEvent(events, func(m map[string]any) bool { return m["id"] == float64(11) }), "confirm")
 		if f.wipes.Load() != 0 {
 			t.Fatal("wipe ran")
 		}
@@ -472,4 +459,17 @@ func TestRefusalForTheModel(t *testing.T) {
 	}
 	ce.Details = d
 	checkModelMessage(t, &ce)
+}
+
+// nextEvent returns the next message of an event stream that is wanted,
+// nil when the stream ends first.
+func nextEvent(events *bufio.Scanner, wanted func(map[string]any) bool) map[string]any {
+	for events.Scan() {
+		data, ok := strings.CutPrefix(events.Text(), "data: ")
+		var m map[string]any
+		if ok && json.Unmarshal([]byte(data), &m) == nil && wanted(m) {
+			return m
+		}
+	}
+	return nil
 }

@@ -69,8 +69,8 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpPeer, c Call,
 		return r.runConfirmed(ctx, p, c, digest, expires)
 	}
 	id, _ := refusal.Details["approval_id"].(string)
-	if id == "" {
-		return Result{}, refusal // no pending approval to decide
+	if id == "" || refusal.Details["status"] != string(store.ApprovalPending) {
+		return Result{}, refusal // no pending approval to decide (one used or expired)
 	}
 	shown, err := promptInput(form)
 	if err != nil {

@@ -98,8 +98,9 @@ func requestBase(req *http.Request) string {
 }
 
 // approvalURL is the page where a person decides on approval id: on the
-// server the call came through, else the one this registry listens on,
-// else a path on the registry's handler.
+// server the call came through, else the one this registry listens on. It
+// is "" when neither is known (a call in process, or over stdio): never a
+// relative link, nor one to a console that nobody serves.
 func (r *Registry) approvalURL(ctx context.Context, id string) string {
 	var base string
 	if req := httpRequestOf(ctx); req != nil {
@@ -108,6 +109,9 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 		if p := r.approvals.base.Load(); p != nil {
 			base = *p
 		}
+	}
+	if base == "" {
+		return ""
 	}
 	return base + "/console?approval=" + url.QueryEscape(id)
 }
@@ -152,17 +156,29 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 			Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
 		})
 	}
-	link := r.approvalURL(ctx, a.ID)
-	grant := t.confirm + ":" + digest
-	return false, r.refused(ctx, t, c, &Error{
-		Code: CodeConfirmationRequired,
-		Message: fmt.Sprintf("%s needs a person's approval: show the user this link, %s, where they can approve or deny this call; once approved, make the same call again, with the same input, before %s. (A host may instead grant %q for this input only, or %q.)",
-			t.meta.Name, link, a.Expires.UTC().Format(time.RFC3339), grant, t.confirm),
-		Details: map[string]any{
-			"tool": t.meta.Name, "digest": digest, "permission": grant,
-			"approval_id": a.ID, "approval_url": link, "status": string(a.Status), "expires": a.Expires.UTC().Format(time.RFC3339),
-		},
-	})
+	return false, r.refused(ctx, t, c, r.approvalRefusal(ctx, t, a))
+}
+
+// approvalRefusal is the confirmation_required refusal of a call that
+// waits for a person's approval a. Its message is for the model: short,
+// saying what to tell the user and what to do next. What only a host can
+// do (grant a permission) is in its details.
+func (r *Registry) approvalRefusal(ctx context.Context, t *tool, a store.Approval) *Error {
+	expires := a.Expires.UTC().Format(time.RFC3339)
+	grant := t.confirm + ":" + a.Digest
+	details := map[string]any{
+		"tool": t.meta.Name, "digest": a.Digest, "permission": grant, "tool_permission": t.confirm,
+		"approval_id": a.ID, "status": string(a.Status), "expires": expires,
+		"host_help": fmt.Sprintf("a person approves or denies approval %s in the console (or at GET/POST /approvals); a host may instead grant the permission %q, for this input only, or %q", a.ID, grant, t.confirm),
+	}
+	msg := fmt.Sprintf("%s needs a person's approval, and this connection cannot ask them. Tell the user this call waits for their approval (approval %s) and do not retry it until they say they gave it, before %s.",
+		t.meta.Name, a.ID, expires)
+	if link := r.approvalURL(ctx, a.ID); link != "" {
+		details["approval_url"] = link
+		msg = fmt.Sprintf("%s needs a person's approval. Ask the user to approve or deny it at %s, then make the same call again, with the same input, before %s.",
+			t.meta.Name, link, expires)
+	}
+	return &Error{Code: CodeConfirmationRequired, Message: msg, Details: details}
 }
 
 // useApproval uses up the approval a call runs by, as its execution

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -301,14 +302,38 @@ func TestApprovalWait(t *testing.T) {
 	t.Logf("from sending the approval to the retry's answer: %v", time.Since(<-decided))
 }
 
-// In-process callers get approvals too; their approval URL is a path on
-// the registry's handler until a server listens.
+// In-process callers get approvals too. Until a server listens there is
+// no page to link to: the refusal has no link, never a relative one, and
+// says what to do without one. The grants a host could give are in the
+// details, not in the message the model reads.
 func TestApprovalInProcess(t *testing.T) {
 	_, reg, _ := approvalServer(t, carmy.New())
 	_, err := reg.Execute(context.Background(), carmy.Call{Tool: "delete_note", Input: []byte(`{"id":7}`)})
 	var e *carmy.Error
-	if !errors.As(err, &e) || e.Code != carmy.CodeConfirmationRequired || !strings.HasPrefix(e.Details["approval_url"].(string), "/console?approval=") {
-		t.Fatalf("err = %v; want confirmation_required with an approval path", err)
+	if !errors.As(err, &e) || e.Code != carmy.CodeConfirmationRequired || e.Details["approval_id"] == nil {
+		t.Fatalf("err = %v; want confirmation_required with a pending approval", err)
+	}
+	if link, ok := e.Details["approval_url"]; ok {
+		t.Errorf("approval_url = %v; want none where no console is served", link)
+	}
+	checkModelMessage(t, e)
+}
+
+// checkModelMessage checks the message of a confirmation_required refusal
+// as a model reads it: short, no relative link, no grant strings, which
+// are the host's business and live in the details.
+func checkModelMessage(t *testing.T, e *carmy.Error) {
+	t.Helper()
+	if len(e.Message) > 300 {
+		t.Errorf("message of %d characters; want at most 300: %q", len(e.Message), e.Message)
+	}
+	for _, host := range []string{"confirm:", "grant", " /console", "(/console"} {
+		if strings.Contains(e.Message, host) {
+			t.Errorf("message %q has %q", e.Message, host)
+		}
+	}
+	if tool, _ := e.Details["tool"].(string); !strings.HasPrefix(fmt.Sprint(e.Details["permission"]), "confirm:"+tool+":") || e.Details["tool_permission"] != "confirm:"+tool {
+		t.Errorf("details %v; want the grants a host may give", e.Details)
 	}
 }
 

@@ -172,7 +172,7 @@ type Builder struct {
 	allowOrigins   []string
 	addr           string
 	drain          time.Duration
-	elicit         bool
+	elicit         formConfirmation
 	stdioIdentity  Identity
 	sessionTimeout time.Duration
 	maxSessions    int

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/mcpform"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
 
@@ -48,7 +49,13 @@ func (c Context) Log(level slog.Level, msg string, args ...any) {
 // fields of into, a pointer to a struct: the client shows message and a
 // form built from the struct's schema (the one carmy derives for a tool's
 // input), and the answer is decoded and validated into into, as an input
-// is. MCP forms hold flat objects of strings, numbers, booleans and enums.
+// is. MCP forms hold flat objects of strings, numbers, booleans, choices
+// of strings and lists of them: a field with choices (oneof) is shown as
+// one, an optional field (omitempty) is not required, and what a form
+// cannot say (a pattern, an exclusive bound) is checked on the answer. A
+// struct with other fields (a nested struct, a list of free values) gets
+// CodeInternal. Only clients that declared elicitation, in a protocol
+// version that has it (2025-06-18 and later), are asked.
 //
 // It returns true when the user answered; false with a nil error when they
 // declined or dismissed the form, leaving into as it was. It returns false
@@ -79,7 +86,11 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	if err != nil {
 		return false, &Error{Code: CodeInternal, Message: "Elicit cannot model its form", Err: err}
 	}
-	res, err := p.elicit(c.Context, &mcp.ElicitParams{Message: message, RequestedSchema: formSchema(shape.Schema(node))})
+	form, err := mcpform.Form(shape.Schema(node))
+	if err != nil {
+		return false, &Error{Code: CodeInternal, Message: "Elicit cannot ask for these fields: a form holds strings, numbers, booleans and lists of choices", Err: err}
+	}
+	res, err := p.elicit(c.Context, &mcp.ElicitParams{Message: message, RequestedSchema: form})
 	var e *Error
 	if errors.As(err, &e) && errors.Is(err, errNeedsInput) {
 		return false, e
@@ -109,20 +120,4 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	}
 	v.Elem().Set(fresh.Elem())
 	return true, nil
-}
-
-// formSchema is a struct's schema as an MCP form takes it: an object's
-// properties and required names, without the keywords a form has no use
-// for.
-func formSchema(schema json.RawMessage) map[string]any {
-	var s map[string]any
-	_ = json.Unmarshal(schema, &s)
-	form := map[string]any{"type": "object", "properties": s["properties"]}
-	if req, ok := s["required"]; ok {
-		form["required"] = req
-	}
-	if form["properties"] == nil {
-		form["properties"] = map[string]any{}
-	}
-	return form
 }

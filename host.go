@@ -64,15 +64,48 @@ func (b *Builder) DrainTimeout(d time.Duration) *Builder {
 	return b
 }
 
-// ElicitConfirmation lets the MCP endpoint ask the user, through the
-// client's elicitation, to confirm a call that needs confirmation, and run
-// it with a grant bound to its input when they accept. It is off by
-// default: a client may accept on its own, which hands the decision to the
-// client instead of the host.
+// ElicitConfirmation lets MCP clients over HTTP, too, be asked to confirm
+// a call that needs confirmation, with a form that shows the person at the
+// client the call's input: accepted, the call runs once; declined, it is
+// refused. Clients of a single-client transport (stdio, [Registry.ServeMCP])
+// are asked by default, as their application is the person's own channel;
+// over HTTP it is off by default, because a client there may answer forms
+// on its own, which would hand the decision to the client instead of a
+// person. [Builder.NoFormConfirmation] turns forms off on every transport;
+// the two contradict each other.
 func (b *Builder) ElicitConfirmation() *Builder {
-	b.elicit = true
+	if b.elicit == formNever {
+		b.misuse("Builder.ElicitConfirmation contradicts Builder.NoFormConfirmation")
+		return b
+	}
+	b.elicit = formEverywhere
 	return b
 }
+
+// NoFormConfirmation turns confirmation by form elicitation off on every
+// transport, stdio included, for a host that cannot trust its clients to
+// show a form to a person (a client that answers forms by itself could
+// confirm anything it is shown). A call that needs confirmation then waits
+// for a person's approval in the console: a client that can open a page for
+// its user (URL elicitation) is sent there, and a host may still grant
+// confirmation by permission. It contradicts [Builder.ElicitConfirmation].
+func (b *Builder) NoFormConfirmation() *Builder {
+	if b.elicit == formEverywhere {
+		b.misuse("Builder.NoFormConfirmation contradicts Builder.ElicitConfirmation")
+		return b
+	}
+	b.elicit = formNever
+	return b
+}
+
+// formConfirmation is where calls are confirmed by form elicitation.
+type formConfirmation int8
+
+const (
+	formSingleClient formConfirmation = iota // the default: stdio and other single-client transports
+	formEverywhere                           // ElicitConfirmation: over HTTP too
+	formNever                                // NoFormConfirmation
+)
 
 // StdioIdentity sets who calls through [Builder.RunStdio]: the local user
 // who started the server. The default is the anonymous principal "".
@@ -125,7 +158,9 @@ func (b *Builder) Run(ctx context.Context) error {
 // RunStdio builds the registry and serves MCP on standard input and
 // output, for local agent clients that start the server themselves, until
 // ctx is done or the client closes the connection. Logs must not go to
-// standard output.
+// standard output. A call that needs confirmation asks the person at the
+// client by form, or sends them to a console served on a loopback port,
+// as [Builder.NoFormConfirmation] tells.
 func (b *Builder) RunStdio(ctx context.Context) error {
 	r, err := b.Build()
 	if err != nil {

@@ -112,7 +112,7 @@ func (f *mcpFixture) client(t *testing.T, token string) *rawMCP {
 // open initializes a session.
 func (c *rawMCP) open() *rawMCP {
 	c.t.Helper()
-	rep := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	rep := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
 	c.session = rep.header.Get("Mcp-Session-Id")
 	if rep.status != http.StatusOK || c.session == "" {
 		c.t.Fatalf("initialize: %d %s", rep.status, rep.text)
@@ -348,7 +348,7 @@ func TestMCPSessionsOtherPrincipal(t *testing.T) {
 		if rep := bob.post(answer); rep.status != http.StatusNotFound {
 			t.Fatalf("bob's answer: %d %s", rep.status, rep.text)
 		}
-		// Alice declines; the call is refused and wipe never ran.
+		// Alice declines; the call is refused as declined and wipe never ran.
 		decline := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"decline"}}`, id)
 		if rep := alice.post(decline); rep.status != http.StatusAccepted {
 			t.Fatalf("alice's answer: %d %s", rep.status, rep.text)
@@ -362,7 +362,7 @@ func TestMCPSessionsOtherPrincipal(t *testing.T) {
 				}
 			}
 		}
-		if code := (rawReply{msgs: []map[string]any{result}}).toolError(); code != "confirmation_required" || f.wipes.Load() != 0 {
+		if code := (rawReply{msgs: []map[string]any{result}}).toolError(); code != "permission_denied" || f.wipes.Load() != 0 {
 			t.Fatalf("wipe: %v, ran %d times", result, f.wipes.Load())
 		}
 	})

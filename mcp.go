@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
-	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -52,6 +50,7 @@ func (r *Registry) mcpServer() *mcp.Server {
 		r.mcpConfig.applyOptions(opts)
 		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, opts)
 		s.AddReceivingMiddleware(r.sessionMiddleware, r.unknownToolMiddleware, r.toolsListMiddleware)
+		s.AddSendingMiddleware(keepSentAnswer)
 		for _, name := range r.names {
 			t := r.tools[name]
 			s.AddTool(mcpTool(t), r.mcpCall(t))
@@ -235,55 +234,6 @@ func mcpError(err error, hasOutputSchema bool) *mcp.CallToolResult {
 		res.StructuredContent = e
 	}
 	return res
-}
-
-// confirmByElicitation asks the user, through the client, to confirm a
-// call, and runs it with a grant bound to its input when they accept. Only
-// a host that opted in with [Builder.ElicitConfirmation] gets here. In the
-// sessionless protocol the question goes back in the result; the client's
-// next call carries the answer, and runs with the grant when it confirms
-// the same input.
-func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpPeer, c Call, refusal error) (Result, error) {
-	var e *Error
-	if !errors.As(refusal, &e) || !p.canElicit() {
-		return Result{}, refusal
-	}
-	grant, _ := e.Details["permission"].(string)
-	t, ok := r.tools[c.Tool]
-	if !ok || grant == "" {
-		return Result{}, refusal
-	}
-	form, err := t.canonicalInput(c.Input)
-	if err != nil {
-		return Result{}, refusal
-	}
-	shown, err := promptInput(form)
-	if err != nil {
-		return Result{}, refusal
-	}
-	// A confirmation given in an earlier round of the sessionless protocol
-	// holds for the rounds that the tool's own questions add. The state
-	// that says so is the server's own, bound to the principal and the
-	// grant (and so to the input): a client cannot make it up.
-	if !p.confirmedBefore(c.Principal, grant) {
-		res, err := p.ask(ctx, confirmKey, &mcp.ElicitParams{
-			Message: fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
-			RequestedSchema: map[string]any{
-				"type":       "object",
-				"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "description": "true to run the tool"}},
-				"required":   []string{"confirm"},
-			},
-		})
-		if errors.Is(err, errNeedsInput) {
-			return Result{}, err
-		}
-		if err != nil || res.Action != "accept" || res.Content["confirm"] != true {
-			return Result{}, refusal
-		}
-	}
-	p.setState(confirmedState(c.Principal, grant))
-	c.Permissions = append(slices.Clip(c.Permissions), grant)
-	return r.Execute(ctx, c)
 }
 
 // promptInput is an input as a person confirms it: its canonical form (the

@@ -27,7 +27,8 @@ func TestMCPApprovalByURL(t *testing.T) {
 	tests := []approvalCase{
 		{"approved", true, "accept", "approve", "", 1},
 		{"denied", true, "accept", "deny", "permission_denied", 0},
-		{"the user declines to open the page", true, "decline", "", "confirmation_required", 0},
+		{"the user declines to open the page", true, "decline", "", "permission_denied", 0},
+		{"the user dismisses the request", true, "cancel", "", "confirmation_required", 0},
 		{"no URL elicitation", false, "", "", "confirmation_required", 0},
 	}
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {

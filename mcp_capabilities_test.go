@@ -5,12 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/carmy-dev/carmy"
 )
 
 // TestMCPCapabilities: initialize (session-based) and server/discover
@@ -111,58 +107,4 @@ func mcpPostSession(t *testing.T, url, version, session, body string, headers ma
 		}
 	}
 	return b
-}
-
-// TestMCPConfirmationRounds: in the sessionless protocol a confirmation
-// is a multi-round result. The call that needs it returns the question and
-// does not run; a call with a made-up request state claiming an earlier
-// confirmation is asked again; the call with the user's answer runs, once.
-func TestMCPConfirmationRounds(t *testing.T) {
-	var burns atomic.Int32
-	burn := carmy.Tool(func(in HostNote) error { burns.Add(1); return nil }, carmy.Destructive,
-		carmy.Name("burn_note"), carmy.RequireConfirmation(), carmy.Register(false))
-	reg, err := carmy.New().Tool(burn).ElicitConfirmation().Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
-	call := func(extra string) map[string]any {
-		t.Helper()
-		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"burn_note","arguments":{"text":"x"},` + extra +
-			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
-		res := mcpPostSession(t, srv.URL, "2026-07-28", "", body, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "burn_note"})
-		var msg struct {
-			Result map[string]any `json:"result"`
-		}
-		if err := json.Unmarshal(res, &msg); err != nil || msg.Result == nil {
-			t.Fatalf("answer %s: %v", res, err)
-		}
-		return msg.Result
-	}
-	asks := func(r map[string]any) bool {
-		q, _ := r["inputRequests"].(map[string]any)
-		return r["resultType"] == "input_required" && q["carmy/confirm"] != nil
-	}
-	if r := call(""); !asks(r) || burns.Load() != 0 {
-		t.Fatalf("first round %v, burned %d; want the question and nothing run", r, burns.Load())
-	}
-	r := call(`"inputResponses":{"carmy/confirm":{"action":"decline"}},`)
-	if r["isError"] != true || burns.Load() != 0 {
-		t.Fatalf("declined: %v, burned %d; want the refusal", r, burns.Load())
-	}
-	// The refusal names the grant; a state made from it is still not the
-	// server's.
-	e, _ := r["structuredContent"].(map[string]any)
-	details, _ := e["details"].(map[string]any)
-	grant, _ := details["permission"].(string)
-	for _, state := range []string{"confirmed:" + grant, "carmy/confirmed:" + grant, grant} {
-		if r := call(`"requestState":"` + state + `",`); !asks(r) || burns.Load() != 0 {
-			t.Fatalf("made-up state %q: %v, burned %d; want the question again", state, r, burns.Load())
-		}
-	}
-	if r := call(`"inputResponses":{"carmy/confirm":{"action":"accept","content":{"confirm":true}}},`); r["isError"] == true || burns.Load() != 1 {
-		t.Fatalf("confirmed: %v, burned %d; want one run", r, burns.Load())
-	}
 }

@@ -60,7 +60,7 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 		return false
 	}
 	t, ok := r.tools[p.Name]
-	if !ok || (r.elicit && t.meta.Confirmation == ConfirmationRequired) {
+	if !ok || (r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired) {
 		return false
 	}
 	ctx := req.Context()

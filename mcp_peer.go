@@ -4,10 +4,6 @@ package carmy
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -27,6 +23,9 @@ type mcpPeer struct {
 	// client a request: a question goes back in the call's result, and the
 	// client calls again with the answer (multi-round results).
 	modern bool
+	// single is a call that came over a transport of one client (stdio,
+	// ServeMCP), whose application is the person's own channel.
+	single bool
 
 	mu    sync.Mutex
 	asked int                 // questions asked in this run of the tool
@@ -44,14 +43,24 @@ func peerOf(ctx context.Context) *mcpPeer {
 }
 
 func newPeer(req *mcp.CallToolRequest) *mcpPeer {
-	return &mcpPeer{req: req, modern: req.ProtocolVersion() >= modernProtocol}
+	extra := req.GetExtra()
+	return &mcpPeer{req: req, modern: req.ProtocolVersion() >= modernProtocol,
+		single: extra == nil || (extra.TokenInfo == nil && extra.Header == nil)}
 }
 
+// The first protocol versions with form elicitation, and with URL
+// elicitation: a client of an earlier version is never asked, whatever
+// capabilities it declares.
+const (
+	formProtocol = "2025-06-18"
+	urlProtocol  = "2025-11-25"
+)
+
 // canElicit reports whether the client said it can ask its user for a
-// form's fields.
+// form's fields, in a protocol version that has forms.
 func (p *mcpPeer) canElicit() bool {
 	c := p.req.ClientCapabilities()
-	if c == nil || c.Elicitation == nil {
+	if c == nil || c.Elicitation == nil || p.req.ProtocolVersion() < formProtocol {
 		return false
 	}
 	// A client that declares neither mode is taken to mean forms.
@@ -59,10 +68,10 @@ func (p *mcpPeer) canElicit() bool {
 }
 
 // canElicitURL reports whether the client said it can send its user to a
-// web page.
+// web page, in a protocol version that has URL elicitation.
 func (p *mcpPeer) canElicitURL() bool {
 	c := p.req.ClientCapabilities()
-	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil
+	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil && p.req.ProtocolVersion() >= urlProtocol
 }
 
 // elicit asks the client's user to fill in a form. In a session it sends
@@ -81,20 +90,56 @@ func (p *mcpPeer) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.El
 
 // ask puts one question to the client, under the id it answers to in the
 // sessionless protocol.
+//
+// In a session, an accepted answer that breaks the form is returned as the
+// client sent it, for the caller to check and to name the fields that
+// break it: the SDK only says that it does not match.
 func (p *mcpPeer) ask(ctx context.Context, id string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	if !p.modern {
-		return p.req.Session.Elicit(ctx, params)
+		sent := &sentAnswer{}
+		res, err := p.req.Session.Elicit(context.WithValue(ctx, sentAnswerKey{}, sent), params)
+		if err != nil && sent.res != nil && sent.res.Action == "accept" && params.Mode != "url" {
+			return sent.res, nil
+		}
+		return res, err
 	}
 	if res, ok := p.req.Params.InputResponses[id].(*mcp.ElicitResult); ok {
 		return res, nil
 	}
+	p.question(id, params)
+	return nil, needsInput()
+}
+
+// question records a question for the client's next round of the
+// sessionless protocol.
+func (p *mcpPeer) question(id string, params *mcp.ElicitParams) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.need == nil {
 		p.need = mcp.InputRequestMap{}
 	}
 	p.need[id] = params
-	return nil, needsInput()
+}
+
+// sentAnswer holds the answer a client sent to an elicitation of a
+// session, as the SDK received it.
+type sentAnswer struct{ res *mcp.ElicitResult }
+
+type sentAnswerKey struct{}
+
+// keepSentAnswer is sending middleware of the MCP server that keeps the
+// answer to an elicitation for the asker that wants it, before the SDK
+// checks it against the form.
+func keepSentAnswer(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if sent, ok := ctx.Value(sentAnswerKey{}).(*sentAnswer); ok {
+			if r, ok := res.(*mcp.ElicitResult); ok {
+				sent.res = r
+			}
+		}
+		return res, err
+	}
 }
 
 // errNeedsInput is the cause of the error that ends a run of a tool whose
@@ -178,31 +223,6 @@ func mcpLevel(l slog.Level) mcp.LoggingLevel {
 // confirmKey is the id of the confirmation question in the sessionless
 // protocol's input requests.
 const confirmKey = "carmy/confirm"
-
-// stateKey signs the request states that the server hands clients of the
-// sessionless protocol. A restart makes new ones: a client then confirms
-// again.
-var stateKey = func() []byte {
-	k := make([]byte, 32)
-	_, _ = rand.Read(k) // crypto/rand's Read never fails
-	return k
-}()
-
-// confirmedState is the request state that records a confirmation.
-func confirmedState(principal, grant string) string {
-	m := hmac.New(sha256.New, stateKey)
-	m.Write([]byte(principal))
-	m.Write([]byte{0})
-	m.Write([]byte(grant))
-	return "carmy/confirmed:" + hex.EncodeToString(m.Sum(nil))
-}
-
-// confirmedBefore reports whether the call, in the sessionless protocol,
-// carries the state of a confirmation the server recorded for this
-// principal and grant in an earlier round.
-func (p *mcpPeer) confirmedBefore(principal, grant string) bool {
-	return p.modern && hmac.Equal([]byte(p.req.Params.RequestState), []byte(confirmedState(principal, grant)))
-}
 
 func (p *mcpPeer) setState(s string) {
 	p.mu.Lock()

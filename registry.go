@@ -138,7 +138,7 @@ type Registry struct {
 	bodyLimit     int64
 	allowHosts    []hostKey
 	allowOrigins  []string
-	elicit        bool
+	elicit        formConfirmation
 	stdioIdentity Identity
 	sessions      *sessionTable // MCP sessions over HTTP
 	handlerOnce   sync.Once
@@ -146,6 +146,7 @@ type Registry struct {
 	mcpOnce       sync.Once
 	mcp           *mcp.Server
 	mcpConfig     mcpConfig       // the host's additions to the MCP server
+	loopback      loopbackConsole // the console for a stdio client's user
 	streams       context.Context // done once the server shuts down
 	endStreams    context.CancelFunc
 

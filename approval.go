@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -155,6 +156,9 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 	link := r.approvalURL(ctx, a.ID)
 	grant := t.confirm + ":" + digest
 	return false, r.refused(ctx, t, c, &Error{
+		// The doors that reach a person read the approval from here; the
+		// details are the caller's copy.
+		Err:  &approve.Pending{ID: a.ID, Tool: t.meta.Name, URL: link, Digest: digest, Permission: grant, Expires: a.Expires},
 		Code: CodeConfirmationRequired,
 		Message: fmt.Sprintf("%s needs a person's approval: show the user this link, %s, where they can approve or deny this call; once approved, make the same call again, with the same input, before %s. (A host may instead grant %q for this input only, or %q.)",
 			t.meta.Name, link, a.Expires.UTC().Format(time.RFC3339), grant, t.confirm),

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -18,9 +17,14 @@ import (
 	"time"
 )
 
-// consoleCookie holds the console secret in the browser that opened the
-// console URL.
-const consoleCookie = "carmy_console"
+// consoleHeader carries the console secret from the console's page. Not a
+// cookie: browsers send a host's cookies to every port of it, so another
+// local server a person's browser visits would receive it, and with it
+// the approver's rights. The page keeps the secret in its origin's
+// storage, which no other origin reads, and a header is sent only by code
+// that holds it; another origin's page would need a preflight to send it,
+// which the server never grants.
+const consoleHeader = "X-Carmy-Console"
 
 // consoleAuth is the console secret of a server without an authenticator:
 // made at Build, new with every registry, it alone grants the approver's
@@ -38,13 +42,10 @@ func newConsoleAuth(authenticated bool) consoleAuth {
 }
 
 // holds reports whether a request carries the console secret, in its
-// cookie.
+// header.
 func (c consoleAuth) holds(req *http.Request) bool {
-	if c.secret == "" {
-		return false
-	}
-	k, err := req.Cookie(consoleCookie)
-	return err == nil && c.matches(k.Value)
+	v := req.Header.Values(consoleHeader)
+	return len(v) == 1 && c.matches(v[0])
 }
 
 func (c consoleAuth) matches(s string) bool {
@@ -90,20 +91,9 @@ func assetsOnly(h http.Handler) http.Handler {
 }
 
 // serveConsole serves the console's page. Opened with the console secret
-// (?token=), it sets the cookie that carries it and sends the browser on
-// to the same page without it, so that the secret leaves the address bar
-// and the history.
+// (?token=), the page keeps the secret in its origin's storage and takes
+// it out of the address bar; the server sets no cookie.
 func (r *Registry) serveConsole(w http.ResponseWriter, req *http.Request) {
-	q := req.URL.Query()
-	if tok := q.Get("token"); tok != "" {
-		if r.console.matches(tok) {
-			http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: tok, Path: "/", HttpOnly: true, Secure: req.TLS != nil, SameSite: http.SameSiteStrictMode})
-		}
-		q.Del("token")
-		next := url.URL{Path: "/console", RawQuery: q.Encode()}
-		http.Redirect(w, req, next.String(), http.StatusSeeOther)
-		return
-	}
 	page, err := consoleFiles.ReadFile("console/index.html")
 	if err != nil {
 		writeError(w, Errorf(CodeInternal, "the console is missing"))
@@ -127,6 +117,9 @@ type consoleSession struct {
 	// Authenticated: the server has an authenticator, so the page sends a
 	// token; without one, the console secret makes an approver.
 	Authenticated bool `json:"authenticated"`
+	// Console: the server has a console secret, which alone makes an
+	// approver there.
+	Console bool `json:"console"`
 }
 
 func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request) {
@@ -135,7 +128,7 @@ func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request)
 		r.writeAuthError(w, req, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, consoleSession{c.id.Principal, c.approvesAny(), r.auth != nil})
+	writeJSON(w, http.StatusOK, consoleSession{c.Principal, c.DecidesSome(), r.auth != nil, r.console.secret != ""})
 }
 
 // recentSize is how many executions the console shows.
@@ -198,7 +191,7 @@ func (r *Registry) serveExecutions(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, r.recent.list(func(e execution) bool {
-		return c.approves(e.Tool) || e.Principal == c.id.Principal
+		return c.MayViewCall(e.Tool, e.Principal)
 	}))
 }
 

@@ -9,3 +9,15 @@ func SetConsoleOut(w io.Writer) (restore func()) {
 	consoleOut = w
 	return func() { consoleOut = old }
 }
+
+// ConsoleHeader is the header in which the console's page sends the
+// console secret.
+const ConsoleHeader = consoleHeader
+
+// SetConsoleTerminal makes servers take consoleOut for a terminal, or
+// not, for a test; the returned function restores the check.
+func SetConsoleTerminal(terminal bool) (restore func()) {
+	old := isTerminal
+	isTerminal = func(io.Writer) bool { return terminal }
+	return func() { isTerminal = old }
+}

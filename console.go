@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -195,21 +196,60 @@ func (r *Registry) serveExecutions(w http.ResponseWriter, req *http.Request) {
 	}))
 }
 
-// consoleOut is where a server prints its console URL; a variable so that
-// tests can read it.
+// consoleOut is where a server prints its console URL when it is a
+// terminal; a variable so that tests can read it.
 var consoleOut io.Writer = os.Stderr
 
+// isTerminal reports whether w is a terminal, where a person reads; a
+// variable so that tests can say either. Under systemd, Docker or
+// Kubernetes, standard error is a pipe or a file that a log collector
+// reads, and whoever reads the logs would get the approver's rights.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// consoleDir is the directory of the file that holds the console URL when
+// standard error is not a terminal: $XDG_RUNTIME_DIR, the user's own,
+// else the temporary directory.
+func consoleDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return d
+	}
+	return os.TempDir()
+}
+
 // announceConsole makes the address a server listens on the base of its
-// approval URLs, and prints the console URL with its secret for the
-// person at the terminal. The secret goes to the terminal only, not to
-// the log, which others may read.
+// approval URLs, and gives the person who started the server the console
+// URL with its secret: printed when standard error is a terminal,
+// otherwise written to a file only the user can read, whose path (never
+// the secret) is logged.
 func (r *Registry) announceConsole(addr net.Addr) {
 	base := "http://" + addr.String()
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		base = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
 	}
 	r.approvals.base.Store(&base)
-	if r.console.secret != "" {
-		fmt.Fprintf(consoleOut, "carmy: to see the tools and approve calls, open %s\n", r.ConsoleURL(base))
+	if r.console.secret == "" {
+		return
 	}
+	link := r.ConsoleURL(base)
+	if isTerminal(consoleOut) {
+		fmt.Fprintf(consoleOut, "carmy: to see the tools and approve calls, open %s\n", link)
+		return
+	}
+	f, err := os.CreateTemp(consoleDir(), "carmy-console-*.url") // mode 0600
+	if err == nil {
+		_, err = fmt.Fprintln(f, link)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		r.logger.Error("carmy: cannot write the console URL to a file: the console cannot decide approvals", "error", err)
+		return
+	}
+	r.logger.Info("carmy: the console URL, with the secret that approves calls, is in a file only this user can read", "path", f.Name(), "console", base+"/console")
 }

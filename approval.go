@@ -169,6 +169,37 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 	})
 }
 
+// recordedOutcome finds the recorded outcome of a call that needs an
+// approval it does not have: the retry, with its request id, of a call
+// that ran under an approval since used up gets that call's outcome,
+// whatever approval the same input waits for now. A call without a
+// request id, or whose request id has no record, has none.
+func (r *Registry) recordedOutcome(ctx context.Context, t *tool, req *Request) (*store.Record, bool) {
+	c := &req.Call
+	if c.RequestID == "" {
+		return nil, false
+	}
+	_, digest, err := req.canonical(t)
+	if err != nil {
+		return nil, false
+	}
+	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
+	res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
+	switch {
+	case err != nil:
+		return nil, false // the refusal stands
+	case res.Owned:
+		if err := r.store.Release(context.WithoutCancel(ctx), key, res.Token); err != nil {
+			r.logger.Error("carmy: cannot release a request id's reservation", "tool", t.meta.Name, "request_id", c.RequestID, "error", err)
+		}
+		return nil, false
+	case res.Record != nil && res.Digest == digest:
+		req.ExecutionID, req.Replayed = res.Record.ExecutionID, true
+		return res.Record, true
+	}
+	return nil, false
+}
+
 // useApproval uses up the approval a call runs by, as its execution
 // starts: it holds its tool's turn, if any, and its request id's
 // reservation, so it runs next. Of two calls that found one approval, the

@@ -1,6 +1,9 @@
 package carmy
 
-import "io"
+import (
+	"io"
+	"testing"
+)
 
 // SetConsoleOut makes servers print their console URL to w for a test;
 // the returned function restores standard error.
@@ -20,4 +23,19 @@ func SetConsoleTerminal(terminal bool) (restore func()) {
 	old := isTerminal
 	isTerminal = func(io.Writer) bool { return terminal }
 	return func() { isTerminal = old }
+}
+
+// PromptInput is the text the MCP confirmation prompt shows for an input
+// of tool.
+func PromptInput(t testing.TB, r *Registry, tool, input string) string {
+	t.Helper()
+	form, err := r.tools[tool].canonicalInput([]byte(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := promptInput(form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

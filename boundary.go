@@ -239,6 +239,11 @@ func (r *Registry) logRefusal(req *http.Request, principal string, e *Error) {
 	if tool == req.URL.Path {
 		tool = ""
 	}
+	if e.Message == "" { // an authentication refusal, whose message may hold the credential
+		r.logger.Warn("carmy: request refused", "code", e.Code, "principal", principal, "tool", tool,
+			"method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr)
+		return
+	}
 	r.logger.Warn("carmy: request refused", "code", e.Code, "reason", e.Message, "principal", principal, "tool", tool,
 		"method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 )
@@ -112,9 +113,9 @@ func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
 
 // identify authenticates a request; without an authenticator everyone is
 // the anonymous principal "". It reads no body, so that a caller with bad
-// credentials is refused at once. A refusal is logged at warn level
-// without its cause, which an authenticator may have written with the
-// credential in it.
+// credentials is refused at once. A refusal is logged at warn level with
+// its code alone: an authenticator may have written the credential into
+// its message or its cause.
 func (r *Registry) identify(req *http.Request) (Identity, error) {
 	if r.auth == nil {
 		return Identity{}, nil
@@ -124,14 +125,17 @@ func (r *Registry) identify(req *http.Request) (Identity, error) {
 	_, e := authorization(req)
 	if e == nil {
 		id, err := r.auth.Authenticate(req)
-		if err == nil {
+		switch {
+		case err == nil && utf8.ValidString(id.Principal):
 			return id, nil
-		}
-		if !errors.As(err, &e) {
+		case err == nil:
+			// Answers, logs and records name the principal, as text.
+			e = Errorf(CodeUnauthenticated, "authentication failed: the authenticator named a principal that is not valid UTF-8")
+		case !errors.As(err, &e):
 			e = &Error{Code: CodeUnauthenticated, Message: "authentication failed", Err: err}
 		}
 	}
-	r.logRefusal(req, "", e)
+	r.logRefusal(req, "", &Error{Code: e.Code}) // the code, not the message
 	return Identity{}, e
 }
 

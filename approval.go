@@ -37,8 +37,10 @@ const DefaultApprovalTimeout = 15 * time.Minute
 // [store.ApprovalStore] (redisstore does), so that every host sees them;
 // otherwise in this process. Those holding the permission
 // "approve:<tool>", or "approve:*" for every tool, decide them (see
-// [Registry.Handler]); a server without an [Authenticator] gives that
-// right to the holder of its console secret only ([Registry.ConsoleURL]).
+// [Registry.Handler]), except the approvals of their own calls: the
+// principal that made a call never decides its approval, whatever it
+// holds. A server without an [Authenticator] gives that right to the
+// holder of its console secret only ([Registry.ConsoleURL]).
 func (b *Builder) ApprovalTimeout(d time.Duration) *Builder {
 	if d <= 0 {
 		b.misuse("Builder.ApprovalTimeout(%v) must be positive", d)

@@ -57,7 +57,10 @@ func (c consoleAuth) matches(s string) bool {
 // "http://127.0.0.1:3000". On a registry without an [Authenticator] it
 // carries the console secret, which alone grants the right to decide
 // approvals there: give it only to the person who decides, never to an
-// agent. [Builder.Listen] prints it at start. With an authenticator, the
+// agent. [Builder.Listen] prints it at start when standard error is a
+// terminal, and otherwise writes it to a file only the user can read, whose
+// path it logs. The console's page keeps the secret in its own origin and
+// sends it in a header, never in a cookie. With an authenticator, the
 // console asks for a token, whose permissions decide what it may do.
 func (r *Registry) ConsoleURL(base string) string {
 	if r.console.secret == "" {

@@ -26,8 +26,10 @@ const DefaultBodyLimit = 1 << 20
 //	GET  /approvals      the approvals the caller may see, newest first
 //	GET  /approvals/{id} one approval; ?wait=30s answers once it is decided
 //	POST /approvals/{id}/approve, /approvals/{id}/deny
-//	                     decide, for principals holding approve:<tool> or
-//	                     approve:* (see [Builder.ApprovalTimeout])
+//	                     decide, as JSON, from the console's origin or a
+//	                     program, for principals holding approve:<tool> or
+//	                     approve:*, never on their own calls (see
+//	                     [Builder.ApprovalTimeout])
 //	GET  /console        the console: tools, forms, approvals, executions
 //	                     (see [Registry.ConsoleURL])
 //
@@ -38,9 +40,9 @@ const DefaultBodyLimit = 1 << 20
 // before its body is read; a request with two Authorization headers is
 // refused.
 //
-// Browsers are kept out unless the host lets them in: a request that
-// arrived on a loopback address must name the server localhost, 127.0.0.1
-// or [::1] in its Host header, or a name given to [Builder.AllowHosts]
+// Browsers are kept out unless the host lets them in: a request (on a
+// server with an authenticator, one that arrived on a loopback address)
+// must name the server localhost, 127.0.0.1 or [::1] in its Host header, or a name given to [Builder.AllowHosts]
 // (/healthz aside), and a cross-origin request from a browser must come
 // from an origin given to [Builder.AllowOrigins]; others get 403
 // permission_denied. POST /tools/{name} takes Content-Type:

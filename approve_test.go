@@ -118,13 +118,7 @@ func TestApprovalTextIsWhatRuns(t *testing.T) {
 	}
 	var got atomic.Value
 	tool := carmy.Tool(func(in In) error { got.Store(in); return nil }, carmy.Destructive, carmy.Name("restore"), carmy.RequireConfirmation(), carmy.Register(false))
-	reg, err := carmy.New().Tool(tool).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := newServer(t, reg)
-	person := &http.Client{Transport: withHeader{carmy.ConsoleHeader, consoleSecret(reg)}}
+	reg, srv, person := consoleServer(t, tool)
 	input := `{"id":9007199254740993,"path":"/srv/backups/\u202egnp.exe\u200b\u2028"}`
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/restore", input)
 	id := detail(body, "approval_id")
@@ -160,13 +154,7 @@ func TestNegativeZeroIsZero(t *testing.T) {
 	}
 	var got atomic.Value
 	tool := carmy.Tool(func(in In) error { got.Store(in); return nil }, carmy.Destructive, carmy.Name("pay"), carmy.RequireConfirmation(), carmy.Register(false))
-	reg, err := carmy.New().Tool(tool).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := newServer(t, reg)
-	person := &http.Client{Transport: withHeader{carmy.ConsoleHeader, consoleSecret(reg)}}
+	reg, srv, person := consoleServer(t, tool)
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/pay", `{"amount":0,"small":0,"any":0,"raw":{"x":0}}`)
 	id := detail(body, "approval_id")
 	if status, _ := httpDo(t, person, "POST", srv.URL+"/approvals/"+id+"/approve", "{}"); status != 200 {
@@ -257,4 +245,16 @@ func newServer(t *testing.T, reg *carmy.Registry) *httptest.Server {
 func consoleSecret(reg *carmy.Registry) string {
 	_, secret, _ := strings.Cut(reg.ConsoleURL(""), "?token=")
 	return secret
+}
+
+// consoleServer serves tool on a server without authentication, and
+// returns the client of the person holding its console secret.
+func consoleServer(t *testing.T, tool *carmy.ToolDef) (*carmy.Registry, *httptest.Server, *http.Client) {
+	t.Helper()
+	reg, err := carmy.New().Tool(tool).Logger(quietLogger()).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	return reg, newServer(t, reg), &http.Client{Transport: withHeader{carmy.ConsoleHeader, consoleSecret(reg)}}
 }

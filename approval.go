@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -36,8 +37,10 @@ const DefaultApprovalTimeout = 15 * time.Minute
 // [store.ApprovalStore] (redisstore does), so that every host sees them;
 // otherwise in this process. Those holding the permission
 // "approve:<tool>", or "approve:*" for every tool, decide them (see
-// [Registry.Handler]); a server without an [Authenticator] gives that
-// right to the holder of its console secret only ([Registry.ConsoleURL]).
+// [Registry.Handler]), except the approvals of their own calls: the
+// principal that made a call never decides its approval, whatever it
+// holds. A server without an [Authenticator] gives that right to the
+// holder of its console secret only ([Registry.ConsoleURL]).
 func (b *Builder) ApprovalTimeout(d time.Duration) *Builder {
 	if d <= 0 {
 		b.misuse("Builder.ApprovalTimeout(%v) must be positive", d)
@@ -173,12 +176,47 @@ func (r *Registry) approvalRefusal(ctx context.Context, t *tool, a store.Approva
 	}
 	msg := fmt.Sprintf("%s needs a person's approval, and this connection cannot ask them. Tell the user this call waits for their approval (approval %s) and do not retry it until they say they gave it, before %s.",
 		t.meta.Name, a.ID, expires)
-	if link := r.approvalURL(ctx, a.ID); link != "" {
+	link := r.approvalURL(ctx, a.ID)
+	if link != "" {
 		details["approval_url"] = link
 		msg = fmt.Sprintf("%s needs a person's approval. Ask the user to approve or deny it at %s, then make the same call again, with the same input, before %s.",
 			t.meta.Name, link, expires)
 	}
-	return &Error{Code: CodeConfirmationRequired, Message: msg, Details: details}
+	// The doors that reach a person read the approval from Err; the
+	// details are the caller's copy.
+	pending := &approve.Pending{ID: a.ID, Tool: t.meta.Name, URL: link, Digest: a.Digest, Permission: grant, Expires: a.Expires}
+	return &Error{Code: CodeConfirmationRequired, Message: msg, Details: details, Err: pending}
+}
+
+// recordedOutcome finds the recorded outcome of a call that needs an
+// approval it does not have: the retry, with its request id, of a call
+// that ran under an approval since used up gets that call's outcome,
+// whatever approval the same input waits for now. A call without a
+// request id, or whose request id has no record, has none.
+func (r *Registry) recordedOutcome(ctx context.Context, t *tool, req *Request) (*store.Record, bool) {
+	c := &req.Call
+	if c.RequestID == "" {
+		return nil, false
+	}
+	_, digest, err := req.canonical(t)
+	if err != nil {
+		return nil, false
+	}
+	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
+	res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
+	switch {
+	case err != nil:
+		return nil, false // the refusal stands
+	case res.Owned:
+		if err := r.store.Release(context.WithoutCancel(ctx), key, res.Token); err != nil {
+			r.logger.Error("carmy: cannot release a request id's reservation", "tool", t.meta.Name, "request_id", c.RequestID, "error", err)
+		}
+		return nil, false
+	case res.Record != nil && res.Digest == digest:
+		req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
+		return res.Record, true
+	}
+	return nil, false
 }
 
 // useApproval uses up the approval a call runs by, as its execution

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -83,21 +82,31 @@ func detail(v any, key string) string {
 	return s
 }
 
-// consoleClient is the browser of the person who opened the console URL:
-// it holds the console secret's cookie.
+// consoleClient is the console's page of the person who opened the
+// console URL: it sends the console secret in its header, as the page
+// does. Opening the URL sets no cookie.
 func consoleClient(t *testing.T, srv *httptest.Server, reg *carmy.Registry) *http.Client {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar}
-	res, err := c.Get(reg.ConsoleURL(srv.URL))
+	link := reg.ConsoleURL(srv.URL)
+	res, err := http.Get(link)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.Request.URL.RawQuery != "" {
-		t.Fatalf("the console kept the secret in its address: %s", res.Request.URL)
+	if len(res.Cookies()) != 0 || res.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("opening the console URL set cookies %v; the secret never rides in a cookie", res.Cookies())
 	}
-	return c
+	_, secret, _ := strings.Cut(link, "?token=")
+	return &http.Client{Transport: withHeader{carmy.ConsoleHeader, secret}}
+}
+
+// withHeader is a transport that adds one header to every request.
+type withHeader struct{ name, value string }
+
+func (h withHeader) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set(h.name, h.value)
+	return http.DefaultTransport.RoundTrip(req)
 }
 
 func TestApprovalsWithoutAuthenticator(t *testing.T) {
@@ -172,8 +181,16 @@ func TestApprovalDenied(t *testing.T) {
 	person := consoleClient(t, srv, reg)
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
 	id := detail(body, "approval_id")
-	// A decision without a body needs no Content-Type.
-	if res, err := person.Post(srv.URL+"/approvals/"+id+"/deny", "", nil); err != nil || res.StatusCode != 200 {
+	// A decision is JSON, even without a body: a page may send any other
+	// body to another origin without a preflight.
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+		if res, err := person.Post(srv.URL+"/approvals/"+id+"/deny", ct, nil); err != nil || res.StatusCode != 415 {
+			t.Fatalf("deny with Content-Type %q = %v, %v; want 415", ct, res, err)
+		} else {
+			res.Body.Close()
+		}
+	}
+	if res, err := person.Post(srv.URL+"/approvals/"+id+"/deny", "application/json", nil); err != nil || res.StatusCode != 200 {
 		t.Fatalf("deny = %v, %v", res, err)
 	} else {
 		res.Body.Close()

@@ -6,9 +6,10 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"slices"
+	"strings"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -16,54 +17,14 @@ import (
 // request open.
 const maxApprovalWait = time.Minute
 
-// caller is who a request to the approvals or the console comes from.
-type caller struct {
-	id Identity
-	// console: the request carries the console secret of a server without
-	// an authenticator, which alone grants the approver's rights there.
-	console bool
-}
-
-// approves reports whether the caller may decide approvals of tool.
-func (c caller) approves(tool string) bool {
-	return c.console || slices.Contains(c.id.Permissions, "approve:*") || slices.Contains(c.id.Permissions, "approve:"+tool)
-}
-
-// approvesAny reports whether the caller may decide approvals of some tool.
-func (c caller) approvesAny() bool {
-	if c.console {
-		return true
-	}
-	for _, p := range c.id.Permissions {
-		if len(p) > len("approve:") && p[:len("approve:")] == "approve:" {
-			return true
-		}
-	}
-	return false
-}
-
-// sees reports whether the caller may read an approval: one of a tool it
-// approves, or one of its own calls.
-func (c caller) sees(a store.Approval) bool {
-	return c.approves(a.Tool) || a.Principal == c.id.Principal
-}
-
-// name is how a decision names its maker.
-func (c caller) name() string {
-	if c.console {
-		return "console"
-	}
-	return c.id.Principal
-}
-
-// caller authenticates a request, and looks for the console secret on a
-// server without an authenticator.
-func (r *Registry) caller(req *http.Request) (caller, error) {
+// caller authenticates a request to the approvals or the console, and
+// looks for the console secret on a server without an authenticator.
+func (r *Registry) caller(req *http.Request) (approve.Who, error) {
 	id, err := r.identify(req)
 	if err != nil {
-		return caller{}, err
+		return approve.Who{}, err
 	}
-	return caller{id: id, console: r.auth == nil && r.console.holds(req)}, nil
+	return approve.Who{Principal: id.Principal, Permissions: id.Permissions, Console: r.auth == nil && r.console.holds(req)}, nil
 }
 
 // wireApproval is an approval as the HTTP API shows it.
@@ -80,11 +41,21 @@ type wireApproval struct {
 	Decided   time.Time   `json:"decided,omitzero"`
 	Approver  string      `json:"approver,omitempty"`
 	URL       string      `json:"url"`
+	// Text is the input as a person is shown it, made by the server
+	// ([approve.Text]): the console shows it as it is.
+	Text string `json:"text"`
+	// MayDecide: the caller may approve or deny it.
+	MayDecide bool `json:"may_decide"`
 }
 
-func (r *Registry) wireApproval(ctx context.Context, a store.Approval) wireApproval {
+func (r *Registry) wireApproval(ctx context.Context, a store.Approval, c approve.Who) wireApproval {
+	text, err := approve.Text(a.Input)
+	if err != nil {
+		text = string(a.Input) // a form the store kept is JSON; never shown raw but for a broken store
+	}
 	return wireApproval{a.ID, a.Tool, a.Principal, jsontextRaw(a.Input), a.Digest, a.RequestID, string(a.Status),
-		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, r.approvalURL(ctx, a.ID)}
+		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, r.approvalURL(ctx, a.ID),
+		text, a.Status == store.ApprovalPending && c.MayDecide(a) == nil}
 }
 
 func (r *Registry) mountApprovals(mux *http.ServeMux) {
@@ -115,8 +86,8 @@ func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request) {
 	status := req.URL.Query().Get("status")
 	out := make([]wireApproval, 0, len(all))
 	for _, a := range all {
-		if c.sees(a) && (status == "" || string(a.Status) == status) {
-			out = append(out, r.wireApproval(ctx, a))
+		if c.MayView(a) && (status == "" || string(a.Status) == status) {
+			out = append(out, r.wireApproval(ctx, a, c))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -150,15 +121,15 @@ func (r *Registry) serveApproval(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a))
+	writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a, c))
 }
 
 // visibleApproval finds the approval a request names, answering 404 for
 // one the caller may not see, as for one that does not exist.
-func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c caller) (store.Approval, bool) {
+func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c approve.Who) (store.Approval, bool) {
 	id := req.PathValue("id")
 	a, err := r.approvals.store.Get(req.Context(), id)
-	if err == nil && !c.sees(a) {
+	if err == nil && !c.MayView(a) {
 		err = store.ErrApprovalNotFound
 	}
 	if errors.Is(err, store.ErrApprovalNotFound) {
@@ -174,9 +145,9 @@ func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c c
 
 // serveDecision approves or denies a pending approval, for a caller who
 // approves its tool. The decision is logged, with who made it.
-func (r *Registry) serveDecision(approve bool) http.HandlerFunc {
+func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
 	decision := "deny"
-	if approve {
+	if approved {
 		decision = "approve"
 	}
 	return func(w http.ResponseWriter, req *http.Request) {
@@ -185,24 +156,27 @@ func (r *Registry) serveDecision(approve bool) http.HandlerFunc {
 			r.writeAuthError(w, req, err)
 			return
 		}
-		// A page may send a form or text to any origin without asking
-		// first, but not JSON: a decision is JSON, or has no body at all.
-		if ct := req.Header.Get("Content-Type"); ct != "" || req.ContentLength != 0 {
-			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-				r.refuse(w, req, c.id.Principal, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the decision with no body, or with Content-Type: application/json"))
-				return
-			}
+		if e := r.decisionRefused(req); e != nil {
+			r.refuse(w, req, c.Principal, e.status, e.Error)
+			return
 		}
 		a, ok := r.visibleApproval(w, req, c)
 		if !ok {
 			return
 		}
-		if !c.approves(a.Tool) {
-			r.refuse(w, req, c.id.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
-				"deciding approvals of %s needs the permission %q or %q; the caller of a tool never decides on its own call", a.Tool, "approve:"+a.Tool, "approve:*"))
+		switch c.MayDecide(a) {
+		case nil:
+		case approve.ErrOwnCall:
+			r.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: CodePermissionDenied,
+				Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
+				Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
+			return
+		default:
+			r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
+				"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
 			return
 		}
-		a, err = r.approvals.store.Decide(req.Context(), a.ID, approve, c.name())
+		a, err = r.approvals.store.Decide(req.Context(), a.ID, approved, c.Name())
 		if errors.Is(err, store.ErrApprovalState) {
 			writeError(w, &Error{Code: CodeConflict, Message: "approval " + a.ID + " is " + string(a.Status) + ", not pending: it cannot be decided again",
 				Details: map[string]any{"approval_id": a.ID, "status": string(a.Status)}})
@@ -217,7 +191,7 @@ func (r *Registry) serveDecision(approve bool) http.HandlerFunc {
 			slog.String("decision", decision), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
 			slog.String("principal", a.Principal), slog.String("approver", a.Approver),
 			slog.Time("decided", a.Decided), slog.String("digest", a.Digest), slog.String("remote", req.RemoteAddr))
-		writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a))
+		writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a, c))
 	}
 }
 
@@ -225,4 +199,38 @@ func (r *Registry) serveDecision(approve bool) http.HandlerFunc {
 func (r *Registry) approvalStoreError(err error) *Error {
 	r.logger.Error("carmy: approval store failed", "error", err)
 	return &Error{Code: CodeUnavailable, Message: "approvals are unavailable now; try again", Retryable: true, Err: err}
+}
+
+// decisionOrigin refuses decisions from pages of other origins, those of
+// AllowOrigins included: a decision comes from the console's own page, or
+// from a program (which sends neither Origin nor Sec-Fetch-Site).
+var decisionOrigin = http.NewCrossOriginProtection()
+
+// decisionRefusal is why a request may not carry a decision.
+type decisionRefusal struct {
+	status int
+	*Error
+}
+
+// decisionRefused refuses a decision that a browser could have sent
+// without being asked: from another origin (a page of a neighbouring port
+// is same-site, and SameSite cookies would go with it), or without a JSON
+// body, which a page may send to another origin only after a preflight,
+// which decisions never pass.
+func (r *Registry) decisionRefused(req *http.Request) *decisionRefusal {
+	if decisionOrigin.Check(req) != nil {
+		return &decisionRefusal{http.StatusForbidden, Errorf(CodePermissionDenied,
+			"approvals are decided from the console's own page, or by a program; never from another origin's page")}
+	}
+	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return &decisionRefusal{http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the decision with Content-Type: application/json, even with no body")}
+	}
+	return nil
+}
+
+// isDecision reports a path that decides an approval, whose preflight
+// requests the boundary never answers.
+func isDecision(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/approvals/")
+	return ok && (strings.HasSuffix(rest, "/approve") || strings.HasSuffix(rest, "/deny"))
 }

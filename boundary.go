@@ -11,13 +11,18 @@ import (
 	"time"
 )
 
-// AllowHosts adds names that a request arriving on a loopback address may
-// carry in its Host header, besides localhost, 127.0.0.1 and [::1]: the
-// names under which a reverse proxy on the same machine forwards to the
-// server. A name without a port, "tools.example.com", matches any port;
+// AllowHosts adds names that a request may carry in its Host header,
+// besides localhost, 127.0.0.1 and [::1]: the names under which a reverse
+// proxy forwards to the server, or under which its callers reach it. A
+// server without an [Authenticator] checks the Host of every request,
+// wherever it arrived (in a container, requests published on the host's
+// 127.0.0.1 arrive on the container's own address); one with an
+// authenticator checks requests that arrived on a loopback address. A
+// name without a port, "tools.example.com", matches any port;
 // "tools.example.com:8443" matches that port only. Every other Host is
 // refused with 403 on every route but /healthz, so that a web page whose
-// domain an attacker rebinds to 127.0.0.1 cannot reach the tools.
+// domain an attacker rebinds to the server's address cannot reach the
+// tools.
 func (b *Builder) AllowHosts(hosts ...string) *Builder {
 	for _, h := range hosts {
 		k, err := parseAllowedHost(h)
@@ -139,7 +144,7 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if req.URL.Path != "/healthz" && !b.hostAllowed(req) {
 		b.r.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
-			"this server answers on a loopback address to the host names localhost, 127.0.0.1 and [::1], not %q; names a local proxy forwards with are allowed by the server's configuration (allowed hosts)", req.Host))
+			"this server answers to the host names localhost, 127.0.0.1 and [::1], not %q; other names (a proxy's, a published address) are allowed by the server's configuration (allowed hosts)", req.Host))
 		return
 	}
 	if !isResourceMetadata(req) && !b.originAllowed(req) {
@@ -147,7 +152,9 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			"cross-origin requests from browsers are refused; origins whose pages may call this server are allowed by the server's configuration (allowed origins)"))
 		return
 	}
-	if origin := req.Header.Get("Origin"); b.allowed[origin] {
+	// Decisions never get CORS, so that no other origin's page can send
+	// one: allowed origins are trusted to call tools, not to approve.
+	if origin := req.Header.Get("Origin"); b.allowed[origin] && !isDecision(req.URL.Path) {
 		// Without CORS headers, a browser would keep the answer from the
 		// page, and would not send JSON at all: its preflight is answered
 		// here.
@@ -167,20 +174,25 @@ func (b *boundary) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // hostAllowed guards against DNS rebinding: a page whose domain resolves
-// to 127.0.0.1 reaches a local server with that domain as its Host. A
-// request that arrived on another address passes; one on a local address
-// that is not an IP address (a Unix socket a local proxy forwards to) is
-// checked. A request that names no local address did not come through a
-// net/http server (a handler called directly, as in tests): it is checked
-// when it says it came from a loopback address, as a browser's would.
+// to the server's address reaches it with that domain as its Host. A
+// server without an authenticator checks every request that came through
+// a net/http server, wherever it arrived: in a container published on
+// 127.0.0.1, requests arrive on the container's own address, and a
+// rebound page reaches them there just the same. A server with an
+// authenticator, whose callers a page cannot borrow, checks those that
+// arrived on a loopback address, or on a local address that is not an IP
+// address (a Unix socket a local proxy forwards to). A request that names
+// no local address did not come through a net/http server (a handler
+// called directly, as in tests): it is checked when it says it came from
+// a loopback address, as a browser's would.
 func (b *boundary) hostAllowed(req *http.Request) bool {
 	switch local := req.Context().Value(http.LocalAddrContextKey).(type) {
 	case *net.TCPAddr:
-		if !local.AddrPort().Addr().IsLoopback() {
+		if b.r.auth != nil && !local.AddrPort().Addr().IsLoopback() {
 			return true
 		}
 	case net.Addr:
-		if ap, err := netip.ParseAddrPort(local.String()); err == nil && !ap.Addr().IsLoopback() {
+		if ap, err := netip.ParseAddrPort(local.String()); err == nil && b.r.auth != nil && !ap.Addr().IsLoopback() {
 			return true
 		}
 	default:
@@ -226,6 +238,11 @@ func (r *Registry) logRefusal(req *http.Request, principal string, e *Error) {
 	tool, _ := strings.CutPrefix(req.URL.Path, "/tools/")
 	if tool == req.URL.Path {
 		tool = ""
+	}
+	if e.Message == "" { // an authentication refusal, whose message may hold the credential
+		r.logger.Warn("carmy: request refused", "code", e.Code, "principal", principal, "tool", tool,
+			"method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr)
+		return
 	}
 	r.logger.Warn("carmy: request refused", "code", e.Code, "reason", e.Message, "principal", principal, "tool", tool,
 		"method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr)

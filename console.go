@@ -6,12 +6,12 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -19,9 +19,14 @@ import (
 	"time"
 )
 
-// consoleCookie holds the console secret in the browser that opened the
-// console URL.
-const consoleCookie = "carmy_console"
+// consoleHeader carries the console secret from the console's page. Not a
+// cookie: browsers send a host's cookies to every port of it, so another
+// local server a person's browser visits would receive it, and with it
+// the approver's rights. The page keeps the secret in its origin's
+// storage, which no other origin reads, and a header is sent only by code
+// that holds it; another origin's page would need a preflight to send it,
+// which the server never grants.
+const consoleHeader = "X-Carmy-Console"
 
 // consoleAuth is the console secret of a server without an authenticator:
 // made at Build, new with every registry, it alone grants the approver's
@@ -39,13 +44,10 @@ func newConsoleAuth(authenticated bool) consoleAuth {
 }
 
 // holds reports whether a request carries the console secret, in its
-// cookie.
+// header.
 func (c consoleAuth) holds(req *http.Request) bool {
-	if c.secret == "" {
-		return false
-	}
-	k, err := req.Cookie(consoleCookie)
-	return err == nil && c.matches(k.Value)
+	v := req.Header.Values(consoleHeader)
+	return len(v) == 1 && c.matches(v[0])
 }
 
 func (c consoleAuth) matches(s string) bool {
@@ -56,7 +58,10 @@ func (c consoleAuth) matches(s string) bool {
 // "http://127.0.0.1:3000". On a registry without an [Authenticator] it
 // carries the console secret, which alone grants the right to decide
 // approvals there: give it only to the person who decides, never to an
-// agent. [Builder.Listen] prints it at start. With an authenticator, the
+// agent. [Builder.Listen] prints it at start when standard error is a
+// terminal, and otherwise writes it to a file only the user can read, whose
+// path it logs. The console's page keeps the secret in its own origin and
+// sends it in a header, never in a cookie. With an authenticator, the
 // console asks for a token, whose permissions decide what it may do.
 func (r *Registry) ConsoleURL(base string) string {
 	if r.console.secret == "" {
@@ -91,20 +96,9 @@ func assetsOnly(h http.Handler) http.Handler {
 }
 
 // serveConsole serves the console's page. Opened with the console secret
-// (?token=), it sets the cookie that carries it and sends the browser on
-// to the same page without it, so that the secret leaves the address bar
-// and the history.
+// (?token=), the page keeps the secret in its origin's storage and takes
+// it out of the address bar; the server sets no cookie.
 func (r *Registry) serveConsole(w http.ResponseWriter, req *http.Request) {
-	q := req.URL.Query()
-	if tok := q.Get("token"); tok != "" {
-		if r.console.matches(tok) {
-			http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: tok, Path: "/", HttpOnly: true, Secure: req.TLS != nil, SameSite: http.SameSiteStrictMode})
-		}
-		q.Del("token")
-		next := url.URL{Path: "/console", RawQuery: q.Encode()}
-		http.Redirect(w, req, next.String(), http.StatusSeeOther)
-		return
-	}
 	page, err := consoleFiles.ReadFile("console/index.html")
 	if err != nil {
 		writeError(w, Errorf(CodeInternal, "the console is missing"))
@@ -128,6 +122,9 @@ type consoleSession struct {
 	// Authenticated: the server has an authenticator, so the page sends a
 	// token; without one, the console secret makes an approver.
 	Authenticated bool `json:"authenticated"`
+	// Console: the server has a console secret, which alone makes an
+	// approver there.
+	Console bool `json:"console"`
 }
 
 func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request) {
@@ -136,7 +133,7 @@ func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request)
 		r.writeAuthError(w, req, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, consoleSession{c.id.Principal, c.approvesAny(), r.auth != nil})
+	writeJSON(w, http.StatusOK, consoleSession{c.Principal, c.DecidesSome(), r.auth != nil, r.console.secret != ""})
 }
 
 // recentSize is how many executions the console shows.
@@ -194,25 +191,64 @@ func (r *Registry) serveExecutions(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, r.recent.list(func(e execution) bool {
-		return c.approves(e.Tool) || e.Principal == c.id.Principal
+		return c.MayViewCall(e.Tool, e.Principal)
 	}))
 }
 
-// consoleOut is where a server prints its console URL; a variable so that
-// tests can read it.
+// consoleOut is where a server prints its console URL when it is a
+// terminal; a variable so that tests can read it.
 var consoleOut io.Writer = os.Stderr
 
+// isTerminal reports whether w is a terminal, where a person reads; a
+// variable so that tests can say either. Under systemd, Docker or
+// Kubernetes, standard error is a pipe or a file that a log collector
+// reads, and whoever reads the logs would get the approver's rights.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// consoleDir is the directory of the file that holds the console URL when
+// standard error is not a terminal: $XDG_RUNTIME_DIR, the user's own,
+// else the temporary directory.
+func consoleDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return d
+	}
+	return os.TempDir()
+}
+
 // announceConsole makes the address a server listens on the base of its
-// approval URLs, and prints the console URL with its secret for the
-// person at the terminal. The secret goes to the terminal only, not to
-// the log, which others may read.
+// approval URLs, and gives the person who started the server the console
+// URL with its secret: printed when standard error is a terminal,
+// otherwise written to a file only the user can read, whose path (never
+// the secret) is logged.
 func (r *Registry) announceConsole(addr net.Addr) {
 	base := "http://" + addr.String()
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		base = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
 	}
 	r.approvals.base.Store(&base)
-	if r.console.secret != "" {
-		fmt.Fprintf(consoleOut, "carmy: to see the tools and approve calls, open %s\n", r.ConsoleURL(base))
+	if r.console.secret == "" {
+		return
 	}
+	link := r.ConsoleURL(base)
+	if isTerminal(consoleOut) {
+		fmt.Fprintf(consoleOut, "carmy: to see the tools and approve calls, open %s\n", link)
+		return
+	}
+	f, err := os.CreateTemp(consoleDir(), "carmy-console-*.url") // mode 0600
+	if err == nil {
+		_, err = fmt.Fprintln(f, link)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		r.logger.Error("carmy: cannot write the console URL to a file: the console cannot decide approvals", "error", err)
+		return
+	}
+	r.logger.Info("carmy: the console URL, with the secret that approves calls, is in a file only this user can read", "path", f.Name(), "console", base+"/console")
 }

@@ -59,32 +59,35 @@ func TestConsolePage(t *testing.T) {
 	}
 }
 
-// A wrong secret sets no cookie; the right one does, and leaves the
-// address bar.
+// The console secret makes an approver when the page sends it in its
+// header, never by a cookie: opening the console URL sets none, and a
+// wrong secret makes no approver.
 func TestConsoleSecretExchange(t *testing.T) {
 	srv, reg, _ := approvalServer(t, carmy.New())
+	_, secret, _ := strings.Cut(reg.ConsoleURL(srv.URL), "?token=")
 	for _, tt := range []struct {
 		name     string
-		url      string
+		header   []string
 		approver bool
 	}{
-		{"no secret", srv.URL + "/console", false},
-		{"a wrong secret", srv.URL + "/console?token=" + strings.Repeat("0", 64), false},
-		{"the secret", reg.ConsoleURL(srv.URL), true},
+		{"no secret", nil, false},
+		{"a wrong secret", []string{carmy.ConsoleHeader, strings.Repeat("0", 64)}, false},
+		{"the secret in a cookie", []string{"Cookie", "carmy_console=" + secret}, false},
+		{"the secret", []string{carmy.ConsoleHeader, secret}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			jar, _ := cookiejar.New(nil)
 			c := &http.Client{Jar: jar}
-			res, err := c.Get(tt.url)
+			res, err := c.Get(reg.ConsoleURL(srv.URL))
 			if err != nil {
 				t.Fatal(err)
 			}
 			res.Body.Close()
-			if strings.Contains(res.Request.URL.String(), "token=") {
-				t.Fatalf("ended at %s; the secret must leave the address", res.Request.URL)
+			if len(res.Cookies()) != 0 {
+				t.Fatalf("the console set cookies %v", res.Cookies())
 			}
-			_, s := httpDo(t, c, "GET", srv.URL+"/console/session", "")
-			if m := s.(map[string]any); m["approver"] != tt.approver || m["authenticated"] != false {
+			_, s := httpDo(t, c, "GET", srv.URL+"/console/session", "", tt.header...)
+			if m := s.(map[string]any); m["approver"] != tt.approver || m["authenticated"] != false || m["console"] != true {
 				t.Fatalf("session = %v; want approver %v", m, tt.approver)
 			}
 		})

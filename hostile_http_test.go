@@ -532,7 +532,11 @@ func TestDNSRebinding(t *testing.T) {
 		{"IPv4 loopback", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 3000}, "", 403},
 		{"IPv6 loopback", &net.TCPAddr{IP: net.IPv6loopback, Port: 3000}, "", 403},
 		{"a Unix socket", &net.UnixAddr{Name: "/run/carmy.sock", Net: "unix"}, "", 403},
-		{"a public address", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 3000}, "", 200},
+		// A server without authentication checks the Host of every request,
+		// wherever it arrived: a container published on the host's
+		// 127.0.0.1 gets its requests on its own address.
+		{"a public address", &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 3000}, "", 403},
+		{"a container's address", &net.TCPAddr{IP: net.IPv4(172, 17, 0, 2), Port: 3000}, "", 403},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "http://attacker.example/tools", nil)
@@ -546,6 +550,43 @@ func TestDNSRebinding(t *testing.T) {
 			reg.Handler().ServeHTTP(w, req)
 			if w.Code != tt.want {
 				t.Fatalf("status %d; want %d", w.Code, tt.want)
+			}
+		})
+	}
+}
+
+// TestHostCheckedWherever: a server without authentication checks Host on
+// every request, wherever it arrived, and only AllowHosts widens the list;
+// a server with an authenticator, whose callers a rebound page cannot
+// borrow, checks requests that arrived on a loopback address.
+func TestHostCheckedWherever(t *testing.T) {
+	container := &net.TCPAddr{IP: net.IPv4(172, 17, 0, 2), Port: 3000}
+	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("t"), Principal: "p"})
+	for _, tt := range []struct {
+		name string
+		b    *carmy.Builder
+		host string
+		want int
+	}{
+		{"unauthenticated, a rebound name", carmy.New(), "attacker.example:3000", 403},
+		{"unauthenticated, localhost", carmy.New(), "localhost:3000", 200},
+		{"unauthenticated, an allowed host", carmy.New().AllowHosts("tools.internal"), "tools.internal:3000", 200},
+		{"unauthenticated, another host than the allowed one", carmy.New().AllowHosts("tools.internal"), "attacker.example", 403},
+		{"authenticated, any name off loopback", carmy.New().Authenticate(tokens), "tools.example.com", 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg, err := tt.b.Logger(quietLogger()).Tool(boundaryTools()...).Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reg.Close()
+			req := httptest.NewRequest(http.MethodGet, "http://"+tt.host+"/tools", nil)
+			req.Header.Set("Authorization", "Bearer t")
+			req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, container))
+			w := httptest.NewRecorder()
+			reg.Handler().ServeHTTP(w, req)
+			if w.Code != tt.want {
+				t.Fatalf("status %d; want %d (%s)", w.Code, tt.want, w.Body)
 			}
 		})
 	}

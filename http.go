@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 )
@@ -26,8 +27,10 @@ const DefaultBodyLimit = 1 << 20
 //	GET  /approvals      the approvals the caller may see, newest first
 //	GET  /approvals/{id} one approval; ?wait=30s answers once it is decided
 //	POST /approvals/{id}/approve, /approvals/{id}/deny
-//	                     decide, for principals holding approve:<tool> or
-//	                     approve:* (see [Builder.ApprovalTimeout])
+//	                     decide, as JSON, from the console's origin or a
+//	                     program, for principals holding approve:<tool> or
+//	                     approve:*, never on their own calls (see
+//	                     [Builder.ApprovalTimeout])
 //	GET  /console        the console: tools, forms, approvals, executions
 //	                     (see [Registry.ConsoleURL])
 //
@@ -38,9 +41,9 @@ const DefaultBodyLimit = 1 << 20
 // before its body is read; a request with two Authorization headers is
 // refused.
 //
-// Browsers are kept out unless the host lets them in: a request that
-// arrived on a loopback address must name the server localhost, 127.0.0.1
-// or [::1] in its Host header, or a name given to [Builder.AllowHosts]
+// Browsers are kept out unless the host lets them in: a request (on a
+// server with an authenticator, one that arrived on a loopback address)
+// must name the server localhost, 127.0.0.1 or [::1] in its Host header, or a name given to [Builder.AllowHosts]
 // (/healthz aside), and a cross-origin request from a browser must come
 // from an origin given to [Builder.AllowOrigins]; others get 403
 // permission_denied. POST /tools/{name} takes Content-Type:
@@ -115,9 +118,9 @@ func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
 
 // identify authenticates a request; without an authenticator everyone is
 // the anonymous principal "". It reads no body, so that a caller with bad
-// credentials is refused at once. A refusal is logged at warn level
-// without its cause, which an authenticator may have written with the
-// credential in it.
+// credentials is refused at once. A refusal is logged at warn level with
+// its code alone: an authenticator may have written the credential into
+// its message or its cause.
 func (r *Registry) identify(req *http.Request) (Identity, error) {
 	if r.auth == nil {
 		return Identity{}, nil
@@ -127,14 +130,17 @@ func (r *Registry) identify(req *http.Request) (Identity, error) {
 	_, e := authorization(req)
 	if e == nil {
 		id, err := r.auth.Authenticate(req)
-		if err == nil {
+		switch {
+		case err == nil && utf8.ValidString(id.Principal):
 			return id, nil
-		}
-		if !errors.As(err, &e) {
+		case err == nil:
+			// Answers, logs and records name the principal, as text.
+			e = Errorf(CodeUnauthenticated, "authentication failed: the authenticator named a principal that is not valid UTF-8")
+		case !errors.As(err, &e):
 			e = &Error{Code: CodeUnauthenticated, Message: "authentication failed", Err: err}
 		}
 	}
-	r.logRefusal(req, "", e)
+	r.logRefusal(req, "", &Error{Code: e.Code}) // the code, not the message
 	return Identity{}, e
 }
 

@@ -4,19 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
-	"strings"
-	"unicode"
-	"unicode/utf16"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/approve"
 )
 
 // Keys of a tools/call request's _meta that carmy reads. Permissions and
@@ -240,27 +237,7 @@ func mcpError(err error, hasOutputSchema bool) *mcp.CallToolResult {
 // document the confirmation digest is over), indented, with every character
 // that could hide or disguise text (controls, bidirectional overrides,
 // zero-width and other format characters, line separators) escaped.
-func promptInput(form []byte) (string, error) {
-	v := jsontext.Value(form)
-	if err := v.Indent(jsontext.WithIndent("  ")); err != nil {
-		return "", err
-	}
-	// Valid JSON holds such characters only inside strings, where \uXXXX
-	// means the same character.
-	var b strings.Builder
-	for _, c := range string(v) {
-		if c == '\n' || c == ' ' || !(unicode.IsControl(c) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)) {
-			b.WriteRune(c)
-			continue
-		}
-		if r1, r2 := utf16.EncodeRune(c); r1 != unicode.ReplacementChar {
-			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
-		} else {
-			fmt.Fprintf(&b, `\u%04x`, c)
-		}
-	}
-	return b.String(), nil
-}
+func promptInput(form []byte) (string, error) { return approve.Text(form) }
 
 // mcpHTTPHandler serves MCP over streamable HTTP. It authenticates every
 // request and checks a message strictly before the SDK sees it, binds

@@ -303,7 +303,7 @@ type claimList []string
 func (s *claimList) UnmarshalJSON(b []byte) error {
 	var one string
 	if err := jsonv2.Unmarshal(b, &one); err == nil {
-		*s = strings.Fields(one)
+		*s = splitScope(one)
 		return nil
 	}
 	var list []string
@@ -312,6 +312,20 @@ func (s *claimList) UnmarshalJSON(b []byte) error {
 	}
 	*s = list
 	return nil
+}
+
+// splitScope splits a scope claim on U+0020 alone, as RFC 6749 §3.3 says:
+// split on any other white space too (as strings.Fields does),
+// "read\u00a0confirm:destroy" would grant confirm:destroy, which the issuer
+// never granted.
+func splitScope(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, " ") {
+		if part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 // scopeError is the cause of a refusal for a missing scope.
@@ -352,7 +366,7 @@ func (o *oauthAuthenticator) Authenticate(r *http.Request) (Identity, error) {
 	case c.Subject == "":
 		return Identity{}, Errorf(CodeUnauthenticated, "the bearer token is not valid: it names no subject (sub)")
 	}
-	scopes := strings.Fields(c.Scope)
+	scopes := splitScope(c.Scope)
 	scopes = append(scopes, c.Scp...)
 	var missing []string
 	for _, s := range o.scopes {

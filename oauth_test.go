@@ -264,6 +264,10 @@ func TestOAuthPermissions(t *testing.T) {
 		{"scp string", with(base, "scope", nil, "scp", "tools read"), []string{"tools", "read"}},
 		{"permissions", with(base, "scope", "tools", "permissions", []string{"confirm:burn_note"}), []string{"tools", "confirm:burn_note"}},
 		{"none", with(base, "scope", nil), nil},
+		// RFC 6749 §3.3: scopes are separated by U+0020 alone.
+		{"no-break space is not a separator", with(base, "scope", "read\u00a0confirm:burn_note"), []string{"read\u00a0confirm:burn_note"}},
+		{"tab and newline are not separators", with(base, "scope", "read\tconfirm:burn_note\nx"), []string{"read\tconfirm:burn_note\nx"}},
+		{"ideographic space in scp", with(base, "scope", nil, "scp", "read\u3000confirm:burn_note"), []string{"read\u3000confirm:burn_note"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, err := authenticate(a, sign(t, jose.ES256, ecKey(), "es", tc.claims))

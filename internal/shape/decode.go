@@ -21,6 +21,8 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/carmy-dev/carmy/internal/canon"
 )
 
 // Decode decodes data, a JSON object, into dst, an addressable value of the
@@ -332,6 +334,9 @@ func (d *decoder) opaque(n *Node, v reflect.Value) {
 		d.problems = append(d.problems, problems...)
 		return
 	}
+	// The type reads the JSON itself: a -0 there would reach it as the
+	// float -0, which the canonical form a person approves writes as 0.
+	raw = canon.UnsignZeros(raw)
 	if u, ok := v.Addr().Interface().(json.Unmarshaler); ok {
 		if err := u.UnmarshalJSON(bytes.Clone(raw)); err != nil {
 			d.addf("cannot be read: %v", err)
@@ -425,6 +430,9 @@ func (d *decoder) freeValue() (any, bool) {
 		return tok.String(), true
 	case '0':
 		f, _ := strconv.ParseFloat(tok.String(), 64) // ±Inf when out of range
+		if f == 0 {
+			f = 0 // -0 is 0, as the canonical form a person approves writes it
+		}
 		return f, true
 	}
 	return nil, true
@@ -441,7 +449,7 @@ func itemRules(r *Rules) *Rules {
 func (d *decoder) raw(v reflect.Value) {
 	raw, ok := d.readValue()
 	if ok {
-		v.SetBytes(bytes.Clone(raw))
+		v.SetBytes(bytes.Clone(canon.UnsignZeros(raw))) // -0 is 0 (see opaque)
 	}
 }
 
@@ -789,6 +797,9 @@ func (d *decoder) number(n *Node, r *Rules, raw jsontext.Value, v reflect.Value)
 		if msg != "" {
 			d.add(msg)
 			return
+		}
+		if f == 0 {
+			f = 0 // -0 is 0, as the canonical form a person approves writes it
 		}
 		v.SetFloat(f)
 	case KindInt:

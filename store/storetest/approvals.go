@@ -125,6 +125,19 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) store.ApprovalS
 		want(t, create(t, s, fresh("alice", "d1", long)), store.ApprovalDenied, a.ID)
 	})
 
+	t.Run("a flood of pending approvals never evicts a denial", func(t *testing.T) {
+		s := newStore(t)
+		denied := create(t, s, fresh("mallory", "denied", long))
+		if _, err := s.Decide(ctx, denied.ID, false, "bob"); err != nil {
+			t.Fatal(err)
+		}
+		// Past the in-memory store's bound on one principal's approvals.
+		for i := range store.DefaultApprovalLimit + 10 {
+			create(t, s, fresh("mallory", "flood-"+strconv.Itoa(i), long))
+		}
+		want(t, create(t, s, fresh("mallory", "denied", long)), store.ApprovalDenied, denied.ID)
+	})
+
 	t.Run("a pending approval cannot be used", func(t *testing.T) {
 		s := newStore(t)
 		a := create(t, s, fresh("alice", "d1", long))

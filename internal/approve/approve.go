@@ -1,0 +1,155 @@
+// Package approve is carmy's one approval policy and its one rendering:
+// who may see an approval, who may decide it, and the text a person is
+// shown before deciding. The HTTP API, the console and MCP all ask it, so
+// that no door decides differently, and no door shows a person something
+// other than what runs.
+package approve
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf16"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
+// Who is a party to approvals: the caller of the HTTP API or the console.
+type Who struct {
+	Principal   string
+	Permissions []string
+	// Console: the request carries the console secret of a server without
+	// an authenticator. The secret alone carries the approver's rights
+	// there: its holder is the person who started the server, never the
+	// agent, which calls as the same anonymous principal.
+	Console bool
+}
+
+// Reasons a decision is refused.
+var (
+	// ErrNoRight: the caller holds neither approve:<tool> nor approve:*.
+	ErrNoRight = errors.New("approve: the caller may not decide approvals of this tool")
+	// ErrOwnCall: the caller made the call. Whatever it holds, the
+	// principal that made a call never decides its approval: an agent
+	// whose token carries approve:* (as tokens that carry all of a user's
+	// permissions do) could otherwise approve itself.
+	ErrOwnCall = errors.New("approve: the principal that made a call never decides its approval")
+)
+
+// holds reports whether w holds the right to decide approvals of tool.
+func (w Who) holds(tool string) bool {
+	return w.Console || slices.Contains(w.Permissions, "approve:*") || slices.Contains(w.Permissions, "approve:"+tool)
+}
+
+// MayDecide returns nil when w may approve or deny a, else [ErrNoRight] or
+// [ErrOwnCall].
+func (w Who) MayDecide(a store.Approval) error {
+	if !w.holds(a.Tool) {
+		return ErrNoRight
+	}
+	if !w.Console && a.Principal == w.Principal {
+		return ErrOwnCall
+	}
+	return nil
+}
+
+// MayView reports whether w may see a: one of a tool it may decide, or
+// one of its own calls.
+func (w Who) MayView(a store.Approval) bool {
+	return w.holds(a.Tool) || a.Principal == w.Principal
+}
+
+// MayViewCall reports whether w may see a call of tool made by principal,
+// as the console's recent calls list it.
+func (w Who) MayViewCall(tool, principal string) bool {
+	return w.holds(tool) || principal == w.Principal
+}
+
+// DecidesSome reports whether w holds the right to decide approvals of
+// some tool.
+func (w Who) DecidesSome() bool {
+	if w.Console {
+		return true
+	}
+	return slices.ContainsFunc(w.Permissions, func(p string) bool {
+		return len(p) > len("approve:") && strings.HasPrefix(p, "approve:")
+	})
+}
+
+// Name is how a decision names its maker, for the approval and the audit.
+func (w Who) Name() string {
+	if w.Console {
+		return "console"
+	}
+	return w.Principal
+}
+
+// Text is an input as a person is shown it before deciding: its canonical
+// form (the document the confirmation digest is over, numbers written as
+// their exact digits), indented, with every character that could hide or
+// disguise text (controls, bidirectional overrides, zero-width and other
+// format characters, line and paragraph separators) escaped as \uXXXX.
+// Every door shows this text, made here, so that what a person approves
+// is what runs.
+func Text(form []byte) (string, error) {
+	v := jsontext.Value(form)
+	if err := v.Indent(jsontext.WithIndent("  ")); err != nil {
+		return "", err
+	}
+	// Valid JSON holds such characters only inside strings, where \uXXXX
+	// means the same character.
+	var b strings.Builder
+	b.Grow(len(v))
+	for _, c := range string(v) {
+		if c == '\n' || c == ' ' || !hides(c) {
+			b.WriteRune(c)
+			continue
+		}
+		if r1, r2 := utf16.EncodeRune(c); r1 != unicode.ReplacementChar {
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+		} else {
+			fmt.Fprintf(&b, `\u%04x`, c)
+		}
+	}
+	return b.String(), nil
+}
+
+// hides reports a character that a person would not see as itself.
+func hides(c rune) bool {
+	return unicode.IsControl(c) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+// Pending is the pending approval that a confirmation_required refusal
+// asks a person for, as a typed value: the refusal carries it as its
+// cause, so that a door that can reach a person (MCP elicitation, the
+// console) finds it with [PendingOf] rather than by reading the details
+// sent to the caller.
+type Pending struct {
+	ID   string
+	Tool string
+	// URL is the page where a person decides.
+	URL string
+	// Digest is the digest of the input, and Permission the grant that
+	// confirms that input alone.
+	Digest     string
+	Permission string
+	Expires    time.Time
+}
+
+func (p *Pending) Error() string {
+	return "approval " + p.ID + " of " + p.Tool + " waits for a person"
+}
+
+// PendingOf returns the pending approval err asks for, if any.
+func PendingOf(err error) (*Pending, bool) {
+	var p *Pending
+	if errors.As(err, &p) {
+		return p, true
+	}
+	return nil, false
+}

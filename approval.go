@@ -97,15 +97,15 @@ func requestBase(req *http.Request) string {
 	return scheme + "://" + req.Host
 }
 
-// approvalURL is the page where a person decides on approval id: on the
-// server the call came through, else the one this registry listens on,
-// else a path on the registry's handler.
+// approvalURL is the page where a person decides on approval id: at the
+// public URL, else on the server the call came through, else the one this
+// registry listens on, else a path on the registry's handler.
 func (r *Registry) approvalURL(ctx context.Context, id string) string {
-	var base string
-	if req := httpRequestOf(ctx); req != nil {
-		base = requestBase(req)
-	} else {
-		if p := r.approvals.base.Load(); p != nil {
+	base := r.publicURL
+	if base == "" {
+		if req := httpRequestOf(ctx); req != nil {
+			base = requestBase(req)
+		} else if p := r.approvals.base.Load(); p != nil {
 			base = *p
 		}
 	}

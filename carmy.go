@@ -141,6 +141,8 @@ type Builder struct {
 	storeURL   string
 	ttl        time.Duration
 	limit      int
+	window     time.Duration // 0: the store's own
+	publicURL  string
 	audit      []auditSource
 	errs       []error
 
@@ -334,6 +336,25 @@ func (b *Builder) IdempotencyTTL(d time.Duration) *Builder {
 	return b
 }
 
+// IdempotencyWindow sets the age below which no idempotency record is
+// evicted to make room, whatever the store's bounds: a retry within it
+// gets the recorded outcome. A caller whose records fill its bound
+// ([Builder.IdempotencyLimit], or the shared store's own) and are all
+// younger gets [CodeUnavailable], retryable, with details.reason
+// "capacity", for calls with a new request id, until its oldest record
+// ages past the window; other callers are not affected. The default is
+// [store.DefaultWindow]; it applies to the default store and to any store
+// that implements [store.Windowed] (redisstore does), whose own setting it
+// replaces when set here.
+func (b *Builder) IdempotencyWindow(d time.Duration) *Builder {
+	if d <= 0 {
+		b.misuse("Builder.IdempotencyWindow(%v) must be positive", d)
+		return b
+	}
+	b.window = d
+	return b
+}
+
 // StoreURL sets the shared idempotency store and locker by URL, opened at
 // Build by the package registered for its scheme with [store.Register].
 func (b *Builder) StoreURL(url string) *Builder {
@@ -429,6 +450,13 @@ func (b *Builder) Build() (*Registry, error) {
 	if r.store == nil {
 		r.store = store.NewMemoryStore(b.limit, 0)
 		r.closers = append(r.closers, r.store.(io.Closer).Close)
+	}
+	if w, ok := r.store.(store.Windowed); ok && b.window > 0 {
+		w.SetWindow(b.window)
+	}
+	r.publicURL = b.publicURL
+	if o, ok := r.auth.(*oauthAuthenticator); ok && o.origin == "" && b.publicURL != "" {
+		o.origin = b.publicURL
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.console = newConsoleAuth(r.auth != nil)

@@ -78,6 +78,12 @@ func (b *Builder) configure() {
 	if c.MaxSessions > 0 {
 		b.maxSessions = c.MaxSessions
 	}
+	if c.IdempotencyWindow > 0 {
+		b.window = c.IdempotencyWindow
+	}
+	if c.PublicURL != "" {
+		b.publicURL = c.PublicURL
+	}
 	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
 		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}
 	}

@@ -47,6 +47,8 @@ type Settings struct {
 	AllowedOrigins       List          // browser origins whose pages may call the server
 	SessionTimeout       time.Duration // how long an idle MCP session lives
 	MaxSessions          int           // MCP sessions per principal
+	IdempotencyWindow    time.Duration // the age below which no idempotency record is evicted
+	PublicURL            string        // the address clients use, for links and OAuth metadata
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -156,14 +158,15 @@ func FromEnv() (Settings, error) {
 	env(envAuditURL, func(v string) (err error) { c.AuditURL, err = parseAuditURL(v); return })
 	errs = append(errs, oauthFromEnv(&c)...)
 	errs = append(errs, boundaryFromEnv(&c)...)
+	errs = append(errs, storeFromEnv(&c)...)
 	return c, errors.Join(errs...)
 }
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "tokens", "oauth"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "public_url", "tokens", "oauth"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, [[tokens]] and [oauth]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, public_url, [[tokens]] and [oauth]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -295,6 +298,8 @@ func parse(path, src string) (Settings, error) {
 			c.MaxSessions = int(n)
 		}
 	}
+	scalar("idempotency_window", func(s string) (err error) { c.IdempotencyWindow, err = parseDuration(s); return }, `a duration such as "10m"`)
+	scalar("public_url", func(s string) (err error) { c.PublicURL, err = parsePublicURL(s); return }, `a URL such as "https://tools.example.com"`)
 	c.Tokens = parseTokens(&d, fail)
 	c.OAuth = parseOAuth(&d, path, fail)
 	if c.OAuth.Issuer != "" && len(c.Tokens) > 0 {

@@ -221,9 +221,13 @@ func (r *Registry) replayOnlyError(ctx context.Context, t *tool, req *Request) e
 }
 
 // awaitDecision returns approval id once it is no longer pending, or when
-// ctx is done. A decision made on this host wakes it at once; one made on
-// another host is seen within a second.
+// ctx is done. A store shared by hosts wakes it when a decision is made on
+// any of them ([store.DecisionWaiter]); otherwise a decision made on this
+// host wakes it at once, and one made elsewhere is seen within a second.
 func (r *Registry) awaitDecision(ctx context.Context, id string) (store.Approval, error) {
+	if w, ok := r.approvals.store.(store.DecisionWaiter); ok {
+		return w.AwaitDecision(ctx, id)
+	}
 	for {
 		woken := r.approvals.woken()
 		a, err := r.approvals.store.Get(ctx, id)

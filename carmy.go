@@ -195,6 +195,8 @@ func New() *Builder {
 //	allowed_origins = ["https://app.example.com"] # see Builder.AllowOrigins
 //	session_timeout = "10m"            # see Builder.SessionTimeout
 //	max_sessions = 64                  # see Builder.MaxSessions
+//	idempotency_window = "10m"         # see Builder.IdempotencyWindow
+//	public_url = "https://tools.example.com" # see Builder.PublicURL
 //	audit_file = "/var/log/carmy/audit.jsonl" # audit records as JSON lines (see Builder.AuditFile)
 //	audit_url = "postgres://carmy@db/carmy"   # audit records in a sink registered with RegisterAuditor
 //
@@ -212,7 +214,8 @@ func New() *Builder {
 // CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL,
 // CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES,
 // CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (lists comma-separated),
-// CARMY_SESSION_TIMEOUT, CARMY_MAX_SESSIONS, CARMY_AUDIT_FILE and
+// CARMY_SESSION_TIMEOUT, CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW,
+// CARMY_PUBLIC_URL, CARMY_AUDIT_FILE and
 // CARMY_AUDIT_URL, when set and not empty, override the file's values;
 // the tokens authenticate with [BearerTokens], [oauth] with [OAuth],
 // resolved at Build, which then reaches the issuer.
@@ -363,9 +366,10 @@ func (b *Builder) StoreURL(url string) *Builder {
 }
 
 // IdempotencyLimit bounds the records the default in-memory store keeps per
-// principal: a principal beyond it loses its own oldest record, never
-// another principal's, so that one caller flooding the registry with fresh
-// request ids cannot make another caller's retry run twice. In-flight
+// principal: a principal beyond it loses its own oldest record once older
+// than the window ([Builder.IdempotencyWindow]), never another principal's,
+// so that one caller flooding the registry with fresh request ids cannot
+// make another caller's retry run twice. In-flight
 // reservations are never evicted. The default is [store.DefaultLimit]; the
 // store also holds at most the larger of [store.DefaultGlobalLimit] and n
 // records in all, evicting from the principal that holds the most (to

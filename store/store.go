@@ -96,7 +96,10 @@ type IdempotencyStore interface {
 	// Complete replaces the reservation held by token with rec, kept for
 	// ttl, and wakes the waiters. When the reservation is no longer
 	// token's, it changes nothing and returns an error wrapping
-	// [ErrLostReservation].
+	// [ErrLostReservation]. Any other error (the store cannot be reached)
+	// leaves the reservation held, and renewed, for the caller to call
+	// Complete again: the runtime does, with backoff, until it succeeds,
+	// so that an outcome is never lost while its holder lives.
 	Complete(ctx context.Context, key Key, token string, rec Record, ttl time.Duration) error
 	// Release drops the reservation held by token without a record, and
 	// wakes the waiters. When the reservation is no longer token's, it

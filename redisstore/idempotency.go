@@ -38,7 +38,8 @@ end
 `
 
 // guardLua notes in the store's marker (a hash: id, the server's run id,
-// and since, the Redis time of the last loss of state found, 0 for none)
+// since, the Redis time of the last loss of state found, 0 for none, and
+// made, when the marker was made)
 // whether Redis lost its state: the marker is gone while the caller knew
 // one (known ~= ”), the server's run id changed (a restart or a failover),
 // or another host made the marker anew since the caller last saw it. It
@@ -46,18 +47,20 @@ end
 const guardLua = clockLua + `
 local function guard(mk, known, fresh, now)
 	local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
-	local m = redis.call('HMGET', mk, 'id', 'run', 'since')
+	local m = redis.call('HMGET', mk, 'id', 'run', 'since', 'made')
 	local id, since = m[1], tonumber(m[3] or '0')
 	if not id then
 		id = fresh
 		if known ~= '' then
 			since = now
 		end
-		redis.call('HSET', mk, 'id', id, 'run', run, 'since', since)
+		redis.call('HSET', mk, 'id', id, 'run', run, 'since', since, 'made', now)
 	elseif m[2] ~= run then
 		since = now
 		redis.call('HSET', mk, 'run', run, 'since', since)
-	elseif known ~= '' and known ~= id then
+	elseif known ~= '' and known ~= id and since < tonumber(m[4] or '0') then
+		-- made anew by a host that knew no marker: the first host that
+		-- knew the old one notes the loss, once
 		since = now
 		redis.call('HSET', mk, 'since', since)
 	end

@@ -100,16 +100,16 @@ func requestBase(req *http.Request) string {
 	return scheme + "://" + req.Host
 }
 
-// approvalURL is the page where a person decides on approval id: on the
-// server the call came through, else the one this registry listens on. It
-// is "" when neither is known (a call in process, or over stdio): never a
-// relative link, nor one to a console that nobody serves.
+// approvalURL is the page where a person decides on approval id: at the
+// public URL, else on the server the call came through, else the one this
+// registry listens on. It is "" when none is known (a call in process, or
+// over stdio): never a relative link, nor one to a console nobody serves.
 func (r *Registry) approvalURL(ctx context.Context, id string) string {
-	var base string
-	if req := httpRequestOf(ctx); req != nil {
-		base = requestBase(req)
-	} else {
-		if p := r.approvals.base.Load(); p != nil {
+	base := r.publicURL
+	if base == "" {
+		if req := httpRequestOf(ctx); req != nil {
+			base = requestBase(req)
+		} else if p := r.approvals.base.Load(); p != nil {
 			base = *p
 		}
 	}
@@ -275,9 +275,13 @@ func (r *Registry) replayOnlyError(ctx context.Context, t *tool, req *Request) e
 }
 
 // awaitDecision returns approval id once it is no longer pending, or when
-// ctx is done. A decision made on this host wakes it at once; one made on
-// another host is seen within a second.
+// ctx is done. A store shared by hosts wakes it when a decision is made on
+// any of them ([store.DecisionWaiter]); otherwise a decision made on this
+// host wakes it at once, and one made elsewhere is seen within a second.
 func (r *Registry) awaitDecision(ctx context.Context, id string) (store.Approval, error) {
+	if w, ok := r.approvals.store.(store.DecisionWaiter); ok {
+		return w.AwaitDecision(ctx, id)
+	}
 	for {
 		woken := r.approvals.woken()
 		a, err := r.approvals.store.Get(ctx, id)

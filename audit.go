@@ -258,7 +258,7 @@ func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID
 		return nil
 	}
 	actx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
-	err := r.writeAudit(actx, r.record(t, req, AuditStarted, execID, ""))
+	err := r.writeAudit(actx, r.auditRecord(t, req, AuditStarted, execID, ""))
 	cancel()
 	if err == nil {
 		return nil

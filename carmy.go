@@ -155,6 +155,8 @@ type Builder struct {
 	storeURL   string
 	ttl        time.Duration
 	limit      int
+	window     time.Duration // 0: the store's own
+	publicURL  string
 	audit      []auditSource
 	errs       []error
 
@@ -210,6 +212,8 @@ func New() *Builder {
 //	allowed_origins = ["https://app.example.com"] # see Builder.AllowOrigins
 //	session_timeout = "10m"            # see Builder.SessionTimeout
 //	max_sessions = 64                  # see Builder.MaxSessions
+//	idempotency_window = "10m"         # see Builder.IdempotencyWindow
+//	public_url = "https://tools.example.com" # see Builder.PublicURL
 //	audit_file = "/var/log/carmy/audit.jsonl" # audit records as JSON lines (see Builder.AuditFile)
 //	audit_url = "postgres://carmy@db/carmy"   # audit records in a sink registered with RegisterAuditor
 //
@@ -231,7 +235,8 @@ func New() *Builder {
 // CARMY_LOG_LEVEL, CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL,
 // CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES,
 // CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (lists comma-separated),
-// CARMY_SESSION_TIMEOUT, CARMY_MAX_SESSIONS, CARMY_AUDIT_FILE and
+// CARMY_SESSION_TIMEOUT, CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW,
+// CARMY_PUBLIC_URL, CARMY_AUDIT_FILE and
 // CARMY_AUDIT_URL, when set and not empty, override the file's values;
 // the tokens authenticate with [BearerTokens], [oauth] with [OAuth],
 // resolved at Build, which then reaches the issuer.
@@ -369,6 +374,25 @@ func (b *Builder) IdempotencyTTL(d time.Duration) *Builder {
 	return b
 }
 
+// IdempotencyWindow sets the age below which no idempotency record is
+// evicted to make room, whatever the store's bounds: a retry within it
+// gets the recorded outcome. A caller whose records fill its bound
+// ([Builder.IdempotencyLimit], or the shared store's own) and are all
+// younger gets [CodeUnavailable], retryable, with details.reason
+// "capacity", for calls with a new request id, until its oldest record
+// ages past the window; other callers are not affected. The default is
+// [store.DefaultWindow]; it applies to the default store and to any store
+// that implements [store.Windowed] (redisstore does), whose own setting it
+// replaces when set here.
+func (b *Builder) IdempotencyWindow(d time.Duration) *Builder {
+	if d <= 0 {
+		b.misuse("Builder.IdempotencyWindow(%v) must be positive", d)
+		return b
+	}
+	b.window = d
+	return b
+}
+
 // StoreURL sets the shared idempotency store and locker by URL, opened at
 // Build by the package registered for its scheme with [store.Register].
 func (b *Builder) StoreURL(url string) *Builder {
@@ -377,9 +401,10 @@ func (b *Builder) StoreURL(url string) *Builder {
 }
 
 // IdempotencyLimit bounds the records the default in-memory store keeps per
-// principal: a principal beyond it loses its own oldest record, never
-// another principal's, so that one caller flooding the registry with fresh
-// request ids cannot make another caller's retry run twice. In-flight
+// principal: a principal beyond it loses its own oldest record once older
+// than the window ([Builder.IdempotencyWindow]), never another principal's,
+// so that one caller flooding the registry with fresh request ids cannot
+// make another caller's retry run twice. In-flight
 // reservations are never evicted. The default is [store.DefaultLimit]; the
 // store also holds at most the larger of [store.DefaultGlobalLimit] and n
 // records in all, evicting from the principal that holds the most (to
@@ -470,6 +495,13 @@ func (b *Builder) Build() (*Registry, error) {
 	if r.store == nil {
 		r.store = store.NewMemoryStore(b.limit, 0)
 		r.closers = append(r.closers, r.store.(io.Closer).Close)
+	}
+	if w, ok := r.store.(store.Windowed); ok && b.window > 0 {
+		w.SetWindow(b.window)
+	}
+	r.publicURL = b.publicURL
+	if o, ok := r.auth.(*oauthAuthenticator); ok && o.origin == "" && b.publicURL != "" {
+		o.origin = b.publicURL
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.console = newConsoleAuth(r.auth != nil)

@@ -86,6 +86,12 @@ func (b *Builder) configure() {
 		}
 		b.effectPerms, b.effectPermsSite = perms, e.Site
 	}
+	if c.IdempotencyWindow > 0 {
+		b.window = c.IdempotencyWindow
+	}
+	if c.PublicURL != "" {
+		b.publicURL = c.PublicURL
+	}
 	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
 		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}
 	}

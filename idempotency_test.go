@@ -2,6 +2,7 @@ package carmy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -264,13 +265,17 @@ func TestIdempotencyTTLAndLimit(t *testing.T) {
 			t.Fatalf("after the TTL: %+v, %v with %d runs; want a new execution", res, err, c.runs.Load())
 		}
 	})
-	t.Run("the oldest record is evicted", func(t *testing.T) {
+	t.Run("the oldest record is evicted once older than the window", func(t *testing.T) {
 		c := &counter{}
-		reg := counterRegistry(t, c, carmy.New().IdempotencyLimit(2))
-		for _, id := range []string{"r1", "r2", "r3"} {
+		reg := counterRegistry(t, c, carmy.New().IdempotencyLimit(2).IdempotencyWindow(20*time.Millisecond))
+		for _, id := range []string{"r1", "r2"} {
 			if _, err := place(reg, `{"sku":"A","quantity":1}`, id, ""); err != nil {
 				t.Fatal(err)
 			}
+		}
+		time.Sleep(40 * time.Millisecond)
+		if _, err := place(reg, `{"sku":"A","quantity":1}`, "r3", ""); err != nil {
+			t.Fatal(err)
 		}
 		if res, _ := place(reg, `{"sku":"A","quantity":1}`, "r3", ""); !res.Replayed {
 			t.Fatal("the newest record was evicted")
@@ -279,9 +284,37 @@ func TestIdempotencyTTLAndLimit(t *testing.T) {
 			t.Fatal("the oldest record outlived the limit")
 		}
 	})
+	t.Run("no record younger than the window is evicted: new request ids wait", func(t *testing.T) {
+		c := &counter{}
+		reg := counterRegistry(t, c, carmy.New().IdempotencyLimit(2)) // the default window, 10 minutes
+		if _, err := place(reg, `{"sku":"A","quantity":1}`, "quiet-1", "bob"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if _, err := place(reg, `{"sku":"A","quantity":1}`, fmt.Sprint("flood-", i), "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := place(reg, `{"sku":"A","quantity":1}`, "flood-2", "alice")
+		var e *carmy.Error
+		if !errors.As(err, &e) || e.Code != carmy.CodeUnavailable || !e.Retryable || e.Details["reason"] != "capacity" {
+			t.Fatalf("alice's call past her bound = %v; want unavailable, retryable, reason capacity", err)
+		}
+		for i := range 2 {
+			if res, err := place(reg, `{"sku":"A","quantity":1}`, fmt.Sprint("flood-", i), "alice"); err != nil || !res.Replayed {
+				t.Fatalf("alice's retry of flood-%d = %+v, %v; want the replay: her records are younger than the window", i, res, err)
+			}
+		}
+		if res, err := place(reg, `{"sku":"A","quantity":1}`, "quiet-2", "bob"); err != nil || res.Replayed {
+			t.Fatalf("bob's new call = %+v, %v; want it to run: alice's bound is hers", res, err)
+		}
+		if res, _ := place(reg, `{"sku":"A","quantity":1}`, "quiet-1", "bob"); !res.Replayed || c.runs.Load() != 4 {
+			t.Fatalf("bob's retry = %+v after %d runs; want a replay after 4 runs", res, c.runs.Load())
+		}
+	})
 	t.Run("the limit is per principal", func(t *testing.T) {
 		c := &counter{}
-		reg := counterRegistry(t, c, carmy.New().IdempotencyLimit(2))
+		reg := counterRegistry(t, c, carmy.New().IdempotencyLimit(2).IdempotencyWindow(time.Nanosecond))
 		if _, err := place(reg, `{"sku":"A","quantity":1}`, "quiet-1", "bob"); err != nil {
 			t.Fatal(err)
 		}

@@ -59,6 +59,9 @@ func (l *ledger) transfer(ctx carmy.Context, in Transfer) (string, error) {
 func TestHostileNeighbours(t *testing.T) {
 	l := &ledger{quiet: map[string]int{}}
 	mem := store.NewMemoryStore(neighbourLimit, neighbourGlobal)
+	// A's flood evicts A's own records here, whatever their age: the
+	// window, which would refuse A's calls instead, has its own tests.
+	mem.(store.Windowed).SetWindow(0)
 	t.Cleanup(func() { _ = mem.(io.Closer).Close() })
 	reg, err := carmy.New().Store(mem).
 		Authenticate(carmy.BearerTokens(

@@ -30,16 +30,16 @@ func outcomeCode(err error) Code {
 func (r *Registry) call(ctx context.Context, t *tool, req *Request) (Result, error) {
 	start := time.Now()
 	res, err := r.run(ctx, t, req)
-	rec := r.record(t, req, req.decision, req.ExecutionID, outcomeCode(err))
+	rec := r.auditRecord(t, req, req.decision, req.ExecutionID, outcomeCode(err))
 	for _, o := range r.observers {
 		o.observe(ctx, rec, rec.Time.Sub(start))
 	}
 	return res, err
 }
 
-// record makes the record of decision d about req. The digest is made only
+// auditRecord makes the record of decision d about req. The digest is made only
 // for registries that audit: the console's list does not show it.
-func (r *Registry) record(t *tool, req *Request, d AuditDecision, execID string, code Code) AuditRecord {
+func (r *Registry) auditRecord(t *tool, req *Request, d AuditDecision, execID string, code Code) AuditRecord {
 	rec := AuditRecord{
 		Time:        time.Now(),
 		Decision:    d,

@@ -121,6 +121,7 @@ type Registry struct {
 	store     store.IdempotencyStore
 	locker    store.Locker
 	ttl       time.Duration
+	publicURL string // Builder.PublicURL: the base of approval links
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals

@@ -248,6 +248,10 @@ func (r *Registry) storeError(t *tool, ctx context.Context, err error) error {
 	if errors.As(err, &e) {
 		return e
 	}
+	if e := storeRefusal(t, err); e != nil {
+		r.logger.Warn("carmy: call refused by the idempotency store", "tool", t.meta.Name, "reason", e.Details["reason"])
+		return e
+	}
 	r.logger.Error("carmy: idempotency store or locker failed", "tool", t.meta.Name, "error", err)
 	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s cannot run now: a service it depends on is unavailable; try again", t.meta.Name), Retryable: true, Err: err}
 }
@@ -411,24 +415,29 @@ func (r *Registry) panicked(t *tool, execID string, p any) *Error {
 
 // finish records the outcome of execution execID for replay, or releases
 // the reservation when calling again could change it. The record is a
-// copy: the caller that gets the outcome may change it.
+// copy: the caller that gets the outcome may change it. An outcome the
+// store cannot take now is recorded later (recordLater), while the store
+// keeps the reservation: the caller is answered meanwhile.
 func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) {
 	if resv == nil {
 		return
 	}
-	ctx := context.Background()
-	var err error
+	var rec *store.Record
 	var e *Error
 	switch {
 	case o.err == nil:
-		err = r.store.Complete(ctx, resv.key, resv.token, store.Record{Digest: resv.digest, ExecutionID: execID, Output: o.res.Output}, r.ttl)
+		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Output: o.res.Output}
 	case errors.As(o.err, &e) && !e.Retryable:
-		err = r.store.Complete(ctx, resv.key, resv.token, store.Record{Digest: resv.digest, ExecutionID: execID, Error: recordError(e)}, r.ttl)
-	default:
-		err = r.store.Release(ctx, resv.key, resv.token)
+		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Error: recordError(e)}
 	}
-	if err != nil {
+	err := r.record(resv, rec)
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrLostReservation):
 		r.logger.Error("carmy: cannot record the outcome for its request id", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+	default:
+		r.logger.Warn("carmy: cannot record the outcome for its request id yet; trying again while its reservation is held", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+		go r.recordLater(t, resv, rec)
 	}
 }
 

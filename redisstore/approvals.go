@@ -68,9 +68,10 @@ return ARGV[2]
 
 // transitionScript moves the approval in KEYS[1] from status ARGV[1] to
 // ARGV[2], unless it expired, setting field ARGV[3] to ARGV[4] (and the
-// decision time, for a decision). It returns 0 and nothing for an approval
-// that does not exist; else 1 (moved) or 2 (not in that status), and the
-// hash.
+// decision time, for a decision), and publishes its key on channel ARGV[5]
+// to wake those who await it on every host. It returns 0 and nothing for
+// an approval that does not exist; else 1 (moved) or 2 (not in that
+// status), and the hash.
 var transitionScript = redis.NewScript(`
 local v = redis.call('HMGET', KEYS[1], 'status', 'expires')
 if not v[1] then
@@ -85,6 +86,7 @@ redis.call('HSET', KEYS[1], 'status', ARGV[2], ARGV[3], ARGV[4])
 if ARGV[1] == 'pending' then
 	redis.call('HSET', KEYS[1], 'decided', now)
 end
+redis.call('PUBLISH', ARGV[5], KEYS[1])
 return {1, redis.call('HGETALL', KEYS[1])}
 `)
 
@@ -160,7 +162,7 @@ func (s *Store) Consume(ctx context.Context, id, requestID string) (store.Approv
 }
 
 func (s *Store) transition(ctx context.Context, id string, from, to store.ApprovalStatus, field, value string) (store.Approval, error) {
-	v, err := transitionScript.Run(ctx, s.client, []string{s.approvalKey(id)}, string(from), string(to), field, value).Slice()
+	v, err := transitionScript.Run(ctx, s.client, []string{s.approvalKey(id)}, string(from), string(to), field, value, s.channel).Slice()
 	if err != nil {
 		return store.Approval{}, failure(ctx, err)
 	}
@@ -179,6 +181,27 @@ func (s *Store) transition(ctx context.Context, id string, from, to store.Approv
 		return a, store.ErrApprovalState
 	}
 	return a, nil
+}
+
+var _ store.DecisionWaiter = (*Store)(nil)
+
+// AwaitDecision returns the approval with that id once it is no longer
+// pending, or with ctx's error and the approval as last seen. A decision
+// on any host wakes it by a message on the store's channel; it also looks
+// again when the approval expires, and at least every poll interval.
+func (s *Store) AwaitDecision(ctx context.Context, id string) (store.Approval, error) {
+	k := s.approvalKey(id)
+	w := s.hub.add(k)
+	defer s.hub.remove(k, w)
+	for {
+		a, err := s.Get(ctx, id)
+		if err != nil || a.Status != store.ApprovalPending {
+			return a, err
+		}
+		if err := wait(ctx, w.ch, min(s.poll, time.Until(a.Expires)+time.Millisecond)); err != nil {
+			return a, err
+		}
+	}
 }
 
 // approvalOf reads an approval's hash.

@@ -90,6 +90,11 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
+// holdLease is the reservation lease of the registries of the restart
+// tests, and so how long they hold new executions after Redis lost its
+// state.
+const holdLease = time.Second
+
 // server is a redis-server this test runs on a loopback port.
 type server struct {
 	t    *testing.T
@@ -97,9 +102,12 @@ type server struct {
 	cmd  *exec.Cmd
 }
 
-func startServer(t *testing.T, port int) *server {
+// startServer starts redis-server on port, without persistence unless
+// options say otherwise (later options win).
+func startServer(t *testing.T, port int, options ...string) *server {
 	t.Helper()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning")
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"}, options...)
+	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("redis-server: %v", err)
 	}
@@ -151,7 +159,8 @@ func TestRedisRestart(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		stores[i] = New(c, WithLogger(quiet), WithPollInterval(time.Hour)) // wake-ups must come by message
 		t.Cleanup(func() { _ = stores[i].Close() })
-		reg, err := carmy.New().Tool(failureTools(&runs)...).Store(stores[i]).Locker(stores[i]).Logger(quiet).Build()
+		// A short lease, so that the hold after the restart is short.
+		reg, err := carmy.New().Tool(failureTools(&runs)...).Store(shortLease{stores[i], holdLease}).Locker(stores[i]).Logger(quiet).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,16 +208,23 @@ func TestRedisRestart(t *testing.T) {
 	if f0 == 0 || f1 <= f0 {
 		t.Errorf("fence after the restart %s is not above %s", after.Output, before.Output)
 	}
+	// Redis lost its state: calls with a new request id are held for one
+	// lease, then run.
+	_, err = regs[0].Execute(ctx, carmy.Call{Tool: "pay", RequestID: "r2"})
+	if e, ok := err.(*carmy.Error); !ok || e.Code != carmy.CodeUnavailable || !e.Retryable || e.Details["reason"] != "recovering" {
+		t.Errorf("a call with a new request id just after Redis lost its state = %v; want unavailable, retryable, reason recovering", err)
+	}
+	time.Sleep(holdLease)
 	for _, reg := range regs {
 		if _, err := reg.Execute(ctx, carmy.Call{Tool: "pay", RequestID: "r2"}); err != nil {
-			t.Fatalf("an idempotent call after the restart = %v", err)
+			t.Fatalf("an idempotent call a lease after the restart = %v", err)
 		}
 	}
 
 	// The subscriptions came back: a completion on one host wakes a waiter
 	// on the other, whose poll interval is an hour.
 	key := store.Key{Tool: "pay", RequestID: "r3"}
-	r, err := stores[0].Begin(ctx, key, "d", time.Hour)
+	r, err := stores[0].Begin(ctx, key, "d", holdLease)
 	if err != nil || !r.Owned {
 		t.Fatalf("Begin = %+v, %v", r, err)
 	}

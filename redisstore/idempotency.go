@@ -28,38 +28,113 @@ import (
 // Cluster slot as the principal's idempotency keys), by which the oldest
 // beyond the store's limit per principal are evicted.
 
+// clockLua reads the clock of Redis in milliseconds, so that hosts with
+// clocks apart agree on ages.
+const clockLua = `
+local function clock()
+	local t = redis.call('TIME')
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`
+
+// guardLua notes in the store's marker (a hash: id, the server's run id,
+// since, the Redis time of the last loss of state found, 0 for none, and
+// made, when the marker was made)
+// whether Redis lost its state: the marker is gone while the caller knew
+// one (known ~= ”), the server's run id changed (a restart or a failover),
+// or another host made the marker anew since the caller last saw it. It
+// returns the marker's id and since.
+const guardLua = clockLua + `
+local function guard(mk, known, fresh, now)
+	local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+	local m = redis.call('HMGET', mk, 'id', 'run', 'since', 'made')
+	local id, since = m[1], tonumber(m[3] or '0')
+	if not id then
+		id = fresh
+		if known ~= '' then
+			since = now
+		end
+		redis.call('HSET', mk, 'id', id, 'run', run, 'since', since, 'made', now)
+	elseif m[2] ~= run then
+		since = now
+		redis.call('HSET', mk, 'run', run, 'since', since)
+	elseif known ~= '' and known ~= id and since < tonumber(m[4] or '0') then
+		-- made anew by a host that knew no marker: the first host that
+		-- knew the old one notes the loss, once
+		since = now
+		redis.call('HSET', mk, 'since', since)
+	end
+	return id, since
+end
+`
+
 // beginScript reserves KEYS[1] for digest ARGV[1] with token ARGV[2] for
-// ARGV[3] ms, unless it exists: then it returns what it holds.
+// ARGV[3] ms, unless it exists: then it returns what it holds. A new key
+// is refused ({2}) when the principal's records KEYS[2] number ARGV[4] or
+// more and the oldest was made less than ARGV[5] ms ago, and held ({3,
+// id, ms left}) for one lease after the marker KEYS[3] (absent in Redis
+// Cluster) found a loss of state. It answers {1, marker id, Redis time}
+// when it reserved.
 //
 // Every script is safe to run twice with the same arguments: go-redis sends
 // a command again when a network error or a timeout lost its reply.
-var beginScript = redis.NewScript(`
+var beginScript = redis.NewScript(guardLua + `
+local now = clock()
+local id, since = '', 0
+if KEYS[3] then
+	id, since = guard(KEYS[3], ARGV[6], ARGV[7], now)
+end
 local v = redis.call('HMGET', KEYS[1], 'd', 't', 'e', 'o', 'x')
 if v[1] then
 	if v[2] == ARGV[2] then
-		return {1} -- this very reservation: the client sent Begin again after losing the reply
+		return {1, id, now} -- this very reservation: the client sent Begin again after losing the reply
 	end
-	return {0, v[1], v[2], v[3], v[4], v[5]}
+	return {0, v[1], v[2], v[3], v[4], v[5], id}
+end
+local lease = tonumber(ARGV[3])
+if since > 0 and now < since + lease then
+	return {3, id, since + lease - now}
+end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+	local old = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+	if old[2] and now - tonumber(old[2]) < tonumber(ARGV[5]) then
+		return {2, id}
+	end
 end
 redis.call('HSET', KEYS[1], 'd', ARGV[1], 't', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1}
+return {1, id, now}
 `)
 
 // completeScript replaces the reservation of token ARGV[1] with a record
 // (digest ARGV[2], execution ARGV[3], output ARGV[4], error ARGV[5]) kept
 // for ARGV[6] ms, publishes the key on channel ARGV[7] if someone waits for
-// it, and adds it to its principal's records KEYS[2], of which the oldest
-// beyond ARGV[8] are evicted. Members whose record expired are dropped
-// first; a member whose key holds a reservation again (its record expired
-// and the request id came back) is not a record, and is left alone.
-var completeScript = redis.NewScript(`
+// it, and adds it to its principal's records KEYS[2] by the time it was
+// made, of which the oldest beyond ARGV[8] and older than ARGV[9] ms are
+// evicted. Members whose record expired are dropped first; a member whose
+// key holds a reservation again (its record expired and the request id
+// came back) is not a record, and is left alone.
+//
+// A reservation that is gone because Redis lost its state since it was
+// made (marker KEYS[3], checked as beginScript does with ARGV[10] and
+// ARGV[11]: its id is no longer ARGV[13], or a loss was found after
+// ARGV[12], the Redis time of the reservation) is recorded all the same:
+// its holder lived, and new executions are held meanwhile. ARGV[13] = ”
+// restores nothing.
+var completeScript = redis.NewScript(guardLua + `
+local now = clock()
 local v = redis.call('HMGET', KEYS[1], 't', 'w', 'k', 'e')
 if v[1] ~= ARGV[1] then
 	if v[3] == ARGV[1] and v[4] == ARGV[3] then
 		return 1 -- this very Complete, sent again after its reply was lost
 	end
-	return 0
+	if not KEYS[3] or ARGV[13] == '' or redis.call('EXISTS', KEYS[1]) == 1 then
+		return 0
+	end
+	local id, since = guard(KEYS[3], ARGV[10], ARGV[11], now)
+	if id == ARGV[13] and since < tonumber(ARGV[12]) then
+		return 0
+	end
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'd', ARGV[2], 'e', ARGV[3], 'o', ARGV[4], 'x', ARGV[5], 'k', ARGV[1])
@@ -67,23 +142,43 @@ redis.call('PEXPIRE', KEYS[1], ARGV[6])
 if v[2] then
 	redis.call('PUBLISH', ARGV[7], KEYS[1])
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - ttl)
+redis.call('ZADD', KEYS[2], now, KEYS[1])
 if redis.call('PTTL', KEYS[2]) < ttl then
 	redis.call('PEXPIRE', KEYS[2], ttl)
 end
 local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[8])
 if over > 0 then
-	local old = redis.call('ZPOPMIN', KEYS[2], over)
-	for i = 1, #old, 2 do
+	local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[9]), 'LIMIT', 0, over)
+	for i = 1, #old do
+		redis.call('ZREM', KEYS[2], old[i])
 		if redis.call('HEXISTS', old[i], 't') == 0 then
 			redis.call('DEL', old[i])
 		end
 	end
 end
+return 1
+`)
+
+// renewReservationScript extends the reservation KEYS[1] of token ARGV[1]
+// to ARGV[2] ms. A reservation that is gone because Redis lost its state
+// since it was made (as completeScript judges, with marker KEYS[2],
+// ARGV[4] to ARGV[7]) is restored with its digest ARGV[3], since its
+// holder lives.
+var renewReservationScript = redis.NewScript(guardLua + `
+if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
+	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if not KEYS[2] or ARGV[7] == '' or redis.call('EXISTS', KEYS[1]) == 1 then
+	return 0
+end
+local id, since = guard(KEYS[2], ARGV[4], ARGV[5], clock())
+if id == ARGV[7] and since < tonumber(ARGV[6]) then
+	return 0
+end
+redis.call('HSET', KEYS[1], 'd', ARGV[3], 't', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
@@ -116,26 +211,17 @@ return redis.call('PTTL', KEYS[1])
 // Begin reserves key for an execution of the input with this digest,
 // unless the key is reserved or recorded already. The reservation's lease
 // is renewed in the background, every third of it, until Complete or
-// Release: it lapses only when this host dies or loses Redis for longer
-// than the lease.
+// Release succeed: it lapses only when this host dies or loses Redis for
+// longer than the lease. A new key is refused with [store.ErrCapacity]
+// when its principal holds the store's limit of records, all younger than
+// the window, and with [store.ErrRecovering] for one lease after Redis
+// was found to have lost its state.
 func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease time.Duration) (store.Reservation, error) {
 	token := newToken()
 	k := s.idemKey(key)
-	v, err := beginScript.Run(ctx, s.client, []string{k}, digest, token, millis(lease)).Slice()
+	v, err := beginScript.Run(ctx, s.client, s.guarded(k, s.recordsKey(key.Principal)), digest, token, millis(lease), s.limit, s.windowMillis(), s.knownEpoch(), newToken()).Slice()
 	if err != nil {
 		return store.Reservation{}, failure(ctx, err)
-	}
-	if owned, _ := v[0].(int64); owned == 1 {
-		r := s.keepAlive(k, token, lease, "an idempotency reservation",
-			"carmy/redisstore: lost an idempotency reservation while its execution was running: its lease ran out, and a retry may run the request again",
-			"principal", key.Principal, "tool", key.Tool, "request_id", key.RequestID)
-		s.renewalsMu.Lock()
-		s.renewals[token] = r
-		s.renewalsMu.Unlock()
-		return store.Reservation{Owned: true, Token: token}, nil
-	}
-	if len(v) < 2 {
-		return store.Reservation{}, fmt.Errorf("redisstore: unexpected reply %v to Begin", v)
 	}
 	str := func(i int) string {
 		if i < len(v) {
@@ -145,6 +231,38 @@ func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease t
 		}
 		return ""
 	}
+	num := func(i int) int64 {
+		if i < len(v) {
+			n, _ := v[i].(int64)
+			return n
+		}
+		return 0
+	}
+	switch num(0) {
+	case 1:
+		epoch := str(1)
+		s.learnEpoch(epoch)
+		r := s.keepAlive(k, token, lease, "an idempotency reservation",
+			"carmy/redisstore: lost an idempotency reservation while its execution was running: its lease ran out, and a retry may run the request again",
+			"principal", key.Principal, "tool", key.Tool, "request_id", key.RequestID)
+		r.digest, r.epoch, r.began = digest, epoch, num(2)
+		r.renew = s.renewReservation(r)
+		s.renewalsMu.Lock()
+		s.renewals[token] = r
+		s.renewalsMu.Unlock()
+		r.start()
+		return store.Reservation{Owned: true, Token: token}, nil
+	case 2:
+		s.learnEpoch(str(1))
+		return store.Reservation{}, fmt.Errorf("redisstore: principal %q: %w", key.Principal, store.ErrCapacity)
+	case 3:
+		s.learnEpoch(str(1))
+		return store.Reservation{}, fmt.Errorf("redisstore: Redis lost its state; new executions are held for %v more: %w", time.Duration(num(2))*time.Millisecond, store.ErrRecovering)
+	}
+	if len(v) < 2 {
+		return store.Reservation{}, fmt.Errorf("redisstore: unexpected reply %v to Begin", v)
+	}
+	s.learnEpoch(str(6))
 	r := store.Reservation{Digest: str(1)}
 	if str(2) != "" { // in flight
 		return r, nil
@@ -189,16 +307,24 @@ func (s *Store) Wait(ctx context.Context, key store.Key) error {
 
 // Complete replaces the reservation held by token with rec, kept for ttl,
 // and wakes the waiters on every host. When the reservation is no longer
-// token's, it changes nothing and returns an error wrapping [store.ErrLostReservation].
+// token's, it changes nothing and returns an error wrapping
+// [store.ErrLostReservation]. When Redis cannot be reached, the
+// reservation stays held and renewed, for the caller to try again.
 //
 // The record joins its principal's records; beyond the store's limit per
-// principal ([WithLimit]), that principal's oldest records are evicted.
+// principal ([WithLimit]), that principal's oldest records older than the
+// window ([WithWindow]) are evicted.
 func (s *Store) Complete(ctx context.Context, key store.Key, token string, rec store.Record, ttl time.Duration) error {
-	s.forget(token)
-	ok, err := completeScript.Run(ctx, s.client, []string{s.idemKey(key), s.recordsKey(key.Principal)}, token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error, millis(ttl), s.channel, s.limit).Int64()
+	epoch, began := "", int64(0)
+	if r := s.renewalOf(token); r != nil {
+		epoch, began = r.epoch, r.began
+	}
+	ok, err := completeScript.Run(ctx, s.client, s.guarded(s.idemKey(key), s.recordsKey(key.Principal)), token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error,
+		millis(ttl), s.channel, s.limit, s.windowMillis(), s.knownEpoch(), newToken(), began, epoch).Int64()
 	if err != nil {
 		return failure(ctx, err)
 	}
+	s.forget(token)
 	if ok != 1 {
 		return lost()
 	}
@@ -208,22 +334,30 @@ func (s *Store) Complete(ctx context.Context, key store.Key, token string, rec s
 // Release drops the reservation held by token without a record, and wakes
 // the waiters on every host. When the reservation is no longer token's, it
 // changes nothing and returns an error wrapping [store.ErrLostReservation].
+// When Redis cannot be reached, the reservation stays held and renewed,
+// for the caller to try again.
 func (s *Store) Release(ctx context.Context, key store.Key, token string) error {
-	s.forget(token)
 	ok, err := releaseScript.Run(ctx, s.client, []string{s.idemKey(key)}, token, s.channel).Int64()
 	if err != nil {
 		return failure(ctx, err)
 	}
+	s.forget(token)
 	if ok != 1 {
 		return lost()
 	}
 	return nil
 }
 
-// forget stops renewing the reservation of token, if this host renews it.
-// Complete and Release stop it before they run, so that a Complete that
-// fails leaves a reservation that lapses with its lease, as a dead
-// holder's does, rather than one renewed forever.
+// renewalOf returns the renewal of the reservation of token, if this host
+// holds it.
+func (s *Store) renewalOf(token string) *renewal {
+	s.renewalsMu.Lock()
+	defer s.renewalsMu.Unlock()
+	return s.renewals[token]
+}
+
+// forget stops renewing the reservation of token, if this host renews it,
+// once Complete or Release ended it.
 func (s *Store) forget(token string) {
 	s.renewalsMu.Lock()
 	r := s.renewals[token]
@@ -231,6 +365,15 @@ func (s *Store) forget(token string) {
 	s.renewalsMu.Unlock()
 	if r != nil {
 		r.halt()
+	}
+}
+
+// renewReservation returns the renewal step of a reservation, which
+// restores it when Redis lost it with its state.
+func (s *Store) renewReservation(r *renewal) func(ctx context.Context) (int64, error) {
+	keys := s.guarded(r.key)
+	return func(ctx context.Context) (int64, error) {
+		return renewReservationScript.Run(ctx, s.client, keys, r.token, millis(r.lease), r.digest, s.knownEpoch(), newToken(), r.began, r.epoch).Int64()
 	}
 }
 

@@ -118,6 +118,7 @@ func (s *Store) acquire(ctx context.Context, name string, lease time.Duration) (
 			l.renewal = s.keepAlive(key, token, lease, "a lock",
 				"carmy/redisstore: lost a lock while its tool was running: its lease ran out, and another execution may hold it now with a higher fence",
 				"lock", name, "fence", fence)
+			l.renewal.start()
 			return l, nil
 		}
 		d := s.poll

@@ -31,9 +31,9 @@
 //     its host renews until the execution ends, or a recorded outcome that
 //     expires after the record TTL.
 //   - prefix + "recs:{p:" + principal + "}": a sorted set of the
-//     principal's records by expiry, by which the oldest beyond the limit
-//     per principal are evicted; it expires with the principal's last
-//     record.
+//     principal's records by the time they were made, by which the oldest
+//     beyond the limit per principal are evicted; it expires with the
+//     principal's last record.
 //   - prefix + "lock:{" + name + "}": a hash of the holder's token and
 //     fence, expiring with the lock's lease, which the holder renews while
 //     its tool runs.
@@ -42,6 +42,9 @@
 //   - prefix + "appr:{appr}:" + id, prefix + "apprkey:{appr}:" + ... and
 //     prefix + "apprs:{appr}": the approvals, their index by call and their
 //     list (see approvals.go), kept an hour past their expiry.
+//   - prefix + "marker": a hash naming the Redis server (its run id) and
+//     the time of the last loss of state found, by which the store sees
+//     that Redis restarted or lost its data (not kept in Redis Cluster).
 //   - prefix + "done": the pub/sub channel on which the key of a finished
 //     reservation that someone awaits, or of a released lock, is
 //     published, to wake the waiters on every host.
@@ -65,9 +68,12 @@
 // # Bounds
 //
 // Each principal keeps at most [WithLimit] records (default
-// [store.DefaultLimit]): a principal beyond it loses its own oldest
-// records, never another principal's, so a caller flooding the store with
-// fresh request ids cannot make another caller's retry run twice.
+// [DefaultLimit]): a principal beyond it loses its own oldest records,
+// never another principal's, so a caller flooding the store with fresh
+// request ids cannot make another caller's retry run twice; and never one
+// younger than the window ([WithWindow], default [store.DefaultWindow]): a
+// principal at its limit with only younger records gets
+// [store.ErrCapacity] for a new request id.
 // In-flight reservations are never evicted. The store does not count its
 // records across principals: Redis does, with maxmemory. Each record lives
 // for the registry's idempotency TTL, so the number held is at most the
@@ -89,6 +95,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -103,6 +110,12 @@ func init() {
 
 // DefaultPrefix starts every key the store writes.
 const DefaultPrefix = "carmy:"
+
+// DefaultLimit is how many idempotency records the store keeps per
+// principal unless told otherwise ([WithLimit]): enough for a principal
+// making 1,000 calls a second with request ids to keep every record for
+// the default window, [store.DefaultWindow], with room to spare.
+const DefaultLimit = 1_000_000
 
 // DefaultPollInterval is how long a waiter sleeps at most between two
 // looks at Redis when no message wakes it first.
@@ -124,7 +137,10 @@ type Store struct {
 	gatesMu sync.Mutex
 	gates   map[string]chan struct{} // one waiter per lock name in this process goes to Redis
 
-	limit      int // records per principal
+	limit      int                    // records per principal
+	window     atomic.Int64           // ms below which no record is evicted
+	marker     string                 // the key of the marker of lost state; "" in Redis Cluster
+	epoch      atomic.Pointer[string] // the marker's id as last seen
 	renewalsMu sync.Mutex
 	renewals   map[string]*renewal // of the reservations this process holds, by token
 
@@ -165,13 +181,56 @@ func WithPollInterval(d time.Duration) Option {
 
 // WithLimit sets how many idempotency records the store keeps per
 // principal: a principal beyond it loses its own oldest records, never
-// another principal's. The default is [store.DefaultLimit]; n <= 0 keeps
-// it.
+// another principal's, and only those older than the window
+// ([WithWindow]). The default is [DefaultLimit]; n <= 0 keeps it.
 func WithLimit(n int) Option {
 	return func(s *Store) {
 		if n > 0 {
 			s.limit = n
 		}
+	}
+}
+
+// WithWindow sets the age below which no idempotency record is evicted to
+// make room (see [store.Windowed]); the default is [store.DefaultWindow],
+// and a builder's IdempotencyWindow replaces it. d < 0 keeps it.
+func WithWindow(d time.Duration) Option {
+	return func(s *Store) { s.SetWindow(d) }
+}
+
+// SetWindow sets the age below which no idempotency record is evicted to
+// make room; 0 lets records of any age go. It implements [store.Windowed].
+func (s *Store) SetWindow(d time.Duration) {
+	if d >= 0 {
+		s.window.Store(d.Milliseconds())
+	}
+}
+
+func (s *Store) windowMillis() int64 { return s.window.Load() }
+
+// guarded returns keys followed by the marker of lost state, when the
+// store keeps one: a script can read it only in the slot of the keys, so
+// in Redis Cluster it keeps none.
+func (s *Store) guarded(keys ...string) []string {
+	if s.marker != "" {
+		keys = append(keys, s.marker)
+	}
+	return keys
+}
+
+// knownEpoch returns the marker's id as this host last saw it, "" before
+// it saw one.
+func (s *Store) knownEpoch() string {
+	if p := s.epoch.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// learnEpoch notes the marker's id a script answered with.
+func (s *Store) learnEpoch(id string) {
+	if id != "" && id != s.knownEpoch() {
+		s.epoch.Store(&id)
 	}
 }
 
@@ -192,9 +251,13 @@ func WithLogger(l *slog.Logger) Option {
 // a caller's cancellation or deadline ends a wait for a slow Redis, rather
 // than the client's read timeout.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}, limit: store.DefaultLimit, renewals: map[string]*renewal{}}
+	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}, limit: DefaultLimit, renewals: map[string]*renewal{}}
+	s.window.Store(store.DefaultWindow.Milliseconds())
 	for _, o := range opts {
 		o(s)
+	}
+	if _, cluster := client.(*redis.ClusterClient); !cluster {
+		s.marker = s.prefix + "marker"
 	}
 	if err := checkPrefix(s.prefix); err != nil {
 		panic("redisstore: " + err.Error())
@@ -238,8 +301,9 @@ func (s *Store) Close() error {
 // redis://[user:password@]host:port/db, or rediss:// for TLS, with the
 // query parameters of go-redis's ParseURL (dial_timeout, read_timeout,
 // max_retries, pool_size, ...), and three of carmy's own: prefix (the key
-// prefix, [WithPrefix]), poll_interval (a Go duration, [WithPollInterval])
-// and limit (records per principal, [WithLimit]). The client respects its callers' contexts
+// prefix, [WithPrefix]), poll_interval (a Go duration, [WithPollInterval]),
+// limit (records per principal, [WithLimit]) and window (a Go duration,
+// [WithWindow]). The client respects its callers' contexts
 // (ContextTimeoutEnabled) and is the store's, closed with it.
 func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 	u, err := url.Parse(raw)
@@ -263,6 +327,14 @@ func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 		}
 		opts = append(opts, WithPollInterval(d))
 		q.Del("poll_interval")
+	}
+	if q.Has("window") {
+		d, err := time.ParseDuration(q.Get("window"))
+		if err != nil || d < 0 {
+			return nil, nil, fmt.Errorf("redisstore: window=%q is not a duration such as 10m", q.Get("window"))
+		}
+		opts = append(opts, WithWindow(d))
+		q.Del("window")
 	}
 	if q.Has("limit") {
 		n, err := strconv.Atoi(q.Get("limit"))

@@ -80,6 +80,11 @@ func (r *roundRobin) AbandonReservation(key store.Key, token string) {
 		h.AbandonReservation(key, token)
 	}
 }
+func (r *roundRobin) SetWindow(d time.Duration) {
+	for _, h := range r.hosts {
+		h.SetWindow(d)
+	}
+}
 func (r *roundRobin) Acquire(ctx context.Context, name string, lease time.Duration) (store.Lock, error) {
 	return r.host().Acquire(ctx, name, lease)
 }
@@ -363,18 +368,18 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 	ctx := context.Background()
 	key, recs := s.idemKey(store.Key{Tool: "t", RequestID: "1"}), s.recordsKey("")
 	for range 2 {
-		v, err := beginScript.Run(ctx, c, []string{key}, "d", "tok", 60_000).Slice()
+		v, err := beginScript.Run(ctx, c, s.guarded(key, recs), "d", "tok", 60_000, 10, 0, "", "fresh").Slice()
 		if err != nil || v[0] != int64(1) {
 			t.Fatalf("Begin sent twice = %v, %v; want owned both times", v, err)
 		}
 	}
 	for range 2 {
-		ok, err := completeScript.Run(ctx, c, []string{key, recs}, "tok", "d", "e1", "1", "", 60_000, s.channel, 10).Int64()
+		ok, err := completeScript.Run(ctx, c, s.guarded(key, recs), "tok", "d", "e1", "1", "", 60_000, s.channel, 10, 0, "", "fresh", 0, "").Int64()
 		if err != nil || ok != 1 {
 			t.Fatalf("Complete sent twice = %v, %v; want done both times", ok, err)
 		}
 	}
-	if ok, _ := completeScript.Run(ctx, c, []string{key, recs}, "tok", "d", "e2", "2", "", 60_000, s.channel, 10).Int64(); ok != 0 {
+	if ok, _ := completeScript.Run(ctx, c, s.guarded(key, recs), "tok", "d", "e2", "2", "", 60_000, s.channel, 10, 0, "", "fresh", 0, "").Int64(); ok != 0 {
 		t.Fatal("another Complete with the same token replaced the record")
 	}
 	lk, fk := s.lockKey("tool"), s.fenceKey("tool")

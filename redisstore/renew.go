@@ -29,18 +29,34 @@ type renewal struct {
 	lost  string // logged when another holder took the key
 	attrs []any  // what names the key in the log
 
+	// renew extends the lease once, answering 1 when it did; for a lock,
+	// renewScript. A reservation's restores it after Redis lost its state.
+	renew func(ctx context.Context) (int64, error)
+	// Of a reservation: its digest, the id of the store's marker when it
+	// was made, and the Redis time it was made at, which judge whether
+	// Redis lost it with its state.
+	digest string
+	epoch  string
+	began  int64
+
 	ctx     context.Context // done when renewal must end, cancelling a renewal in flight
 	stop    context.CancelFunc
 	stopped chan struct{} // closed when renewal has ended
 }
 
-// keepAlive starts renewing the lease of key, held by token.
+// keepAlive prepares the renewal of the lease of key, held by token, which
+// start starts.
 func (s *Store) keepAlive(key, token string, lease time.Duration, what, lost string, attrs ...any) *renewal {
 	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, stopped: make(chan struct{})}
 	r.ctx, r.stop = context.WithCancel(context.Background())
-	go r.run()
+	r.renew = func(ctx context.Context) (int64, error) {
+		return renewScript.Run(ctx, s.client, []string{key}, token, millis(lease)).Int64()
+	}
 	return r
 }
+
+// start starts renewing.
+func (r *renewal) start() { go r.run() }
 
 // run extends the lease every third of it until stopped. A renewal that
 // fails for want of Redis is tried again sooner, for as long as the lease
@@ -69,7 +85,7 @@ func (r *renewal) run() {
 			deadline = start.Add(every)
 		}
 		ctx, cancel := context.WithDeadline(r.ctx, deadline)
-		ok, err := renewScript.Run(ctx, r.s.client, []string{r.key}, r.token, millis(r.lease)).Int64()
+		ok, err := r.renew(ctx)
 		cancel()
 		switch {
 		case r.ctx.Err() != nil: // stopped meanwhile: the key may be gone already

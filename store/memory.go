@@ -26,6 +26,7 @@ type memoryStore struct {
 	owners        map[string]*owner
 	largest       owners // the principals holding records, by how many
 	limit, global int
+	window        time.Duration // no record younger than this is evicted
 	sweep         time.Duration
 	now           func() time.Time
 
@@ -41,6 +42,7 @@ type entry struct {
 	token   string        // of the reservation; "" once recorded
 	done    chan struct{} // closed when the reservation ends
 	record  *Record
+	kept    time.Time // when the record was made
 	expires time.Time
 	link    [2]struct{ prev, next *entry } // in the store's queue and its owner's
 }
@@ -123,9 +125,14 @@ func (h *owners) Pop() any {
 // limit). A principal over its limit loses its own oldest record; at the
 // global cap, the principal holding the most records loses its oldest, so
 // that no principal's traffic evicts the records of one that holds fewer.
-// In-flight reservations are never evicted and have no lease: the lease
-// given to Begin is ignored, since their holder lives as long as this
-// process.
+// No record younger than the window ([DefaultWindow]; see [Windowed]) is
+// evicted: a principal at its limit with only younger records gets
+// [ErrCapacity] for a new key; at the global cap with only younger records
+// at the largest holder, the principals holding at least their fair share
+// (the cap over the number of principals) get it, and those under it are
+// still served, past the cap. In-flight reservations are never evicted and
+// have no lease: the lease given to Begin is ignored, since their holder
+// lives as long as this process.
 //
 // The store keeps copies of the records it is given and hands out copies,
 // as a store that serializes them does. While it holds records, a
@@ -143,7 +150,7 @@ func NewMemoryStore(limit, globalLimit int) IdempotencyStore {
 	}
 	return &memoryStore{
 		entries: map[Key]*entry{}, records: queue{which: inStore}, owners: map[string]*owner{},
-		limit: limit, global: globalLimit, sweep: time.Minute, now: time.Now, stop: make(chan struct{}),
+		limit: limit, global: globalLimit, window: DefaultWindow, sweep: time.Minute, now: time.Now, stop: make(chan struct{}),
 	}
 }
 
@@ -176,6 +183,37 @@ func (s *memoryStore) Close() error {
 	s.mu.Unlock()
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.swept.Wait()
+	return nil
+}
+
+// SetWindow sets the age below which no record is evicted.
+func (s *memoryStore) SetWindow(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.window = max(d, 0)
+}
+
+// young reports whether a principal's oldest record, en, is too young to
+// be evicted.
+func (s *memoryStore) young(en *entry, now time.Time) bool {
+	return en != nil && now.Sub(en.kept) < s.window
+}
+
+// room reports [ErrCapacity] when a new record of principal would have to
+// evict a record younger than the window.
+func (s *memoryStore) room(principal string, now time.Time) error {
+	s.expire(now)
+	n := 0
+	o := s.owners[principal]
+	if o != nil {
+		n = o.records.n
+		if n >= s.limit && s.young(o.records.head, now) {
+			return ErrCapacity
+		}
+	}
+	if s.records.n >= s.global && s.young(s.largest[0].records.head, now) && n >= s.global/len(s.largest) {
+		return ErrCapacity
+	}
 	return nil
 }
 
@@ -215,8 +253,9 @@ func (s *memoryStore) drop(en *entry) {
 
 // keep queues a new record and evicts what its bounds no longer allow:
 // its principal's oldest record beyond the principal's limit, then the
-// largest holder's oldest beyond the global cap.
-func (s *memoryStore) keep(en *entry) {
+// largest holder's oldest beyond the global cap, each only once older
+// than the window.
+func (s *memoryStore) keep(en *entry, now time.Time) {
 	s.records.push(en)
 	o := s.owners[en.key.Principal]
 	if o == nil {
@@ -226,10 +265,10 @@ func (s *memoryStore) keep(en *entry) {
 	}
 	o.records.push(en)
 	heap.Fix(&s.largest, o.index)
-	for o.records.n > s.limit {
+	for o.records.n > s.limit && !s.young(o.records.head, now) {
 		s.drop(o.records.head)
 	}
-	for s.records.n > s.global {
+	for s.records.n > s.global && !s.young(s.largest[0].records.head, now) {
 		s.drop(s.largest[0].records.head)
 	}
 }
@@ -247,6 +286,9 @@ func (s *memoryStore) Begin(_ context.Context, key Key, digest string, _ time.Du
 			return Reservation{Digest: en.digest, Record: en.record.clone()}, nil
 		}
 		s.drop(en) // an expired record
+	}
+	if err := s.room(key.Principal, s.now()); err != nil {
+		return Reservation{}, err
 	}
 	en := &entry{key: key, digest: digest, token: newToken(), done: make(chan struct{})}
 	s.entries[key] = en
@@ -281,10 +323,10 @@ func (s *memoryStore) Complete(_ context.Context, key Key, token string, rec Rec
 	}
 	now := s.now()
 	s.expire(now)
-	en.record, en.token, en.expires = rec.clone(), "", now.Add(ttl)
+	en.record, en.token, en.kept, en.expires = rec.clone(), "", now, now.Add(ttl)
 	close(en.done)
 	en.done = nil // a record has no waiters
-	s.keep(en)
+	s.keep(en, now)
 	s.sweep = min(s.sweep, max(ttl/4, 10*time.Millisecond))
 	if !s.sweeping && !s.closed {
 		s.sweeping = true

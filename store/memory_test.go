@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -33,8 +34,11 @@ type memStore struct {
 	store.IdempotencyStore
 }
 
+// newMem returns a memory store whose bounds evict records of any age
+// (window 0), for the tests of eviction; the window has its own.
 func newMem(t *testing.T, limit, global int) memStore {
 	s := store.NewMemoryStore(limit, global)
+	s.(store.Windowed).SetWindow(0)
 	t.Cleanup(func() { _ = s.(io.Closer).Close() })
 	return memStore{t, s}
 }
@@ -195,5 +199,31 @@ func TestOpenErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("Open(%q) = %v; want %q, without the password", tt.url, err, tt.want)
 		}
+	}
+}
+
+// At the global cap with only records younger than the window, the
+// principals holding their fair share or more are refused, and a quiet
+// principal is still served, past the cap: nobody's young record is
+// evicted.
+func TestMemoryStoreGlobalCapKeepsTheWindow(t *testing.T) {
+	const global = 20
+	s := newMem(t, 1_000, global)
+	s.IdempotencyStore.(store.Windowed).SetWindow(time.Hour)
+	for i := range global {
+		s.record(key("flood", i))
+	}
+	_, err := s.Begin(context.Background(), key("flood", global), "d", time.Minute)
+	if !errors.Is(err, store.ErrCapacity) {
+		t.Fatalf("Begin of the flooding principal at the cap = %v; want ErrCapacity", err)
+	}
+	s.record(key("quiet", 0))
+	for i := range global {
+		if !s.recorded(key("flood", i)) {
+			t.Errorf("record %d, younger than the window, was evicted", i)
+		}
+	}
+	if n := memLen(s.IdempotencyStore); n != global+1 {
+		t.Fatalf("Len = %d; want %d: the quiet principal's record past the cap", n, global+1)
 	}
 }

@@ -79,7 +79,10 @@ type Reservation struct {
 // TTL, and a store is bounded per principal: the records of one principal
 // beyond its limit evict that principal's oldest ones, never another
 // principal's, so a caller that floods the store with fresh request ids
-// cannot make a quiet caller's retry run twice.
+// cannot make a quiet caller's retry run twice. No record younger than the
+// store's window ([Windowed], default [DefaultWindow]) is evicted: a
+// principal at its bound with only younger records gets [ErrCapacity] from
+// Begin of a new key.
 type IdempotencyStore interface {
 	// Begin reserves key for an execution of the input with this digest,
 	// unless the key is reserved or recorded already: then it reports that
@@ -93,12 +96,39 @@ type IdempotencyStore interface {
 	// Complete replaces the reservation held by token with rec, kept for
 	// ttl, and wakes the waiters. When the reservation is no longer
 	// token's, it changes nothing and returns an error wrapping
-	// [ErrLostReservation].
+	// [ErrLostReservation]. Any other error (the store cannot be reached)
+	// leaves the reservation held, and renewed, for the caller to call
+	// Complete again: the runtime does, with backoff, until it succeeds,
+	// so that an outcome is never lost while its holder lives.
 	Complete(ctx context.Context, key Key, token string, rec Record, ttl time.Duration) error
 	// Release drops the reservation held by token without a record, and
 	// wakes the waiters. When the reservation is no longer token's, it
 	// changes nothing and returns an error wrapping [ErrLostReservation].
 	Release(ctx context.Context, key Key, token string) error
+}
+
+// ErrCapacity is returned, wrapped, by Begin of a new key whose principal
+// holds as many records as its bound allows, none of them older than the
+// store's window ([Windowed]): keeping the new record would evict one that
+// a retry may still need, so the call must wait until the oldest record
+// ages past the window. Other principals are not affected.
+var ErrCapacity = errors.New("the principal holds as many idempotency records as its bound allows, all younger than the idempotency window")
+
+// ErrRecovering is returned, wrapped, by Begin while the store holds keyed
+// executions after finding that it lost its state (a restart without
+// persistence, a failover to a replica that lagged): for one lease, the
+// holders of reservations made before the loss restore them and record
+// their outcomes, so that no call in flight runs again elsewhere.
+var ErrRecovering = errors.New("the idempotency store lost its state recently and holds new executions until reservations made before are restored")
+
+// Windowed is an optional capability of an [IdempotencyStore] that bounds
+// its records: SetWindow sets the minimum age below which no record is
+// evicted to make room. A store at a principal's bound whose records are
+// all younger refuses that principal's new keys with [ErrCapacity]. A
+// builder calls SetWindow at Build when the host set a window; 0 lets the
+// bound evict records of any age.
+type Windowed interface {
+	SetWindow(d time.Duration)
 }
 
 // ErrLostReservation reports a Complete or Release whose reservation is no
@@ -131,8 +161,16 @@ type Lock interface {
 const (
 	// DefaultTTL is how long a record is kept for replay.
 	DefaultTTL = 24 * time.Hour
-	// DefaultLimit is how many records a store keeps per principal: the
-	// principal's oldest are evicted beyond it.
+	// DefaultWindow is the age below which no record is evicted to make
+	// room: a retry within it gets the recorded outcome, or, when the
+	// principal's bound is full of such records, a refusal, never a second
+	// execution.
+	DefaultWindow = 10 * time.Minute
+	// DefaultLimit is how many records the in-memory store keeps per
+	// principal: the principal's oldest are evicted beyond it, once older
+	// than the window. It keeps a full window of 10 minutes for a
+	// principal making up to 16 keyed calls a second; the Redis store's
+	// default is larger.
 	DefaultLimit = 10_000
 	// DefaultGlobalLimit is how many records the in-memory store keeps in
 	// all: past it, the principal holding the most records loses its

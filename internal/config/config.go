@@ -48,6 +48,8 @@ type Settings struct {
 	SessionTimeout       time.Duration // how long an idle MCP session lives
 	MaxSessions          int           // MCP sessions per principal
 	EffectPermissions    EffectPermissions
+	IdempotencyWindow    time.Duration // the age below which no idempotency record is evicted
+	PublicURL            string        // the address clients use, for links and OAuth metadata
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -107,8 +109,9 @@ func Load(path string) (Settings, error) {
 // CARMY_ALLOW_UNAUTHENTICATED, CARMY_STORE_URL, CARMY_AUDIT_FILE,
 // CARMY_AUDIT_URL, CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE,
 // CARMY_OAUTH_SCOPES (comma-separated), CARMY_ALLOWED_HOSTS,
-// CARMY_ALLOWED_ORIGINS (both comma-separated), CARMY_SESSION_TIMEOUT and
-// CARMY_MAX_SESSIONS, when set and not empty, override the file's values.
+// CARMY_ALLOWED_ORIGINS (both comma-separated), CARMY_SESSION_TIMEOUT,
+// CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW and CARMY_PUBLIC_URL, when
+// set and not empty, override the file's values.
 // A bad variable is a [*Problem] whose Site is its name.
 func FromEnv() (Settings, error) {
 	var (
@@ -157,14 +160,15 @@ func FromEnv() (Settings, error) {
 	env(envAuditURL, func(v string) (err error) { c.AuditURL, err = parseAuditURL(v); return })
 	errs = append(errs, oauthFromEnv(&c)...)
 	errs = append(errs, boundaryFromEnv(&c)...)
+	errs = append(errs, storeFromEnv(&c)...)
 	return c, errors.Join(errs...)
 }
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "tokens", "oauth", "effect_permissions"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "public_url", "tokens", "oauth", "effect_permissions"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, [[tokens]], [oauth] and [effect_permissions]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, public_url, [[tokens]], [oauth] and [effect_permissions]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -296,6 +300,8 @@ func parse(path, src string) (Settings, error) {
 			c.MaxSessions = int(n)
 		}
 	}
+	scalar("idempotency_window", func(s string) (err error) { c.IdempotencyWindow, err = parseDuration(s); return }, `a duration such as "10m"`)
+	scalar("public_url", func(s string) (err error) { c.PublicURL, err = parsePublicURL(s); return }, `a URL such as "https://tools.example.com"`)
 	c.Tokens = parseTokens(&d, fail)
 	c.OAuth = parseOAuth(&d, path, fail)
 	c.EffectPermissions = parseEffectPermissions(&d, path, fail)

@@ -96,8 +96,10 @@ func TestLoadConfig(t *testing.T) {
 				Site: filepath.Join("testdata", "full.toml") + ":9"},
 			AllowedOrigins: config.List{Values: []string{"https://app.example.com"},
 				Site: filepath.Join("testdata", "full.toml") + ":10"},
-			SessionTimeout: 5 * time.Minute,
-			MaxSessions:    8,
+			SessionTimeout:    5 * time.Minute,
+			MaxSessions:       8,
+			IdempotencyWindow: 15 * time.Minute,
+			PublicURL:         "https://tools.example.com",
 			Tokens: []config.Token{
 				{SHA256: hash(aliceToken), Principal: "alice", Permissions: []string{"confirm:cancel_order", "orders:write"}},
 				{SHA256: hash(bobToken), Principal: "bob"},
@@ -149,6 +151,8 @@ func TestLoadConfigErrors(t *testing.T) {
 			`bad_values.toml:10: allowed_origins must be strings such as ["https://app.example.com"], not the integer 7`,
 			`bad_values.toml:11: session_timeout: "0s" must be positive`,
 			`bad_values.toml:12: max_sessions must be a positive number of sessions, not the integer 0`,
+			`bad_values.toml:13: idempotency_window: "soon" is not a duration`,
+			`bad_values.toml:14: public_url: "tools.example.com" is not an http or https URL`,
 		}},
 		{"bad_tokens.toml", []string{
 			// The TOML library keeps one position per dotted key, that of the
@@ -279,7 +283,8 @@ func TestAppConfig(t *testing.T) {
 	full := filepath.Join("testdata", "full.toml")
 	clearEnv := func(t *testing.T) {
 		for _, v := range []string{"CARMY_CONFIG", "CARMY_LISTEN", "CARMY_BODY_LIMIT", "CARMY_TIMEOUT", "CARMY_DRAIN_TIMEOUT", "CARMY_LOG_LEVEL", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL",
-			"CARMY_AUDIT_FILE", "CARMY_AUDIT_URL", "CARMY_ALLOWED_HOSTS", "CARMY_ALLOWED_ORIGINS", "CARMY_SESSION_TIMEOUT", "CARMY_MAX_SESSIONS"} {
+			"CARMY_AUDIT_FILE", "CARMY_AUDIT_URL", "CARMY_ALLOWED_HOSTS", "CARMY_ALLOWED_ORIGINS", "CARMY_SESSION_TIMEOUT", "CARMY_MAX_SESSIONS",
+			"CARMY_IDEMPOTENCY_WINDOW", "CARMY_PUBLIC_URL"} {
 			t.Setenv(v, "")
 		}
 	}
@@ -310,6 +315,24 @@ func TestAppConfig(t *testing.T) {
 		t.Setenv("CARMY_MAX_SESSIONS", "-2")
 		_, err = config.FromEnv()
 		wantProblems(t, err, `CARMY_SESSION_TIMEOUT: "forever" is not a duration`, `CARMY_MAX_SESSIONS: "-2" is not a positive number of sessions`)
+	})
+
+	t.Run("idempotency window and public URL variables", func(t *testing.T) {
+		clearEnv(t)
+		t.Setenv("CARMY_CONFIG", full)
+		t.Setenv("CARMY_IDEMPOTENCY_WINDOW", "20m")
+		t.Setenv("CARMY_PUBLIC_URL", "https://mcp.example.com")
+		c, err := config.FromEnv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.IdempotencyWindow != 20*time.Minute || c.PublicURL != "https://mcp.example.com" {
+			t.Errorf("IdempotencyWindow, PublicURL = %v, %q; want the variables' 20m, https://mcp.example.com", c.IdempotencyWindow, c.PublicURL)
+		}
+		t.Setenv("CARMY_IDEMPOTENCY_WINDOW", "0s")
+		t.Setenv("CARMY_PUBLIC_URL", "https://mcp.example.com/?x=1")
+		_, err = config.FromEnv()
+		wantProblems(t, err, `CARMY_IDEMPOTENCY_WINDOW: "0s" must be positive`, `CARMY_PUBLIC_URL: "https://mcp.example.com/?x=1" is not an http or https URL`)
 	})
 
 	t.Run("no file", func(t *testing.T) {

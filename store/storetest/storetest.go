@@ -294,6 +294,9 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) s
 	t.Run("one principal's keys never evict another's records", func(t *testing.T) {
 		const limit = 3
 		s := newStore(t, limit)
+		if w, ok := s.(store.Windowed); ok {
+			w.SetWindow(0) // records of any age may go
+		}
 		quiet := func(id string) store.Key { return store.Key{Principal: "bob", Tool: "create_order", RequestID: id} }
 		for _, id := range []string{"1", "2"} {
 			tok := mustOwn(t, s, quiet(id), "d1", long)
@@ -327,6 +330,41 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) s
 		}
 		if err := s.Complete(ctx, key("in-flight"), inFlight, store.Record{Digest: "d1"}, long); err != nil {
 			t.Errorf("Complete of the reservation = %v", err)
+		}
+	})
+
+	t.Run("no record younger than the window is evicted", func(t *testing.T) {
+		const limit = 3
+		s := newStore(t, limit)
+		w, ok := s.(store.Windowed)
+		if !ok {
+			t.Skip("the store has no window (it does not implement store.Windowed)")
+		}
+		w.SetWindow(long)
+		for i := range limit {
+			id := strconv.Itoa(i)
+			tok := mustOwn(t, s, key(id), "d1", long)
+			if err := s.Complete(ctx, key(id), tok, store.Record{Digest: "d1", ExecutionID: "alice-" + id}, long); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := s.Begin(ctx, key("new"), "d1", long); !errors.Is(err, store.ErrCapacity) {
+			t.Fatalf("Begin of a new key at the bound, every record young = %+v, %v; want ErrCapacity", r, err)
+		}
+		for i := range limit {
+			if r, err := s.Begin(ctx, key(strconv.Itoa(i)), "d1", long); err != nil || r.Record == nil {
+				t.Errorf("record %d = %+v, %v; want it kept and replayed", i, r, err)
+			}
+		}
+		mustOwn(t, s, store.Key{Principal: "bob", Tool: "create_order", RequestID: "new"}, "d1", long)
+		w.SetWindow(short)
+		time.Sleep(2 * short) // the records age past the window
+		tok := mustOwn(t, s, key("new"), "d1", long)
+		if err := s.Complete(ctx, key("new"), tok, store.Record{Digest: "d1", ExecutionID: "alice-new"}, long); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Begin(ctx, key("0"), "d1", long); err != nil || !r.Owned {
+			t.Errorf("the oldest record, past the window = %+v, %v; want it evicted for the new one", r, err)
 		}
 	})
 

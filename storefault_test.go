@@ -1,0 +1,110 @@
+package carmy_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/store"
+)
+
+// flakyStore is a memory store whose Complete and Release fail while the
+// store is down, as a shared store's do while it restarts.
+type flakyStore struct {
+	store.IdempotencyStore
+	down     atomic.Bool
+	attempts atomic.Int32 // of Complete while down
+}
+
+var errDown = errors.New("store down")
+
+func (s *flakyStore) Complete(ctx context.Context, key store.Key, token string, rec store.Record, ttl time.Duration) error {
+	if s.down.Load() {
+		s.attempts.Add(1)
+		return errDown
+	}
+	return s.IdempotencyStore.Complete(ctx, key, token, rec, ttl)
+}
+
+func (s *flakyStore) Release(ctx context.Context, key store.Key, token string) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.IdempotencyStore.Release(ctx, key, token)
+}
+
+// An outcome the store cannot record when the execution ends is recorded
+// once the store is back: the caller gets its answer at once, a retry
+// meanwhile finds the request in flight and waits, and gets the outcome,
+// replayed; the tool runs once.
+func TestOutcomeRecordedAfterTheStoreComesBack(t *testing.T) {
+	mem := store.NewMemoryStore(0, 0)
+	t.Cleanup(func() { _ = mem.(interface{ Close() error }).Close() })
+	s := &flakyStore{IdempotencyStore: mem}
+	c := &counter{}
+	var logs strings.Builder
+	var logMu sync.Mutex
+	reg := counterRegistry(t, c, carmy.New().Store(s).Logger(slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))))
+
+	s.down.Store(true)
+	first, err := place(reg, `{"sku":"A","quantity":1}`, "r1", "alice")
+	if err != nil || first.Replayed {
+		t.Fatalf("first = %+v, %v; want its answer although the store cannot record it", first, err)
+	}
+	retried := make(chan carmy.Result, 1)
+	go func() {
+		res, err := place(reg, `{"sku":"A","quantity":1}`, "r1", "alice")
+		if err != nil {
+			t.Error(err)
+		}
+		retried <- res
+	}()
+	for s.attempts.Load() < 3 { // the runtime keeps trying, with backoff
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case res := <-retried:
+		t.Fatalf("the retry got %+v while the outcome was not recorded; want it to wait", res)
+	default:
+	}
+	s.down.Store(false)
+	select {
+	case res := <-retried:
+		if !res.Replayed || res.ExecutionID != first.ExecutionID {
+			t.Fatalf("retry = %+v; want the replay of %s", res, first.ExecutionID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the retry still waits after the store came back")
+	}
+	if n := c.runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times; want once", n)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(logs.String(), "trying again while its reservation is held") || !strings.Contains(logs.String(), "recorded the outcome of a request id after the store came back") {
+		t.Fatalf("log = %s; want the failure and the late record reported", logs.String())
+	}
+}
+
+// Builder.PublicURL makes approval links name the address clients use,
+// not the Host a proxy rewrote.
+func TestPublicURLNamesApprovalLinks(t *testing.T) {
+	srv, _, _ := approvalServer(t, carmy.New().PublicURL("https://tools.example.com/"))
+	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
+	link := detail(body, "approval_url")
+	if !strings.HasPrefix(link, "https://tools.example.com/console?approval=") {
+		t.Fatalf("approval_url = %q; want it under the public URL", link)
+	}
+	for _, bad := range []string{"tools.example.com", "ftp://tools.example.com", "https://", "https://tools.example.com/?a=b", "https://user:pw@tools.example.com"} {
+		if _, err := carmy.New().PublicURL(bad).Build(); err == nil {
+			t.Errorf("PublicURL(%q) built", bad)
+		}
+	}
+}

@@ -6,6 +6,7 @@
 package approve
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -97,7 +98,10 @@ func (w Who) Name() string {
 // Every door shows this text, made here, so that what a person approves
 // is what runs.
 func Text(form []byte) (string, error) {
-	v := jsontext.Value(form)
+	// Indent works in place, within form's capacity: on a copy, so that the
+	// caller's form (an approval's input, kept and shown again) stays as it
+	// was.
+	v := jsontext.Value(bytes.Clone(form))
 	if err := v.Indent(jsontext.WithIndent("  ")); err != nil {
 		return "", err
 	}

@@ -108,3 +108,20 @@ func TestPendingOf(t *testing.T) {
 		t.Fatal("PendingOf found a pending approval in another error")
 	}
 }
+
+// Text leaves the form it is given as it was, even when the form has room
+// to grow in place: the form is an approval's input, kept and shown again.
+func TestTextKeepsItsArgument(t *testing.T) {
+	form := make([]byte, 0, 64)
+	form = append(form, `{"id":26,"note":"a"}`...)
+	want := string(form)
+	if _, err := Text(form); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(form); got != want {
+		t.Fatalf("Text changed its argument to %q, was %q", got, want)
+	}
+	if got := string(form[:cap(form)][:len(want)]); got != want {
+		t.Fatalf("Text wrote into its argument's array: %q", got)
+	}
+}

@@ -133,6 +133,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/guard"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -170,7 +171,7 @@ type Builder struct {
 	oauth          *oauthSetting // from carmy.toml, resolved at Build
 	allowAnonymous bool
 	bodyLimit      int64
-	allowHosts     []hostKey
+	allowHosts     []guard.Host
 	allowOrigins   []string
 	addr           string
 	drain          time.Duration

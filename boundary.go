@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/guard"
+	"github.com/carmy-dev/carmy/internal/oauthrs"
 )
 
 // AllowHosts adds names that a request may carry in its Host header,
@@ -109,5 +110,5 @@ func (r *Registry) logRefusal(req *http.Request, principal string, e *Error) {
 // read from their own origin to find where to sign in.
 func isResourceMetadata(req *http.Request) bool {
 	return (req.Method == http.MethodGet || req.Method == http.MethodHead) &&
-		(req.URL.Path == wellKnownResource || req.URL.Path == wellKnownResourceMCP)
+		(req.URL.Path == oauthrs.WellKnown || req.URL.Path == oauthrs.WellKnownMCP)
 }

@@ -501,8 +501,8 @@ func (b *Builder) Build() (*Registry, error) {
 		w.SetWindow(b.window)
 	}
 	r.publicURL = b.publicURL
-	if o, ok := r.auth.(*oauthAuthenticator); ok && o.origin == "" && b.publicURL != "" {
-		o.origin = b.publicURL
+	if o, ok := r.auth.(*oauthAuthenticator); ok && b.publicURL != "" {
+		o.v.LocateAt(b.publicURL)
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.console = newConsoleAuth(r.auth != nil)

@@ -133,6 +133,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/guard"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -170,7 +171,7 @@ type Builder struct {
 	oauth          *oauthSetting // from carmy.toml, resolved at Build
 	allowAnonymous bool
 	bodyLimit      int64
-	allowHosts     []hostKey
+	allowHosts     []guard.Host
 	allowOrigins   []string
 	addr           string
 	drain          time.Duration
@@ -500,8 +501,8 @@ func (b *Builder) Build() (*Registry, error) {
 		w.SetWindow(b.window)
 	}
 	r.publicURL = b.publicURL
-	if o, ok := r.auth.(*oauthAuthenticator); ok && o.origin == "" && b.publicURL != "" {
-		o.origin = b.publicURL
+	if o, ok := r.auth.(*oauthAuthenticator); ok && b.publicURL != "" {
+		o.v.LocateAt(b.publicURL)
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.console = newConsoleAuth(r.auth != nil)

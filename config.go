@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/carmy-dev/carmy/internal/config"
+	"github.com/carmy-dev/carmy/internal/guard"
 )
 
 // configure applies the configuration of App (carmy.toml and CARMY_*
@@ -58,7 +59,7 @@ func (b *Builder) configure() {
 		b.auth = BearerTokens(tokens...) // the tokens that passed the checks
 	}
 	for _, h := range c.AllowedHosts.Values {
-		k, err := parseAllowedHost(h)
+		k, err := guard.ParseHost(h)
 		if err != nil {
 			b.errs = append(b.errs, &BuildError{Site: c.AllowedHosts.Site, Err: fmt.Errorf("allowed host %q: %v", h, err)})
 			continue
@@ -66,7 +67,7 @@ func (b *Builder) configure() {
 		b.allowHosts = append(b.allowHosts, k)
 	}
 	for _, o := range c.AllowedOrigins.Values {
-		if err := checkOrigin(o); err != nil {
+		if err := guard.CheckOrigin(o); err != nil {
 			b.errs = append(b.errs, &BuildError{Site: c.AllowedOrigins.Site, Err: fmt.Errorf("allowed origin %q: %v", o, err)})
 			continue
 		}

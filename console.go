@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/carmy-dev/carmy/internal/console"
 )
 
 // consoleHeader carries the console secret from the console's page. Not a
@@ -70,12 +70,8 @@ func (r *Registry) ConsoleURL(base string) string {
 	return base + "/console?token=" + r.console.secret
 }
 
-//go:embed console/index.html console/console.js console/console.css
-var consoleFiles embed.FS
-
 func (r *Registry) mountConsole(mux *http.ServeMux) {
-	assets, _ := fs.Sub(consoleFiles, "console")
-	files := http.FileServerFS(assets)
+	files := http.FileServerFS(console.Files)
 	mux.HandleFunc("GET /console", r.serveConsole)
 	mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", assetsOnly(files)))
 	mux.HandleFunc("GET /console/session", r.serveConsoleSession)
@@ -99,7 +95,7 @@ func assetsOnly(h http.Handler) http.Handler {
 // (?token=), the page keeps the secret in its origin's storage and takes
 // it out of the address bar; the server sets no cookie.
 func (r *Registry) serveConsole(w http.ResponseWriter, req *http.Request) {
-	page, err := consoleFiles.ReadFile("console/index.html")
+	page, err := console.Files.ReadFile("index.html")
 	if err != nil {
 		writeError(w, Errorf(CodeInternal, "the console is missing"))
 		return

@@ -2,12 +2,12 @@ package carmy_test
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/console"
 )
 
 // The console describes a time.Duration field in words by recognizing its
@@ -34,7 +34,7 @@ func TestConsoleKnowsDurationPattern(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := os.ReadFile("console/console.js")
+	js, err := console.Files.ReadFile("console.js")
 	if err != nil {
 		t.Fatal(err)
 	}

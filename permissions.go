@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/oauthrs"
 )
 
 // Requires makes every call of the tool need each of the given
@@ -289,9 +291,9 @@ func (r *Registry) challengeMissing(w http.ResponseWriter, req *http.Request, er
 	}
 	scopes := m.required
 	if o, ok := rs.(*oauthAuthenticator); ok {
-		scopes = union(o.scopes, scopes)
+		scopes = union(o.v.Scopes(), scopes)
 	}
-	w.Header().Set("WWW-Authenticate", rs.challenge(req, &scopeError{missing: scopes}))
+	w.Header().Set("WWW-Authenticate", rs.challenge(req, &oauthrs.ScopeError{Missing: scopes}))
 }
 
 // union returns a followed by the entries of b it lacks.

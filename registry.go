@@ -16,6 +16,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/guard"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -137,7 +138,7 @@ type Registry struct {
 	// Serving.
 	auth          Authenticator
 	bodyLimit     int64
-	allowHosts    []hostKey
+	allowHosts    []guard.Host
 	allowOrigins  []string
 	elicit        formConfirmation
 	stdioIdentity Identity

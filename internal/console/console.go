@@ -1,0 +1,13 @@
+// Package console holds the files of carmy's console, the page a person
+// opens to watch calls and decide approvals: the page, its script and its
+// style sheet, embedded so that the console ships inside every binary.
+// The handlers that serve them, which need the registry, live with it.
+package console
+
+import "embed"
+
+// Files holds index.html, the page, and the assets it loads from
+// /console/assets/: console.js and console.css.
+//
+//go:embed index.html console.js console.css
+var Files embed.FS

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/go-json-experiment/json"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -42,7 +42,7 @@ func isModernRequest(req *http.Request, body []byte) bool {
 	var msg struct {
 		Method string `json:"method"`
 	}
-	return json.Unmarshal(body, &msg) == nil && msg.Method == methodDiscover
+	return jsonv2.Unmarshal(body, &msg) == nil && msg.Method == methodDiscover
 }
 
 // unknownToolMiddleware answers a tools/call of a tool that does not exist
@@ -64,7 +64,7 @@ func (r *Registry) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandl
 		}
 		id, _ := r.mcpIdentity(req.GetExtra())
 		e := r.unknownTool(ctx, p.Name, id)
-		data, _ := json.Marshal(publicError(e))
+		data, _ := jsonv2.Marshal(publicError(e))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: data}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-json-experiment/json"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -195,7 +195,7 @@ func (r *Registry) readCall(ss *mcp.ServerSession, data []byte) (callMessage, bo
 		Method  string         `json:"method"`
 		Params  jsontext.Value `json:"params"`
 	}
-	if json.Unmarshal(data, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" {
+	if jsonv2.Unmarshal(data, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" {
 		return callMessage{}, false
 	}
 	id, ok := plainID(msg.ID)
@@ -255,7 +255,7 @@ func rpcResult(id, result []byte) []byte {
 // consistent, and no log level (the SDK keeps it in a context of its own,
 // where a tool's Log could not find it).
 func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolParamsRaw, modern, ok bool) {
-	if !r.mcpConfig.empty() || json.Unmarshal(raw, &p) != nil || p == nil {
+	if !r.mcpConfig.empty() || jsonv2.Unmarshal(raw, &p) != nil || p == nil {
 		return nil, false, false
 	}
 	if _, known := r.tools[p.Name]; !known {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-json-experiment/json"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -73,7 +73,7 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 			Method string         `json:"method"`
 			Params jsontext.Value `json:"params"`
 		}
-		if json.Unmarshal(body, &msg) == nil && msg.Method == "notifications/cancelled" {
+		if jsonv2.Unmarshal(body, &msg) == nil && msg.Method == "notifications/cancelled" {
 			s.calls.cancel(msg.Params)
 		}
 		return false
@@ -164,7 +164,7 @@ func (s *callSet) cancel(params []byte) {
 	var p struct {
 		RequestID any `json:"requestId"`
 	}
-	if json.Unmarshal(params, &p) != nil {
+	if jsonv2.Unmarshal(params, &p) != nil {
 		return
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)

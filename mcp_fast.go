@@ -26,7 +26,7 @@ import (
 // serves or refuses.
 func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byte) bool {
 	h := req.Header
-	if req.Method != http.MethodPost || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Protocol-Version") != modernProtocol ||
+	if req.Method != http.MethodPost || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Protocol-Version") != sessionlessProtocol ||
 		!acceptsBoth(h.Values("Accept")) {
 		return false
 	}
@@ -49,7 +49,7 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 	}
 	p := msg.Params
 	meta := p.Meta
-	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != modernProtocol {
+	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != sessionlessProtocol {
 		return false
 	}
 	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {

@@ -81,14 +81,14 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 		return false
 	}
 	init := s.ss.InitializeParams()
-	if init == nil || init.ProtocolVersion >= modernProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
+	if init == nil || init.ProtocolVersion >= sessionlessProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
 		(init.Capabilities != nil && init.Capabilities.Elicitation != nil) ||
 		!acceptsBoth(h.Values("Accept")) || len(h.Values("Last-Event-Id")) > 0 || !noParamHeaders(h) {
 		return false
 	}
 	msg, ok := r.readCall(s.ss, body)
 	p := msg.params
-	if !ok || msg.modern || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
+	if !ok || msg.sessionless || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
 		return false
 	}
 	id := msg.id

@@ -129,7 +129,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	}
 	// Before the input is read: a caller that may not call the tool
 	// learns nothing of its input's rules.
-	if e := r.permit(t, cc); e != nil {
+	if e := r.permit(cc, t); e != nil {
 		return Result{}, r.refused(ctx, t, c, e)
 	}
 	in, err := t.decode(c.Input)
@@ -185,10 +185,10 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 		res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
 		switch {
 		case err != nil:
-			return Result{}, r.storeError(t, ctx, err)
+			return Result{}, r.storeError(ctx, t, err)
 		case res.Owned && replayOnly:
 			if err := r.store.Release(ctx, key, res.Token); err != nil {
-				return Result{}, r.storeError(t, ctx, err)
+				return Result{}, r.storeError(ctx, t, err)
 			}
 			return Result{}, r.replayOnlyError(ctx, t, req)
 		case res.Owned:
@@ -200,7 +200,7 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 			return replay(res.Record)
 		}
 		if err := r.store.Wait(ctx, key); err != nil {
-			return Result{}, r.storeError(t, ctx, err)
+			return Result{}, r.storeError(ctx, t, err)
 		}
 	}
 }
@@ -240,9 +240,9 @@ func (r *Registry) refused(ctx context.Context, t *tool, c *Call, e *Error) *Err
 }
 
 // storeError explains a failure of the idempotency store or the locker.
-func (r *Registry) storeError(t *tool, ctx context.Context, err error) error {
+func (r *Registry) storeError(ctx context.Context, t *tool, err error) error {
 	if ctx.Err() != nil {
-		return stopError(t, ctx)
+		return stopError(ctx, t)
 	}
 	var e *Error
 	if errors.As(err, &e) {
@@ -267,8 +267,8 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	cc := &ev.c
 	var lock store.Lock
 	if err := ctx.Err(); err != nil {
-		r.finish(t, resv, cc.ExecutionID, outcome{err: stopError(t, ctx)})
-		return Result{}, stopError(t, ctx)
+		r.finish(t, resv, cc.ExecutionID, outcome{err: stopError(ctx, t)})
+		return Result{}, stopError(ctx, t)
 	}
 	if !t.meta.ParallelSafe {
 		var err error
@@ -281,7 +281,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	// An approval is used up before the start is audited: a sink that
 	// fails then costs a new approval, never a run without a record.
 	if err := r.useApproval(ctx, t, req); err != nil {
-		r.giveUp(t, ctx, resv, lock)
+		r.giveUp(ctx, t, resv, lock)
 		return Result{}, err
 	}
 	if err := r.auditStart(ctx, t, req, cc.ExecutionID, resv, lock); err != nil {
@@ -307,7 +307,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 			return o.res, o.err
 		case <-grace.C:
 			j.abandoned.Store(true)
-			return Result{}, stopError(t, ctx)
+			return Result{}, stopError(ctx, t)
 		}
 	}
 }
@@ -331,7 +331,7 @@ func (r *Registry) awaitTurn(ctx context.Context, t *tool, c *Call) (store.Lock,
 			Details:   map[string]any{"reason": "busy"},
 		})
 	}
-	return nil, r.storeError(t, ctx, err)
+	return nil, r.storeError(ctx, t, err)
 }
 
 // execValue is the context a tool sees, the execution's deadline context
@@ -385,12 +385,12 @@ func (j *job) run() {
 		}
 		j.done <- o
 	}()
-	o = r.invoke(t, cc, j.in, j.execCtx, j.ctx)
+	o = r.invoke(j.ctx, j.execCtx, t, cc, j.in)
 	returned = true
 }
 
 // invoke calls the tool, recovering a panic, and encodes its output.
-func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx context.Context) (o outcome) {
+func (r *Registry) invoke(ctx, execCtx context.Context, t *tool, cc *Context, in reflect.Value) (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			o = outcome{err: r.panicked(t, cc.ExecutionID, p)}
@@ -398,7 +398,7 @@ func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx c
 	}()
 	out, err := t.invoke(cc, in)
 	if err != nil {
-		return outcome{err: r.toolError(t, cc.ExecutionID, execCtx, ctx, err)}
+		return outcome{err: r.toolError(ctx, execCtx, t, cc.ExecutionID, err)}
 	}
 	b, err := t.encode(out)
 	if err != nil {
@@ -551,7 +551,7 @@ func describe(f FieldError) string {
 
 // stopError explains why a call stopped before the tool finished: the
 // caller went away (cancelled) or a deadline passed (timeout).
-func stopError(t *tool, ctx context.Context) *Error {
+func stopError(ctx context.Context, t *tool) *Error {
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return Errorf(CodeCancelled, "the call of %s was cancelled by the caller", t.meta.Name)
 	}
@@ -562,13 +562,13 @@ func stopError(t *tool, ctx context.Context) *Error {
 }
 
 // toolError turns what a tool returned into the error its caller sees.
-func (r *Registry) toolError(t *tool, execID string, execCtx, ctx context.Context, err error) error {
+func (r *Registry) toolError(ctx, execCtx context.Context, t *tool, execID string, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
 	if execCtx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return stopError(t, ctx)
+		return stopError(ctx, t)
 	}
 	return r.internal(t, execID, err, "the tool failed")
 }

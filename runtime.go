@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
-
 	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
@@ -161,66 +159,6 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		return r.execute(ctx, t, req, ev, in, nil)
 	}
 	return r.deduplicate(ctx, t, req, ev, in, replayOnly)
-}
-
-// reservation is an idempotency key this call holds.
-type reservation struct {
-	key    store.Key
-	token  string
-	digest string
-}
-
-// deduplicate runs a call with a request id at most once per key: it
-// executes, replays the recorded outcome, refuses another input, or waits
-// for the execution in flight. A replayOnly call may not execute: it is
-// the retry of a call that an approval let run once.
-func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, replayOnly bool) (Result, error) {
-	c := &req.Call
-	_, digest, err := req.canonical(t)
-	if err != nil {
-		return Result{}, r.internal(t, "", err, "cannot digest a validated input")
-	}
-	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
-	for {
-		res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
-		switch {
-		case err != nil:
-			return Result{}, r.storeError(ctx, t, err)
-		case res.Owned && replayOnly:
-			if err := r.store.Release(ctx, key, res.Token); err != nil {
-				return Result{}, r.storeError(ctx, t, err)
-			}
-			return Result{}, r.replayOnlyError(ctx, t, req)
-		case res.Owned:
-			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest})
-		case res.Digest != digest:
-			return Result{}, r.refused(ctx, t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
-		case res.Record != nil:
-			req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
-			return replay(res.Record)
-		}
-		if err := r.store.Wait(ctx, key); err != nil {
-			return Result{}, r.storeError(ctx, t, err)
-		}
-	}
-}
-
-// replay returns a recorded outcome to one caller. Stores hand every
-// caller its own copy of the record's bytes, and the error is decoded anew
-// for each, so a caller may change what it gets without changing what the
-// next one gets; a replayed error says that it is a replay, and of which
-// execution.
-func replay(rec *store.Record) (Result, error) {
-	if rec.Error != nil {
-		e := replayError(rec.Error)
-		if e.Details == nil {
-			e.Details = make(map[string]any, 2)
-		}
-		e.Details["replayed"] = true
-		e.Details["execution_id"] = rec.ExecutionID
-		return Result{}, e
-	}
-	return Result{ExecutionID: rec.ExecutionID, Output: rec.Output, Replayed: true}, nil
 }
 
 // refused logs a refusal of the runtime's (permission, confirmation,
@@ -413,34 +351,6 @@ func (r *Registry) panicked(t *tool, execID string, p any) *Error {
 	return r.internal(t, execID, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "panic while running a call")
 }
 
-// finish records the outcome of execution execID for replay, or releases
-// the reservation when calling again could change it. The record is a
-// copy: the caller that gets the outcome may change it. An outcome the
-// store cannot take now is recorded later (recordLater), while the store
-// keeps the reservation: the caller is answered meanwhile.
-func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) {
-	if resv == nil {
-		return
-	}
-	var rec *store.Record
-	var e *Error
-	switch {
-	case o.err == nil:
-		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Output: o.res.Output}
-	case errors.As(o.err, &e) && !e.Retryable:
-		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Error: recordError(e)}
-	}
-	err := r.record(resv, rec)
-	switch {
-	case err == nil:
-	case errors.Is(err, store.ErrLostReservation):
-		r.logger.Error("carmy: cannot record the outcome for its request id", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
-	default:
-		r.logger.Warn("carmy: cannot record the outcome for its request id yet; trying again while its reservation is held", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
-		go r.recordLater(t, resv, rec)
-	}
-}
-
 // unknownTool is the refusal of a call of a tool that does not exist. It
 // suggests only tools the caller may call, whose names it could list.
 func (r *Registry) unknownTool(ctx context.Context, name string, caller Identity) *Error {
@@ -584,29 +494,6 @@ func (r *Registry) internal(t *tool, execID string, cause error, what string) *E
 	return e
 }
 
-// encodeOptions encode the host's own documents (metadata, errors); tool
-// outputs go through encodeValue.
-var encodeOptions = jsonv2.JoinOptions(jsonv2.Deterministic(true))
-
-// encode turns a tool's output into JSON that matches its schema: the
-// rules are checked, then the value is written from the model that
-// published the schema.
-func (t *tool) encode(out any) ([]byte, error) {
-	if c, ok := out.(Content); ok && t.content {
-		return c.MarshalJSON()
-	}
-	if t.out == nil {
-		return []byte("null"), nil
-	}
-	v := reflect.ValueOf(out)
-	if t.out.Checked() && out != nil {
-		if problems := shape.CheckOutput(t.out, v); len(problems) > 0 {
-			return nil, fmt.Errorf("%s: %s", problems[0].Path, problems[0].Message)
-		}
-	}
-	return encodeValue(t.out, v)
-}
-
 // callFunc is the invoker of a function declared with Tool.
 func (t *tool) callFunc(c *Context, in reflect.Value) (any, error) {
 	d := t.def
@@ -649,5 +536,3 @@ func funcName(fn reflect.Value) string {
 	}
 	return strings.ReplaceAll(strings.TrimSuffix(f.Name(), "-fm"), "[...]", "")
 }
-
-func unmarshal(b []byte, v any) error { return jsonv2.Unmarshal(b, v) }

@@ -144,7 +144,7 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 		Status: store.ApprovalPending, Created: now, Expires: now.Add(r.approvals.timeout),
 	})
 	if err != nil {
-		return false, r.storeError(t, ctx, err)
+		return false, r.storeError(ctx, t, err)
 	}
 	req.approval = &a // for the audit record, refused or not
 	switch a.Status {
@@ -237,7 +237,7 @@ func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error
 		})
 	}
 	if err != nil {
-		return r.storeError(t, ctx, err)
+		return r.storeError(ctx, t, err)
 	}
 	req.approval = &used
 	r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approved call runs",
@@ -248,7 +248,7 @@ func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error
 
 // giveUp releases what a call that will not run holds: its request id's
 // reservation, without a record, and its tool's turn.
-func (r *Registry) giveUp(t *tool, ctx context.Context, resv *reservation, lock store.Lock) {
+func (r *Registry) giveUp(ctx context.Context, t *tool, resv *reservation, lock store.Lock) {
 	ctx = context.WithoutCancel(ctx)
 	if resv != nil {
 		if err := r.store.Release(ctx, resv.key, resv.token); err != nil {

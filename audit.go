@@ -264,11 +264,11 @@ func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID
 		return nil
 	}
 	if ctx.Err() != nil {
-		err = stopError(t, ctx)
+		err = stopError(ctx, t)
 	} else {
 		err = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s cannot run now: its audit record could not be written; try again", t.meta.Name), Retryable: true, Details: map[string]any{"reason": "audit"}, Err: err}
 	}
-	r.giveUp(t, ctx, resv, lock)
+	r.giveUp(ctx, t, resv, lock)
 	return err
 }
 

@@ -2,36 +2,100 @@ package carmy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/carmy-dev/carmy/store"
 )
 
-// recordError is the form in which an error is recorded for replay: the
-// error as callers receive it, without its cause.
-func recordError(e *Error) []byte {
-	public := *e
-	public.Err = nil
-	data, err := json.Marshal(&public)
-	if err != nil {
-		// Details that do not encode are dropped rather than the record, so
-		// that the request id still runs once.
-		public.Details = nil
-		data, _ = json.Marshal(&public)
-	}
-	return data
+// reservation is an idempotency key this call holds.
+type reservation struct {
+	key    store.Key
+	token  string
+	digest string
 }
 
-// replayError decodes a recorded error; each replay gets its own copy.
-func replayError(data []byte) *Error {
-	e := new(Error)
-	if err := json.Unmarshal(data, e); err != nil {
-		return &Error{Code: CodeInternal, Message: "the recorded outcome of this request id cannot be read", Retryable: true, Err: err}
+// deduplicate runs a call with a request id at most once per key: it
+// executes, replays the recorded outcome, refuses another input, or waits
+// for the execution in flight. A replayOnly call may not execute: it is
+// the retry of a call that an approval let run once.
+func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, replayOnly bool) (Result, error) {
+	c := &req.Call
+	_, digest, err := req.canonical(t)
+	if err != nil {
+		return Result{}, r.internal(t, "", err, "cannot digest a validated input")
 	}
-	return e
+	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
+	for {
+		res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
+		switch {
+		case err != nil:
+			return Result{}, r.storeError(ctx, t, err)
+		case res.Owned && replayOnly:
+			if err := r.store.Release(ctx, key, res.Token); err != nil {
+				return Result{}, r.storeError(ctx, t, err)
+			}
+			return Result{}, r.replayOnlyError(ctx, t, req)
+		case res.Owned:
+			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest})
+		case res.Digest != digest:
+			return Result{}, r.refused(ctx, t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
+		case res.Record != nil:
+			req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
+			return replay(res.Record)
+		}
+		if err := r.store.Wait(ctx, key); err != nil {
+			return Result{}, r.storeError(ctx, t, err)
+		}
+	}
+}
+
+// replay returns a recorded outcome to one caller. Stores hand every
+// caller its own copy of the record's bytes, and the error is decoded anew
+// for each, so a caller may change what it gets without changing what the
+// next one gets; a replayed error says that it is a replay, and of which
+// execution.
+func replay(rec *store.Record) (Result, error) {
+	if rec.Error != nil {
+		e := replayError(rec.Error)
+		if e.Details == nil {
+			e.Details = make(map[string]any, 2)
+		}
+		e.Details["replayed"] = true
+		e.Details["execution_id"] = rec.ExecutionID
+		return Result{}, e
+	}
+	return Result{ExecutionID: rec.ExecutionID, Output: rec.Output, Replayed: true}, nil
+}
+
+// finish records the outcome of execution execID for replay, or releases
+// the reservation when calling again could change it. The record is a
+// copy: the caller that gets the outcome may change it. An outcome the
+// store cannot take now is recorded later (recordLater), while the store
+// keeps the reservation: the caller is answered meanwhile.
+func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) {
+	if resv == nil {
+		return
+	}
+	var rec *store.Record
+	var e *Error
+	switch {
+	case o.err == nil:
+		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Output: o.res.Output}
+	case errors.As(o.err, &e) && !e.Retryable:
+		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Error: recordError(e)}
+	}
+	err := r.record(resv, rec)
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrLostReservation):
+		r.logger.Error("carmy: cannot record the outcome for its request id", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+	default:
+		r.logger.Warn("carmy: cannot record the outcome for its request id yet; trying again while its reservation is held", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+		go r.recordLater(t, resv, rec)
+	}
 }
 
 // recordTimeout bounds one attempt to record an outcome, so that a store

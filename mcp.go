@@ -284,7 +284,7 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		}
 		req = req.WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer carmy")
-		if isModernRequest(req, body) {
+		if isSessionlessRequest(req, body) {
 			if fast && body != nil && r.fastCall(w, req, body) {
 				return
 			}

@@ -59,7 +59,7 @@ func (r *Registry) confirmOverMCP(ctx context.Context, p *mcpPeer, c Call, refus
 	if err != nil || a.Status == store.ApprovalPending {
 		return Result{}, refusal
 	}
-	if !p.modern {
+	if !p.sessionless {
 		_ = p.req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id})
 	}
 	return r.Execute(ctx, c)

@@ -81,7 +81,7 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpPeer, c Call,
 		RequestedSchema: confirmForm,
 	}
 	var res *mcp.ElicitResult
-	if p.modern {
+	if p.sessionless {
 		// An answer counts only with the state of the question asked about
 		// this very approval: never one sent unasked, nor one given about
 		// another input.
@@ -105,7 +105,7 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpPeer, c Call,
 			return Result{}, r.declined(ctx, t, c, id)
 		}
 		r.decideByElicitation(ctx, id, true, c.Principal)
-		if p.modern {
+		if p.sessionless {
 			p.setState(r.confirmedState(c, digest, time.Now().Add(r.approvals.timeout)))
 		}
 		return r.Execute(ctx, c)
@@ -204,7 +204,7 @@ func (r *Registry) confirmedState(c Call, digest string, expires time.Time) stri
 func (r *Registry) confirmedBefore(ctx context.Context, p *mcpPeer, c Call, digest string) (time.Time, bool) {
 	rest, ok := strings.CutPrefix(p.req.Params.RequestState, "carmy/confirmed:")
 	parts := strings.Split(rest, ".")
-	if !p.modern || !ok || len(parts) != 3 || !hmac.Equal([]byte(parts[2]), []byte(stateMAC("confirmed", c.Principal, c.Tool, digest, parts[0], parts[1]))) {
+	if !p.sessionless || !ok || len(parts) != 3 || !hmac.Equal([]byte(parts[2]), []byte(stateMAC("confirmed", c.Principal, c.Tool, digest, parts[0], parts[1]))) {
 		return time.Time{}, false
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)

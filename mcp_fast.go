@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-json-experiment/json"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,7 +26,7 @@ import (
 // serves or refuses.
 func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byte) bool {
 	h := req.Header
-	if req.Method != http.MethodPost || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Protocol-Version") != modernProtocol ||
+	if req.Method != http.MethodPost || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Protocol-Version") != sessionlessProtocol ||
 		!acceptsBoth(h.Values("Accept")) {
 		return false
 	}
@@ -41,7 +41,7 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 	}
 	// checkMessage has made sure the body is one JSON value with no member
 	// name twice; this decoder, like the SDK's, matches names exactly.
-	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" || msg.Params == nil {
+	if jsonv2.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" || msg.Params == nil {
 		return false
 	}
 	if len(msg.ID) == 0 || (msg.ID.Kind() != '"' && msg.ID.Kind() != '0') {
@@ -49,7 +49,7 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 	}
 	p := msg.Params
 	meta := p.Meta
-	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != modernProtocol {
+	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != sessionlessProtocol {
 		return false
 	}
 	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {

@@ -19,18 +19,18 @@ import (
 // carries notifications back.
 type mcpPeer struct {
 	req *mcp.CallToolRequest
-	// modern is the sessionless protocol, where the server never sends the
+	// sessionless is a call of the sessionless protocol, where the server never sends the
 	// client a request: a question goes back in the call's result, and the
 	// client calls again with the answer (multi-round results).
-	modern bool
+	sessionless bool
 	// single is a call that came over a transport of one client (stdio,
 	// ServeMCP), whose application is the person's own channel.
 	single bool
 
 	mu    sync.Mutex
 	asked int                 // questions asked in this run of the tool
-	need  mcp.InputRequestMap // modern: the questions for the client's next round
-	state string              // modern: what the next round must echo (a confirmation given)
+	need  mcp.InputRequestMap // sessionless: the questions for the client's next round
+	state string              // sessionless: what the next round must echo (a confirmation given)
 }
 
 type peerKey struct{}
@@ -44,7 +44,7 @@ func peerOf(ctx context.Context) *mcpPeer {
 
 func newPeer(req *mcp.CallToolRequest) *mcpPeer {
 	extra := req.GetExtra()
-	return &mcpPeer{req: req, modern: req.ProtocolVersion() >= modernProtocol,
+	return &mcpPeer{req: req, sessionless: req.ProtocolVersion() >= sessionlessProtocol,
 		single: extra == nil || (extra.TokenInfo == nil && extra.Header == nil)}
 }
 
@@ -95,7 +95,7 @@ func (p *mcpPeer) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.El
 // client sent it, for the caller to check and to name the fields that
 // break it: the SDK only says that it does not match.
 func (p *mcpPeer) ask(ctx context.Context, id string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	if !p.modern {
+	if !p.sessionless {
 		sent := &sentAnswer{}
 		res, err := p.req.Session.Elicit(context.WithValue(ctx, sentAnswerKey{}, sent), params)
 		if err != nil && sent.res != nil && sent.res.Action == "accept" && params.Mode != "url" {

@@ -6,32 +6,32 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/go-json-experiment/json"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// modernProtocol is the first MCP protocol version without sessions
+// sessionlessProtocol is the first MCP protocol version without sessions
 // (2026-07-28): every request carries its protocol version, the client's
 // capabilities and identity in its _meta, and the MCP-Protocol-Version
 // header repeats the version. Versions are dates, so they compare as
 // strings.
-const modernProtocol = "2026-07-28"
+const sessionlessProtocol = "2026-07-28"
 
 // methodDiscover is how a client of the sessionless protocol learns, before
 // anything else, which protocol versions and capabilities a server has.
 const methodDiscover = "server/discover"
 
-// isModernRequest reports whether an MCP request over HTTP belongs to the
+// isSessionlessRequest reports whether an MCP request over HTTP belongs to the
 // sessionless protocol, which the SDK serves only on its stateless path;
 // a session-based client's requests take the stateful one and keep their
 // session. The header decides: the SDK refuses a sessionless request
 // without it. server/discover, which a client sends before it knows the
 // server's versions and which the stateful path would answer without the
-// sessionless one, is modern too.
-func isModernRequest(req *http.Request, body []byte) bool {
+// sessionless one, belongs to the sessionless protocol too.
+func isSessionlessRequest(req *http.Request, body []byte) bool {
 	if v := req.Header.Get("Mcp-Protocol-Version"); v != "" {
-		return v >= modernProtocol
+		return v >= sessionlessProtocol
 	}
 	if req.Method != http.MethodPost || !bytes.Contains(body, []byte(methodDiscover)) {
 		return false
@@ -42,7 +42,7 @@ func isModernRequest(req *http.Request, body []byte) bool {
 	var msg struct {
 		Method string `json:"method"`
 	}
-	return json.Unmarshal(body, &msg) == nil && msg.Method == methodDiscover
+	return jsonv2.Unmarshal(body, &msg) == nil && msg.Method == methodDiscover
 }
 
 // unknownToolMiddleware answers a tools/call of a tool that does not exist
@@ -64,7 +64,7 @@ func (r *Registry) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandl
 		}
 		id, _ := r.mcpIdentity(req.GetExtra())
 		e := r.unknownTool(ctx, p.Name, id)
-		data, _ := json.Marshal(publicError(e))
+		data, _ := jsonv2.Marshal(publicError(e))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: data}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-json-experiment/json"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -105,11 +105,11 @@ func (c *fastConn) call(req *jsonrpc.Request) bool {
 	if ss == nil {
 		return false
 	}
-	p, modern, ok := c.r.fastParams(ss, req.Params)
+	p, sessionless, ok := c.r.fastParams(ss, req.Params)
 	if !ok {
 		return false
 	}
-	return c.start(ss, req.ID, p, modern, func(ctx context.Context, result []byte, err error) {
+	return c.start(ss, req.ID, p, sessionless, func(ctx context.Context, result []byte, err error) {
 		ans := &jsonrpc.Response{ID: req.ID, Result: result}
 		if err != nil {
 			ans.Result, ans.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
@@ -131,10 +131,10 @@ func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
 	if !ok {
 		return false
 	}
-	id, p, modern := msg.id, msg.params, msg.modern
+	id, p, sessionless := msg.id, msg.params, msg.sessionless
 	// The end of the input waits for this answer, as for the SDK's.
 	sc.count(&sc.incoming, 1)
-	started := c.start(ss, id, p, modern, func(_ context.Context, result []byte, err error) {
+	started := c.start(ss, id, p, sessionless, func(_ context.Context, result []byte, err error) {
 		var b []byte
 		if err != nil {
 			b = rpcAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
@@ -154,7 +154,7 @@ func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
 // elicits waits for an answer that comes in through Read), cancellable by
 // its id, and hands its result to answer. It returns false, having done
 // nothing, when a call with that id is in progress already.
-func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolParamsRaw, modern bool, answer func(context.Context, []byte, error)) bool {
+func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolParamsRaw, sessionless bool, answer func(context.Context, []byte, error)) bool {
 	t := c.r.tools[p.Name]
 	ctx, cancel := context.WithCancel(c.base)
 	if !c.calls.add(id, cancel) {
@@ -170,7 +170,7 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 		res, err := c.r.mcpCall(t)(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
 		var result []byte
 		if err == nil {
-			result, err = callResult(res, modern)
+			result, err = callResult(res, sessionless)
 		}
 		answer(ctx, result, err)
 	}()
@@ -179,10 +179,10 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 
 // callMessage is a tools/call that carmy may answer, read strictly once.
 type callMessage struct {
-	rawID  jsontext.Value // the request id as sent
-	id     jsonrpc.ID
-	params *mcp.CallToolParamsRaw
-	modern bool // the sessionless protocol
+	rawID       jsontext.Value // the request id as sent
+	id          jsonrpc.ID
+	params      *mcp.CallToolParamsRaw
+	sessionless bool // a call of the sessionless protocol
 }
 
 // readCall reads a message of session ss, and reports whether it is a
@@ -195,15 +195,15 @@ func (r *Registry) readCall(ss *mcp.ServerSession, data []byte) (callMessage, bo
 		Method  string         `json:"method"`
 		Params  jsontext.Value `json:"params"`
 	}
-	if json.Unmarshal(data, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" {
+	if jsonv2.Unmarshal(data, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" {
 		return callMessage{}, false
 	}
 	id, ok := plainID(msg.ID)
 	if !ok {
 		return callMessage{}, false
 	}
-	p, modern, ok := r.fastParams(ss, msg.Params)
-	return callMessage{rawID: msg.ID, id: id, params: p, modern: modern}, ok
+	p, sessionless, ok := r.fastParams(ss, msg.Params)
+	return callMessage{rawID: msg.ID, id: id, params: p, sessionless: sessionless}, ok
 }
 
 // fastAnswered counts the calls that carmy answered itself, for tests.
@@ -251,11 +251,11 @@ func rpcResult(id, result []byte) []byte {
 // a session already initialized in the call's generation (the SDK refuses
 // a session-based call before initialize, and takes the first sessionless
 // call of a connection as its initialization), and, for the sessionless
-// protocol (modern), the _meta that protocol requires present and
-// consistent, and no log level (the SDK keeps it in a context of its own,
-// where a tool's Log could not find it).
-func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolParamsRaw, modern, ok bool) {
-	if !r.mcpConfig.empty() || json.Unmarshal(raw, &p) != nil || p == nil {
+// protocol, the _meta that protocol requires present and consistent, and
+// no log level (the SDK keeps it in a context of its own, where a tool's
+// Log could not find it).
+func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolParamsRaw, sessionless, ok bool) {
+	if !r.mcpConfig.empty() || jsonv2.Unmarshal(raw, &p) != nil || p == nil {
 		return nil, false, false
 	}
 	if _, known := r.tools[p.Name]; !known {
@@ -267,10 +267,10 @@ func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToo
 	}
 	meta := p.Meta
 	v, _ := meta[mcp.MetaKeyProtocolVersion].(string)
-	if v < modernProtocol {
-		return p, false, init.ProtocolVersion < modernProtocol
+	if v < sessionlessProtocol {
+		return p, false, init.ProtocolVersion < sessionlessProtocol
 	}
-	if v != modernProtocol || init.ProtocolVersion < modernProtocol {
+	if v != sessionlessProtocol || init.ProtocolVersion < sessionlessProtocol {
 		return nil, false, false
 	}
 	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {
@@ -291,11 +291,11 @@ func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToo
 // callResult is a tool's result as the SDK writes it: in the sessionless
 // protocol with its type and the server's identity, in a session as it is,
 // never with a null content.
-func callResult(res *mcp.CallToolResult, modern bool) ([]byte, error) {
+func callResult(res *mcp.CallToolResult, sessionless bool) ([]byte, error) {
 	if res == nil {
 		return nil, errors.New("no result")
 	}
-	if modern {
+	if sessionless {
 		return fastResult(res)
 	}
 	if res.Content == nil {

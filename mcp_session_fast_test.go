@@ -104,7 +104,7 @@ func (p *stdioPeer) until(id any) []string {
 // initialize, an unknown tool.
 func TestMCPSessionFastPathStdio(t *testing.T) {
 	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`
-	modern := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
+	sessionlessMeta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
 	call := func(id int, tool, args, meta string) string {
 		if meta != "" {
 			meta = "," + meta
@@ -118,14 +118,14 @@ func TestMCPSessionFastPathStdio(t *testing.T) {
 	}
 	connections := map[string][]step{
 		"sessionless": {
-			{"the first call, which initializes", call(2, "report", `{}`, modern), 2},
-			{"output", call(3, "report", `{}`, modern), 3},
-			{"progress", call(4, "report", `{}`, strings.Replace(modern, `"_meta":{`, `"_meta":{"progressToken":"p",`, 1)), 4},
-			{"log level", call(5, "report", `{}`, strings.Replace(modern, `"_meta":{`, `"_meta":{"io.modelcontextprotocol/logLevel":"debug",`, 1)), 5},
-			{"a question", call(6, "greet", `{}`, modern), 6},
-			{"content", call(7, "picture", `{}`, modern), 7},
-			{"tool error", call(8, "broken", `{}`, modern), 8},
-			{"unknown tool", call(9, "nope", `{}`, modern), 9},
+			{"the first call, which initializes", call(2, "report", `{}`, sessionlessMeta), 2},
+			{"output", call(3, "report", `{}`, sessionlessMeta), 3},
+			{"progress", call(4, "report", `{}`, strings.Replace(sessionlessMeta, `"_meta":{`, `"_meta":{"progressToken":"p",`, 1)), 4},
+			{"log level", call(5, "report", `{}`, strings.Replace(sessionlessMeta, `"_meta":{`, `"_meta":{"io.modelcontextprotocol/logLevel":"debug",`, 1)), 5},
+			{"a question", call(6, "greet", `{}`, sessionlessMeta), 6},
+			{"content", call(7, "picture", `{}`, sessionlessMeta), 7},
+			{"tool error", call(8, "broken", `{}`, sessionlessMeta), 8},
+			{"unknown tool", call(9, "nope", `{}`, sessionlessMeta), 9},
 		},
 		"session": {
 			{"a call before initialize", call(5, "save_note", `{"text":"x"}`, ""), 5},

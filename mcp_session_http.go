@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-json-experiment/json"
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -73,7 +73,7 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 			Method string         `json:"method"`
 			Params jsontext.Value `json:"params"`
 		}
-		if json.Unmarshal(body, &msg) == nil && msg.Method == "notifications/cancelled" {
+		if jsonv2.Unmarshal(body, &msg) == nil && msg.Method == "notifications/cancelled" {
 			s.calls.cancel(msg.Params)
 		}
 		return false
@@ -81,14 +81,14 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 		return false
 	}
 	init := s.ss.InitializeParams()
-	if init == nil || init.ProtocolVersion >= modernProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
+	if init == nil || init.ProtocolVersion >= sessionlessProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
 		(init.Capabilities != nil && init.Capabilities.Elicitation != nil) ||
 		!acceptsBoth(h.Values("Accept")) || len(h.Values("Last-Event-Id")) > 0 || !noParamHeaders(h) {
 		return false
 	}
 	msg, ok := r.readCall(s.ss, body)
 	p := msg.params
-	if !ok || msg.modern || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
+	if !ok || msg.sessionless || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
 		return false
 	}
 	id := msg.id
@@ -164,7 +164,7 @@ func (s *callSet) cancel(params []byte) {
 	var p struct {
 		RequestID any `json:"requestId"`
 	}
-	if json.Unmarshal(params, &p) != nil {
+	if jsonv2.Unmarshal(params, &p) != nil {
 		return
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)

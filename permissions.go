@@ -132,7 +132,7 @@ func (m *missingPermissions) Error() string {
 // calls and lists share: the permissions the tool requires, then the
 // host's policy. A call asks it before its input is read, so that a caller
 // that may not call a tool learns nothing about it but its name.
-func (r *Registry) permit(t *tool, cc *Context) *Error {
+func (r *Registry) permit(cc *Context, t *tool) *Error {
 	for _, p := range t.meta.Requires {
 		if !cc.Permissions.Has(p) {
 			return t.permissionError(cc.Permissions)
@@ -214,19 +214,19 @@ func (r *Registry) visibility(ctx context.Context, id Identity) func(*tool) bool
 		Metadata:    id.Metadata,
 		log:         r.logger,
 	}
-	return func(t *tool) bool { return r.listed(t, cc) }
+	return func(t *tool) bool { return r.listed(cc, t) }
 }
 
 // listed asks permit for a list. A policy that panics is logged, and the
 // tool left out: a list must not fail because of one tool.
-func (r *Registry) listed(t *tool, cc *Context) (ok bool) {
+func (r *Registry) listed(cc *Context, t *tool) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.logger.LogAttrs(cc, slog.LevelError, "carmy: the policy panicked while listing tools", slog.String("tool", t.meta.Name), slog.Any("panic", p))
 			ok = false
 		}
 	}()
-	return r.permit(t, cc) == nil
+	return r.permit(cc, t) == nil
 }
 
 // declaredPermissions returns every permission some tool requires,

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
-
 	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
@@ -129,7 +127,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	}
 	// Before the input is read: a caller that may not call the tool
 	// learns nothing of its input's rules.
-	if e := r.permit(t, cc); e != nil {
+	if e := r.permit(cc, t); e != nil {
 		return Result{}, r.refused(ctx, t, c, e)
 	}
 	in, err := t.decode(c.Input)
@@ -163,66 +161,6 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	return r.deduplicate(ctx, t, req, ev, in, replayOnly)
 }
 
-// reservation is an idempotency key this call holds.
-type reservation struct {
-	key    store.Key
-	token  string
-	digest string
-}
-
-// deduplicate runs a call with a request id at most once per key: it
-// executes, replays the recorded outcome, refuses another input, or waits
-// for the execution in flight. A replayOnly call may not execute: it is
-// the retry of a call that an approval let run once.
-func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, replayOnly bool) (Result, error) {
-	c := &req.Call
-	_, digest, err := req.canonical(t)
-	if err != nil {
-		return Result{}, r.internal(t, "", err, "cannot digest a validated input")
-	}
-	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
-	for {
-		res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
-		switch {
-		case err != nil:
-			return Result{}, r.storeError(t, ctx, err)
-		case res.Owned && replayOnly:
-			if err := r.store.Release(ctx, key, res.Token); err != nil {
-				return Result{}, r.storeError(t, ctx, err)
-			}
-			return Result{}, r.replayOnlyError(ctx, t, req)
-		case res.Owned:
-			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest})
-		case res.Digest != digest:
-			return Result{}, r.refused(ctx, t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
-		case res.Record != nil:
-			req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
-			return replay(res.Record)
-		}
-		if err := r.store.Wait(ctx, key); err != nil {
-			return Result{}, r.storeError(t, ctx, err)
-		}
-	}
-}
-
-// replay returns a recorded outcome to one caller. Stores hand every
-// caller its own copy of the record's bytes, and the error is decoded anew
-// for each, so a caller may change what it gets without changing what the
-// next one gets; a replayed error says that it is a replay, and of which
-// execution.
-func replay(rec *store.Record) (Result, error) {
-	if rec.Error != nil {
-		e := replayError(rec.Error)
-		if e.Details == nil {
-			e.Details = make(map[string]any, 2)
-		}
-		e.Details["replayed"] = true
-		e.Details["execution_id"] = rec.ExecutionID
-		return Result{}, e
-	}
-	return Result{ExecutionID: rec.ExecutionID, Output: rec.Output, Replayed: true}, nil
-}
-
 // refused logs a refusal of the runtime's (permission, confirmation,
 // conflict, busy) at warn and returns it. The record names who asked for
 // what and the code; never the input, nor anything from the request that
@@ -240,9 +178,9 @@ func (r *Registry) refused(ctx context.Context, t *tool, c *Call, e *Error) *Err
 }
 
 // storeError explains a failure of the idempotency store or the locker.
-func (r *Registry) storeError(t *tool, ctx context.Context, err error) error {
+func (r *Registry) storeError(ctx context.Context, t *tool, err error) error {
 	if ctx.Err() != nil {
-		return stopError(t, ctx)
+		return stopError(ctx, t)
 	}
 	var e *Error
 	if errors.As(err, &e) {
@@ -267,8 +205,8 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	cc := &ev.c
 	var lock store.Lock
 	if err := ctx.Err(); err != nil {
-		r.finish(t, resv, cc.ExecutionID, outcome{err: stopError(t, ctx)})
-		return Result{}, stopError(t, ctx)
+		r.finish(t, resv, cc.ExecutionID, outcome{err: stopError(ctx, t)})
+		return Result{}, stopError(ctx, t)
 	}
 	if !t.meta.ParallelSafe {
 		var err error
@@ -281,7 +219,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	// An approval is used up before the start is audited: a sink that
 	// fails then costs a new approval, never a run without a record.
 	if err := r.useApproval(ctx, t, req); err != nil {
-		r.giveUp(t, ctx, resv, lock)
+		r.giveUp(ctx, t, resv, lock)
 		return Result{}, err
 	}
 	if err := r.auditStart(ctx, t, req, cc.ExecutionID, resv, lock); err != nil {
@@ -307,7 +245,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 			return o.res, o.err
 		case <-grace.C:
 			j.abandoned.Store(true)
-			return Result{}, stopError(t, ctx)
+			return Result{}, stopError(ctx, t)
 		}
 	}
 }
@@ -331,7 +269,7 @@ func (r *Registry) awaitTurn(ctx context.Context, t *tool, c *Call) (store.Lock,
 			Details:   map[string]any{"reason": "busy"},
 		})
 	}
-	return nil, r.storeError(t, ctx, err)
+	return nil, r.storeError(ctx, t, err)
 }
 
 // execValue is the context a tool sees, the execution's deadline context
@@ -385,12 +323,12 @@ func (j *job) run() {
 		}
 		j.done <- o
 	}()
-	o = r.invoke(t, cc, j.in, j.execCtx, j.ctx)
+	o = r.invoke(j.ctx, j.execCtx, t, cc, j.in)
 	returned = true
 }
 
 // invoke calls the tool, recovering a panic, and encodes its output.
-func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx context.Context) (o outcome) {
+func (r *Registry) invoke(ctx, execCtx context.Context, t *tool, cc *Context, in reflect.Value) (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			o = outcome{err: r.panicked(t, cc.ExecutionID, p)}
@@ -398,7 +336,7 @@ func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx c
 	}()
 	out, err := t.invoke(cc, in)
 	if err != nil {
-		return outcome{err: r.toolError(t, cc.ExecutionID, execCtx, ctx, err)}
+		return outcome{err: r.toolError(ctx, execCtx, t, cc.ExecutionID, err)}
 	}
 	b, err := t.encode(out)
 	if err != nil {
@@ -411,34 +349,6 @@ func (r *Registry) invoke(t *tool, cc *Context, in reflect.Value, execCtx, ctx c
 // callers see, which holds neither.
 func (r *Registry) panicked(t *tool, execID string, p any) *Error {
 	return r.internal(t, execID, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), "panic while running a call")
-}
-
-// finish records the outcome of execution execID for replay, or releases
-// the reservation when calling again could change it. The record is a
-// copy: the caller that gets the outcome may change it. An outcome the
-// store cannot take now is recorded later (recordLater), while the store
-// keeps the reservation: the caller is answered meanwhile.
-func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) {
-	if resv == nil {
-		return
-	}
-	var rec *store.Record
-	var e *Error
-	switch {
-	case o.err == nil:
-		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Output: o.res.Output}
-	case errors.As(o.err, &e) && !e.Retryable:
-		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Error: recordError(e)}
-	}
-	err := r.record(resv, rec)
-	switch {
-	case err == nil:
-	case errors.Is(err, store.ErrLostReservation):
-		r.logger.Error("carmy: cannot record the outcome for its request id", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
-	default:
-		r.logger.Warn("carmy: cannot record the outcome for its request id yet; trying again while its reservation is held", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
-		go r.recordLater(t, resv, rec)
-	}
 }
 
 // unknownTool is the refusal of a call of a tool that does not exist. It
@@ -551,7 +461,7 @@ func describe(f FieldError) string {
 
 // stopError explains why a call stopped before the tool finished: the
 // caller went away (cancelled) or a deadline passed (timeout).
-func stopError(t *tool, ctx context.Context) *Error {
+func stopError(ctx context.Context, t *tool) *Error {
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return Errorf(CodeCancelled, "the call of %s was cancelled by the caller", t.meta.Name)
 	}
@@ -562,13 +472,13 @@ func stopError(t *tool, ctx context.Context) *Error {
 }
 
 // toolError turns what a tool returned into the error its caller sees.
-func (r *Registry) toolError(t *tool, execID string, execCtx, ctx context.Context, err error) error {
+func (r *Registry) toolError(ctx, execCtx context.Context, t *tool, execID string, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
 	if execCtx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return stopError(t, ctx)
+		return stopError(ctx, t)
 	}
 	return r.internal(t, execID, err, "the tool failed")
 }
@@ -582,29 +492,6 @@ func (r *Registry) internal(t *tool, execID string, cause error, what string) *E
 		e.Details = map[string]any{"execution_id": execID}
 	}
 	return e
-}
-
-// encodeOptions encode the host's own documents (metadata, errors); tool
-// outputs go through encodeValue.
-var encodeOptions = jsonv2.JoinOptions(jsonv2.Deterministic(true))
-
-// encode turns a tool's output into JSON that matches its schema: the
-// rules are checked, then the value is written from the model that
-// published the schema.
-func (t *tool) encode(out any) ([]byte, error) {
-	if c, ok := out.(Content); ok && t.content {
-		return c.MarshalJSON()
-	}
-	if t.out == nil {
-		return []byte("null"), nil
-	}
-	v := reflect.ValueOf(out)
-	if t.out.Checked() && out != nil {
-		if problems := shape.CheckOutput(t.out, v); len(problems) > 0 {
-			return nil, fmt.Errorf("%s: %s", problems[0].Path, problems[0].Message)
-		}
-	}
-	return encodeValue(t.out, v)
 }
 
 // callFunc is the invoker of a function declared with Tool.
@@ -649,5 +536,3 @@ func funcName(fn reflect.Value) string {
 	}
 	return strings.ReplaceAll(strings.TrimSuffix(f.Name(), "-fm"), "[...]", "")
 }
-
-func unmarshal(b []byte, v any) error { return jsonv2.Unmarshal(b, v) }

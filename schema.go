@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
-	"sync"
 
 	"github.com/carmy-dev/carmy/internal/shape"
 )
@@ -28,27 +27,4 @@ func SchemaFor[T any]() json.RawMessage {
 // win over comments. It is safe for concurrent use.
 func RegisterComments(comments map[string]string) {
 	shape.AddComments(comments)
-}
-
-// encodeBuffers recycles the encoder's scratch space: an output is written
-// there, then copied out at its exact size.
-var encodeBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-// encodeValue writes v, a tool's output or an input given to Invoke, with
-// the model n: the JSON its schema describes.
-func encodeValue(n *shape.Node, v reflect.Value) ([]byte, error) {
-	if !v.IsValid() { // a nil interface
-		return []byte("null"), nil
-	}
-	bp := encodeBuffers.Get().(*[]byte)
-	b, err := shape.Encode((*bp)[:0], n, v)
-	var out []byte
-	if err == nil {
-		out = slices.Clone(b)
-	}
-	if cap(b) <= 64<<10 {
-		*bp = b[:0]
-		encodeBuffers.Put(bp)
-	}
-	return out, err
 }

@@ -97,9 +97,10 @@ func TestTypeScriptClientV2(t *testing.T) {
 
 // TestInspectorCLI drives the example with the MCP Inspector's CLI
 // (@modelcontextprotocol/inspector, run as inspector --cli): tools/list and
-// a call, in its modern protocol era (2026-07-28) and its default legacy
-// one. The Inspector needs Node 22.19 or later: the node22 that .ci/run
-// installs, else node on PATH when it is recent enough.
+// a call, in the protocol era it calls modern (the sessionless
+// 2026-07-28) and in its default, legacy, one. The Inspector needs Node
+// 22.19 or later: the node22 that .ci/run installs, else node on PATH when
+// it is recent enough.
 func TestInspectorCLI(t *testing.T) {
 	node := findNode22(t)
 	launcher := filepath.Join("node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/approve"
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // Keys of a tools/call request's _meta that carmy reads. Permissions and
@@ -263,9 +264,9 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); req.Method == http.MethodPost && mt == "application/json" {
 			var status int
 			var rpcErr *jsonrpc.Error
-			body, status, rpcErr = readMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
+			body, status, rpcErr = mcpwire.ReadMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
 			if rpcErr != nil {
-				writeRPCError(w, status, rpcErr)
+				mcpwire.WriteRPCError(w, status, rpcErr)
 				return
 			}
 			req.Body = io.NopCloser(bytes.NewReader(body))
@@ -284,7 +285,7 @@ func (r *Registry) mcpHTTPHandler() http.Handler {
 		}
 		req = req.WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer carmy")
-		if isSessionlessRequest(req, body) {
+		if mcpwire.IsSessionlessRequest(req, body) {
 			if fast && body != nil && r.fastCall(w, req, body) {
 				return
 			}

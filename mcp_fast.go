@@ -11,6 +11,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // fastCall answers a tools/call of the sessionless protocol itself, when
@@ -26,7 +28,7 @@ import (
 // serves or refuses.
 func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byte) bool {
 	h := req.Header
-	if req.Method != http.MethodPost || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Protocol-Version") != sessionlessProtocol ||
+	if req.Method != http.MethodPost || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Protocol-Version") != mcpwire.SessionlessProtocol ||
 		!acceptsBoth(h.Values("Accept")) {
 		return false
 	}
@@ -39,7 +41,7 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 		Method  string                 `json:"method"`
 		Params  *mcp.CallToolParamsRaw `json:"params"`
 	}
-	// checkMessage has made sure the body is one JSON value with no member
+	// mcpwire.CheckMessage has made sure the body is one JSON value with no member
 	// name twice; this decoder, like the SDK's, matches names exactly.
 	if jsonv2.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != "tools/call" || msg.Params == nil {
 		return false
@@ -49,7 +51,7 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 	}
 	p := msg.Params
 	meta := p.Meta
-	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != sessionlessProtocol {
+	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != mcpwire.SessionlessProtocol {
 		return false
 	}
 	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {

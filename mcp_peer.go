@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // mcpPeer is the MCP client that a tools/call came from, as the tool's
@@ -44,7 +46,7 @@ func peerOf(ctx context.Context) *mcpPeer {
 
 func newPeer(req *mcp.CallToolRequest) *mcpPeer {
 	extra := req.GetExtra()
-	return &mcpPeer{req: req, sessionless: req.ProtocolVersion() >= sessionlessProtocol,
+	return &mcpPeer{req: req, sessionless: req.ProtocolVersion() >= mcpwire.SessionlessProtocol,
 		single: extra == nil || (extra.TokenInfo == nil && extra.Header == nil)}
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // fastTransport is a transport of ServeMCP whose connection answers
@@ -137,7 +139,7 @@ func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
 	started := c.start(ss, id, p, sessionless, func(_ context.Context, result []byte, err error) {
 		var b []byte
 		if err != nil {
-			b = rpcAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
+			b = mcpwire.RPCAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
 		} else {
 			b = rpcResult(msg.rawID, result)
 		}
@@ -267,10 +269,10 @@ func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToo
 	}
 	meta := p.Meta
 	v, _ := meta[mcp.MetaKeyProtocolVersion].(string)
-	if v < sessionlessProtocol {
-		return p, false, init.ProtocolVersion < sessionlessProtocol
+	if v < mcpwire.SessionlessProtocol {
+		return p, false, init.ProtocolVersion < mcpwire.SessionlessProtocol
 	}
-	if v != sessionlessProtocol || init.ProtocolVersion < sessionlessProtocol {
+	if v != mcpwire.SessionlessProtocol || init.ProtocolVersion < mcpwire.SessionlessProtocol {
 		return nil, false, false
 	}
 	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {

@@ -11,6 +11,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // sessionHandler serves the POST, GET and DELETE requests of the
@@ -29,7 +31,7 @@ func (r *Registry) sessionHandler(next http.Handler, body []byte) http.Handler {
 }
 
 // paramsChecked refuses a message whose params the SDK cannot read, in
-// the protocol's words (paramsAnswer), before next serves it. carmy's own
+// the protocol's words (mcpwire.ParamsAnswer), before next serves it. carmy's own
 // answers read the params strictly, and take none that the SDK could not
 // read: they need no such check first.
 func paramsChecked(next http.Handler, body []byte) http.Handler {
@@ -37,7 +39,7 @@ func paramsChecked(next http.Handler, body []byte) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if ans := paramsAnswer(body); ans != nil {
+		if ans := mcpwire.ParamsAnswer(body); ans != nil {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(ans)
 			return
@@ -81,7 +83,7 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 		return false
 	}
 	init := s.ss.InitializeParams()
-	if init == nil || init.ProtocolVersion >= sessionlessProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
+	if init == nil || init.ProtocolVersion >= mcpwire.SessionlessProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
 		(init.Capabilities != nil && init.Capabilities.Elicitation != nil) ||
 		!acceptsBoth(h.Values("Accept")) || len(h.Values("Last-Event-Id")) > 0 || !noParamHeaders(h) {
 		return false
@@ -107,7 +109,7 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	if err != nil {
-		_, _ = w.Write(rpcAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
+		_, _ = w.Write(mcpwire.RPCAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
 		return true
 	}
 	_, _ = w.Write(rpcResult(msg.rawID, out))

@@ -4,19 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // ServeMCP serves MCP over any transport of the official SDK
@@ -55,66 +52,6 @@ func (r *Registry) ServeMCP(ctx context.Context, t mcp.Transport) error {
 		}
 		return err
 	}
-}
-
-// readMessage reads an MCP message sent over HTTP and checks it strictly.
-// On failure it returns the HTTP status and the JSON-RPC error to answer.
-func readMessage(body io.Reader, limit int64) ([]byte, int, *jsonrpc.Error) {
-	b, err := io.ReadAll(body)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, http.StatusRequestEntityTooLarge, tooLargeError(limit)
-		}
-		return nil, http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: the message could not be read"}
-	}
-	if e := checkMessage(b); e != nil {
-		return nil, http.StatusBadRequest, e
-	}
-	return b, 0, nil
-}
-
-// checkMessage checks that a message is one JSON value and nothing else:
-// valid UTF-8, and no object with a member name twice, which the SDK would
-// read as its last occurrence where another reader may take the first.
-func checkMessage(msg []byte) *jsonrpc.Error {
-	dec := jsontext.NewDecoder(bytes.NewReader(msg))
-	_, err := dec.ReadValue()
-	if err == nil {
-		if _, err = dec.ReadToken(); err == io.EOF {
-			return nil
-		}
-		if err == nil {
-			err = errors.New("data after the message")
-		}
-	}
-	if err == io.EOF {
-		err = errors.New("the message is empty")
-	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "Parse error: " + strings.TrimPrefix(err.Error(), "jsontext: ")}
-}
-
-func tooLargeError(limit int64) *jsonrpc.Error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: fmt.Sprintf("Parse error: the message is larger than the limit of %d bytes", limit)}
-}
-
-// orphanError is a JSON-RPC error that belongs to no request, whose id
-// JSON-RPC wants null (the SDK's encoder would leave it out).
-func orphanError(e *jsonrpc.Error) []byte {
-	b, _ := json.Marshal(struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      *struct{}      `json:"id"`
-		Error   *jsonrpc.Error `json:"error"`
-	}{"2.0", nil, e})
-	return b
-}
-
-// writeRPCError answers an HTTP request with an error that belongs to no
-// request.
-func writeRPCError(w http.ResponseWriter, status int, e *jsonrpc.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(orphanError(e))
 }
 
 // stdioTransport serves MCP over newline-delimited JSON streams, as the
@@ -158,7 +95,7 @@ func (l *lockedWriter) Close() error { return nil }
 
 // answer writes an error that belongs to no request.
 func (l *lockedWriter) answer(e *jsonrpc.Error) {
-	_, _ = l.Write(append(orphanError(e), '\n'))
+	_, _ = l.Write(append(mcpwire.OrphanError(e), '\n'))
 }
 
 // lineFilter passes on the lines of its input that are messages, each
@@ -200,17 +137,17 @@ func (f *lineFilter) next() []byte {
 		}
 		switch {
 		case tooLong:
-			f.out.answer(tooLargeError(f.limit))
+			f.out.answer(mcpwire.TooLargeError(f.limit))
 		case len(bytes.Trim(line, " \t\r")) == 0:
 		default:
-			if e := checkMessage(line); e != nil {
+			if e := mcpwire.CheckMessage(line); e != nil {
 				f.out.answer(e)
 				continue
 			}
 			if fast := f.fast.Load(); fast != nil && (*fast)(line) {
 				continue
 			}
-			if ans := paramsAnswer(line); ans != nil {
+			if ans := mcpwire.ParamsAnswer(line); ans != nil {
 				_, _ = f.out.Write(append(ans, '\n'))
 				continue
 			}

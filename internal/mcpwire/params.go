@@ -1,4 +1,7 @@
-package carmy
+// Package mcpwire is carmy's MCP wire layer: the strict reading of
+// messages, the checks of their params, protocol routing and the stdio
+// framing, with no knowledge of tools or registries.
+package mcpwire
 
 import (
 	"bytes"
@@ -57,13 +60,13 @@ type envelope struct {
 	Params json.RawMessage `json:"params"`
 }
 
-// paramsAnswer checks the params of a message (or of each message of a
-// batch) that passed checkMessage. When the SDK could not read them, it
+// ParamsAnswer checks the params of a message (or of each message of a
+// batch) that passed CheckMessage. When the SDK could not read them, it
 // returns the answer to send instead of the message, one error per
 // request in it, and nothing of it runs; nil when the message may go on.
-func paramsAnswer(msg []byte) []byte {
+func ParamsAnswer(msg []byte) []byte {
 	batch := []json.RawMessage{msg}
-	// checkMessage has made sure msg is one JSON value: only an array is
+	// CheckMessage has made sure msg is one JSON value: only an array is
 	// a batch, and only a batch needs splitting.
 	if v := bytes.TrimLeft(msg, " \t\r\n"); len(v) > 0 && v[0] == '[' {
 		if err := json.Unmarshal(msg, &batch); err != nil {
@@ -83,7 +86,7 @@ func paramsAnswer(msg []byte) []byte {
 		}
 		refused = true
 		if len(env.ID) > 0 && string(env.ID) != "null" { // a notification gets no answer
-			answers = append(answers, rpcAnswer(env.ID, e))
+			answers = append(answers, RPCAnswer(env.ID, e))
 		}
 	}
 	switch {
@@ -116,8 +119,8 @@ func checkParams(method string, params json.RawMessage) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
 }
 
-// rpcAnswer is a JSON-RPC error answer to the request with that id.
-func rpcAnswer(id json.RawMessage, e *jsonrpc.Error) json.RawMessage {
+// RPCAnswer is a JSON-RPC error answer to the request with that id.
+func RPCAnswer(id json.RawMessage, e *jsonrpc.Error) json.RawMessage {
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`

@@ -36,9 +36,8 @@ func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &fastConn{Connection: inner, r: t.r, base: base, stop: cancel}
-	if sc, ok := inner.(*stdioConn); ok {
-		raw := func(line []byte) bool { return c.rawCall(sc, line) }
-		sc.lines.fast.Store(&raw)
+	if sc, ok := inner.(*mcpwire.StdioConn); ok {
+		sc.SetFast(func(line []byte) bool { return c.rawCall(sc, line) })
 	}
 	t.conn = c
 	return c, nil
@@ -124,7 +123,7 @@ func (c *fastConn) call(req *jsonrpc.Request) bool {
 // SDK would serve the same way, before the SDK reads it: one strict decode
 // of the message, and the answer written as the SDK writes it. It returns
 // false, having done nothing, for any other line.
-func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
+func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 	ss := c.ss.Load()
 	if ss == nil || !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
@@ -135,7 +134,7 @@ func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
 	}
 	id, p, sessionless := msg.id, msg.params, msg.sessionless
 	// The end of the input waits for this answer, as for the SDK's.
-	sc.count(&sc.incoming, 1)
+	sc.StartRequest()
 	started := c.start(ss, id, p, sessionless, func(_ context.Context, result []byte, err error) {
 		var b []byte
 		if err != nil {
@@ -143,11 +142,11 @@ func (c *fastConn) rawCall(sc *stdioConn, line []byte) bool {
 		} else {
 			b = rpcResult(msg.rawID, result)
 		}
-		_, _ = sc.out.Write(append(b, '\n'))
-		sc.count(&sc.incoming, -1)
+		sc.WriteLine(b)
+		sc.EndRequest()
 	})
 	if !started {
-		sc.count(&sc.incoming, -1)
+		sc.EndRequest()
 	}
 	return started
 }

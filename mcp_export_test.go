@@ -4,7 +4,7 @@ import "time"
 
 // OpenSessions returns how many MCP sessions over HTTP the registry keeps
 // open.
-func OpenSessions(r *Registry) int { return r.sessions.len() }
+func OpenSessions(r *Registry) int { return r.sessions.Len() }
 
 // SessionSettingsOf returns the builder's session timeout and limit; zero
 // means the default.

@@ -55,7 +55,7 @@ type fastConn struct {
 	base context.Context
 	stop context.CancelFunc
 
-	calls   callSet
+	calls   mcpwire.CallSet
 	running sync.WaitGroup
 }
 
@@ -79,7 +79,7 @@ func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 		case "notifications/cancelled":
 			// The SDK ignores a cancellation of a request it does not know.
-			c.calls.cancel(req.Params)
+			c.calls.Cancel(req.Params)
 		}
 		return msg, nil
 	}
@@ -158,14 +158,14 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolParamsRaw, sessionless bool, answer func(context.Context, []byte, error)) bool {
 	t := c.r.tools[p.Name]
 	ctx, cancel := context.WithCancel(c.base)
-	if !c.calls.add(id, cancel) {
+	if !c.calls.Add(id, cancel) {
 		cancel()
 		return false
 	}
 	c.running.Add(1)
 	go func() {
 		defer c.running.Done()
-		defer c.calls.remove(id)
+		defer c.calls.Remove(id)
 		defer cancel()
 		fastAnswered.Add(1)
 		res, err := c.r.mcpCall(t)(ctx, &mcp.CallToolRequest{Session: ss, Params: p})

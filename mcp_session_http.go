@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -62,13 +61,13 @@ func paramsChecked(next http.Handler, body []byte) http.Handler {
 // serve.
 func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []byte) bool {
 	h := req.Header
-	s := r.sessions.get(h.Get("Mcp-Session-Id"))
+	s := r.sessions.Get(h.Get("Mcp-Session-Id"))
 	if s == nil || req.Method != http.MethodPost {
 		return false
 	}
 	switch {
 	case bytes.Contains(body, []byte(`"logging/setLevel"`)):
-		s.logs.Store(true)
+		s.Logs.Store(true)
 		return false
 	case bytes.Contains(body, []byte(`"notifications/cancelled"`)):
 		var msg struct {
@@ -76,19 +75,19 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 			Params jsontext.Value `json:"params"`
 		}
 		if jsonv2.Unmarshal(body, &msg) == nil && msg.Method == "notifications/cancelled" {
-			s.calls.cancel(msg.Params)
+			s.Calls.Cancel(msg.Params)
 		}
 		return false
-	case s.logs.Load() || !bytes.Contains(body, []byte(`"tools/call"`)):
+	case s.Logs.Load() || !bytes.Contains(body, []byte(`"tools/call"`)):
 		return false
 	}
-	init := s.ss.InitializeParams()
+	init := s.ServerSession().InitializeParams()
 	if init == nil || init.ProtocolVersion >= mcpwire.SessionlessProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
 		(init.Capabilities != nil && init.Capabilities.Elicitation != nil) ||
 		!acceptsBoth(h.Values("Accept")) || len(h.Values("Last-Event-Id")) > 0 || !noParamHeaders(h) {
 		return false
 	}
-	msg, ok := r.readCall(s.ss, body)
+	msg, ok := r.readCall(s.ServerSession(), body)
 	p := msg.params
 	if !ok || msg.sessionless || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
 		return false
@@ -96,12 +95,12 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 	id := msg.id
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
-	if !s.calls.add(id, cancel) {
+	if !s.Calls.Add(id, cancel) {
 		return false
 	}
-	defer s.calls.remove(id)
+	defer s.Calls.Remove(id)
 	fastAnswered.Add(1)
-	res, err := r.mcpCall(r.tools[p.Name])(ctx, &mcp.CallToolRequest{Session: s.ss, Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
+	res, err := r.mcpCall(r.tools[p.Name])(ctx, &mcp.CallToolRequest{Session: s.ServerSession(), Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
 	var out []byte
 	if err == nil {
 		out, err = callResult(res, false)
@@ -131,62 +130,4 @@ func noParamHeaders(h http.Header) bool {
 func headerIs(h http.Header, key, v string) bool {
 	got := h.Values(key)
 	return len(got) == 0 || (len(got) == 1 && got[0] == v)
-}
-
-// callSet is the calls in progress that carmy answers for one connection
-// or session, by request id, for notifications/cancelled.
-type callSet struct {
-	mu sync.Mutex
-	m  map[jsonrpc.ID]context.CancelFunc
-}
-
-// add records a call; false when a call with that id is in progress.
-func (s *callSet) add(id jsonrpc.ID, cancel context.CancelFunc) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, dup := s.m[id]; dup {
-		return false
-	}
-	if s.m == nil {
-		s.m = map[jsonrpc.ID]context.CancelFunc{}
-	}
-	s.m[id] = cancel
-	return true
-}
-
-func (s *callSet) remove(id jsonrpc.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, id)
-}
-
-// cancel cancels the call that the params of a notifications/cancelled
-// name, if it is one of the set's.
-func (s *callSet) cancel(params []byte) {
-	var p struct {
-		RequestID any `json:"requestId"`
-	}
-	if jsonv2.Unmarshal(params, &p) != nil {
-		return
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	cancel := s.m[id]
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-}
-
-// get returns the session with that id, nil when there is none.
-func (t *sessionTable) get(id string) *session {
-	if id == "" {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.byID[id]
 }

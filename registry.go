@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/guard"
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -142,7 +143,7 @@ type Registry struct {
 	allowOrigins  []string
 	elicit        formConfirmation
 	stdioIdentity Identity
-	sessions      *sessionTable // MCP sessions over HTTP
+	sessions      *mcpwire.SessionTable // MCP sessions over HTTP
 	handlerOnce   sync.Once
 	httpHandler   http.Handler
 	mcpOnce       sync.Once
@@ -185,7 +186,7 @@ func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		r.workers.close()
 		r.endStreams()
-		r.sessions.closeAll()
+		r.sessions.CloseAll()
 		var errs []error
 		for _, c := range r.closers {
 			errs = append(errs, c())

@@ -3,9 +3,7 @@ package carmy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
-	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -29,10 +27,10 @@ import (
 func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byte) bool {
 	h := req.Header
 	if req.Method != http.MethodPost || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Protocol-Version") != mcpwire.SessionlessProtocol ||
-		!acceptsBoth(h.Values("Accept")) {
+		!mcpwire.AcceptsBoth(h.Values("Accept")) {
 		return false
 	}
-	if !noParamHeaders(h) {
+	if !mcpwire.NoParamHeaders(h) {
 		return false
 	}
 	var msg struct {
@@ -67,7 +65,7 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 	}
 	ctx := req.Context()
 	res, _ := r.mcpCall(t)(ctx, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
-	out, err := fastResult(res)
+	out, err := mcpwire.SessionlessResult(res, serverInfo)
 	if err != nil {
 		return false
 	}
@@ -82,47 +80,7 @@ func (r *Registry) fastCall(w http.ResponseWriter, req *http.Request, body []byt
 	return true
 }
 
-// fastResult is a result as the SDK's path writes it in the sessionless
-// protocol: its type (complete, or input required), the server's identity
-// in _meta, and never a null content.
-func fastResult(res *mcp.CallToolResult) ([]byte, error) {
-	kind := "complete"
-	if res.InputRequests != nil {
-		kind = "input_required"
-	} else if res.Content == nil {
-		res.Content = []mcp.Content{}
-	}
-	if res.Meta == nil {
-		res.Meta = mcp.Meta{}
-	}
-	res.Meta[mcp.MetaKeyServerInfo] = serverInfo
-	b, err := res.MarshalJSON()
-	if err != nil || len(b) < 3 || b[len(b)-1] != '}' { // the result has members: content, _meta
-		return nil, errors.New("unexpected result")
-	}
-	return append(b[:len(b)-1], `,"resultType":"`+kind+`"}`...), nil
-}
-
 var serverInfo = &mcp.Implementation{Name: "carmy", Version: Version}
-
-// acceptsBoth reports whether the Accept headers take both JSON and event
-// streams, as the SDK requires of a POST.
-func acceptsBoth(accept []string) bool {
-	var j, s bool
-	for _, a := range accept {
-		for _, t := range strings.Split(a, ",") {
-			switch strings.TrimSpace(strings.SplitN(t, ";", 2)[0]) {
-			case "application/json", "application/*":
-				j = true
-			case "text/event-stream", "text/*":
-				s = true
-			case "*/*":
-				j, s = true, true
-			}
-		}
-	}
-	return j && s
-}
 
 // tokenInfo is the identity that mcpHTTPHandler put in the request's
 // context, in the form the SDK hands tool handlers.

@@ -203,23 +203,7 @@ func (p *mcpPeer) log(ctx context.Context, level slog.Level, msg string, args []
 		})
 		data = fields
 	}
-	_ = p.req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcpLevel(level), Logger: "carmy", Data: data})
-}
-
-// mcpLevel is the MCP log level of a slog level.
-func mcpLevel(l slog.Level) mcp.LoggingLevel {
-	switch {
-	case l < slog.LevelInfo:
-		return "debug"
-	case l < slog.LevelWarn:
-		return "info"
-	case l < slog.LevelError:
-		return "warning"
-	case l < slog.LevelError+4:
-		return "error"
-	default:
-		return "critical"
-	}
+	_ = p.req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcpwire.Level(level), Logger: "carmy", Data: data})
 }
 
 // confirmKey is the id of the confirmation question in the sessionless

@@ -140,7 +140,7 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 		if err != nil {
 			b = mcpwire.RPCAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
 		} else {
-			b = rpcResult(msg.rawID, result)
+			b = mcpwire.RPCResult(msg.rawID, result)
 		}
 		sc.WriteLine(b)
 		sc.EndRequest()
@@ -236,16 +236,6 @@ func plainID(raw jsontext.Value) (jsonrpc.ID, bool) {
 	return jsonrpc.ID{}, false
 }
 
-// rpcResult is a JSON-RPC answer with a result, as the SDK writes it.
-func rpcResult(id, result []byte) []byte {
-	b := make([]byte, 0, len(result)+len(id)+32)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":`...)
-	b = append(b, result...)
-	return append(b, '}')
-}
-
 // fastParams reads the params of a tools/call once, strictly, and reports
 // whether carmy may answer it as the SDK would: a tool of carmy's, a
 // server the host did not configure (its middleware would see nothing),
@@ -297,7 +287,7 @@ func callResult(res *mcp.CallToolResult, sessionless bool) ([]byte, error) {
 		return nil, errors.New("no result")
 	}
 	if sessionless {
-		return fastResult(res)
+		return mcpwire.SessionlessResult(res, serverInfo)
 	}
 	if res.Content == nil {
 		res.Content = []mcp.Content{}

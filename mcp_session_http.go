@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -84,12 +83,12 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 	init := s.ServerSession().InitializeParams()
 	if init == nil || init.ProtocolVersion >= mcpwire.SessionlessProtocol || h.Get("Mcp-Protocol-Version") != init.ProtocolVersion ||
 		(init.Capabilities != nil && init.Capabilities.Elicitation != nil) ||
-		!acceptsBoth(h.Values("Accept")) || len(h.Values("Last-Event-Id")) > 0 || !noParamHeaders(h) {
+		!mcpwire.AcceptsBoth(h.Values("Accept")) || len(h.Values("Last-Event-Id")) > 0 || !mcpwire.NoParamHeaders(h) {
 		return false
 	}
 	msg, ok := r.readCall(s.ServerSession(), body)
 	p := msg.params
-	if !ok || msg.sessionless || p.Meta["progressToken"] != nil || !headerIs(h, "Mcp-Method", "tools/call") || !headerIs(h, "Mcp-Name", p.Name) {
+	if !ok || msg.sessionless || p.Meta["progressToken"] != nil || !mcpwire.HeaderIs(h, "Mcp-Method", "tools/call") || !mcpwire.HeaderIs(h, "Mcp-Name", p.Name) {
 		return false
 	}
 	id := msg.id
@@ -111,23 +110,6 @@ func (r *Registry) sessionCall(w http.ResponseWriter, req *http.Request, body []
 		_, _ = w.Write(mcpwire.RPCAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
 		return true
 	}
-	_, _ = w.Write(rpcResult(msg.rawID, out))
+	_, _ = w.Write(mcpwire.RPCResult(msg.rawID, out))
 	return true
-}
-
-// noParamHeaders reports whether a request has no Mcp-Param- header, whose
-// checks against the params are the SDK's.
-func noParamHeaders(h http.Header) bool {
-	for k := range h {
-		if strings.HasPrefix(k, "Mcp-Param-") {
-			return false
-		}
-	}
-	return true
-}
-
-// headerIs reports whether a header is absent or has the value v.
-func headerIs(h http.Header, key, v string) bool {
-	got := h.Values(key)
-	return len(got) == 0 || (len(got) == 1 && got[0] == v)
 }

@@ -10,6 +10,8 @@ import (
 )
 
 // Level is the MCP log level of a slog level.
+//
+//lint:ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it
 func Level(l slog.Level) mcp.LoggingLevel {
 	switch {
 	case l < slog.LevelInfo:

@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 the test maps levels of MCP's logging, deprecated from 2026-07-28 on and still served.
 package mcpwire_test
 
 import (

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -114,7 +115,12 @@ func checkParams(method string, params json.RawMessage) *jsonrpc.Error {
 	msg := fmt.Sprintf("Invalid params: the params of %s do not have the form the protocol gives them", method)
 	var typeErr *segjson.UnmarshalTypeError
 	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		msg += fmt.Sprintf(": %s may not be %s", typeErr.Field, jsonKind(typeErr.Value))
+		// The decoder quotes the text that starts at the value it refused.
+		value := typeErr.Value
+		if u, err := strconv.Unquote(value); err == nil {
+			value = u
+		}
+		msg += fmt.Sprintf(": %s may not be %s", typeErr.Field, jsonKind(value))
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
 }

@@ -75,11 +75,11 @@ func TestParamsAnswer(t *testing.T) {
 		{"no params", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, ""},
 		{"a response", `{"jsonrpc":"2.0","id":1,"result":{}}`, ""},
 		{"wrong type", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}`,
-			`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Invalid params: the params of tools/call do not have the form the protocol gives them: name may not be `},
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Invalid params: the params of tools/call do not have the form the protocol gives them: name may not be a number"}}`},
 		{"a notification gets no answer", `[{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":"x"}}]`, `null`},
 		{"id null is a notification", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":5}}`, `null`},
 		{"a batch answers each bad request", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":["x"]}}]`,
-			`[{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params: the params of tools/call do not have the form the protocol gives them: name may not be `},
+			`[{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Invalid params: the params of tools/call do not have the form the protocol gives them: name may not be an array"}}]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -130,4 +130,10 @@ func TestConsoleExecutions(t *testing.T) {
 	if mine := list("other"); len(mine) != 1 {
 		t.Fatalf("a caller sees %d executions; want its own one", len(mine))
 	}
+	// A refusal of a malformed request id is decided where every other
+	// outcome is, so the console lists it as the audit records it.
+	httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":3}`, append(as("agent"), "Idempotency-Key", strings.Repeat("k", 300))...)
+	if newest := list("root")[0].(map[string]any); newest["principal"] != "agent" || newest["code"] != "invalid_input" {
+		t.Fatalf("newest = %v; want agent's refused request id", newest)
+	}
 }

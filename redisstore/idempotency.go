@@ -257,6 +257,7 @@ func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease t
 		return store.Reservation{}, fmt.Errorf("redisstore: principal %q: %w", key.Principal, store.ErrCapacity)
 	case 3:
 		s.learnEpoch(str(1))
+		s.lossSeen()
 		return store.Reservation{}, fmt.Errorf("redisstore: Redis lost its state; new executions are held for %v more: %w", time.Duration(num(2))*time.Millisecond, store.ErrRecovering)
 	}
 	if len(v) < 2 {
@@ -328,6 +329,7 @@ func (s *Store) Complete(ctx context.Context, key store.Key, token string, rec s
 	if ok != 1 {
 		return lost()
 	}
+	s.remember(entry{key: s.idemKey(key), records: s.recordsKey(key.Principal), token: token, rec: rec, at: time.Now(), ttl: ttl})
 	return nil
 }
 

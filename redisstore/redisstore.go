@@ -65,6 +65,18 @@
 // which the tool reads as the Fence of its carmy.Context, lets the resource
 // it writes refuse the stale one. docs/deployment.md explains.
 //
+// # Lost state
+//
+// Redis can lose what it held: a restart without persistence, a failover
+// to a replica that lagged, a FLUSHALL. Every script of a reservation
+// looks at the marker, and for one lease after a loss is found the store
+// holds new executions ([store.ErrRecovering]) while the hosts restore
+// the reservations they hold, record their outcomes, and record again the
+// outcomes they remember ([WithJournal]): a request in flight or finished
+// before the loss is not run again by its retry, as long as its host
+// lived and still remembers it. Redis Cluster keeps no marker, so there
+// no loss is found: give its nodes AOF with appendfsync always.
+//
 // # Bounds
 //
 // Each principal keeps at most [WithLimit] records (default
@@ -143,6 +155,12 @@ type Store struct {
 	epoch      atomic.Pointer[string] // the marker's id as last seen
 	renewalsMu sync.Mutex
 	renewals   map[string]*renewal // of the reservations this process holds, by token
+
+	journal   journal        // the outcomes this process recorded, to record again after a loss
+	watchOnce sync.Once      // starts watch with the first outcome remembered
+	watching  sync.WaitGroup // watch, until the store closes
+	poke      chan struct{}  // wakes watch at once
+	closed    chan struct{}  // closed by Close
 
 	closeOnce sync.Once
 	closeErr  error
@@ -227,10 +245,14 @@ func (s *Store) knownEpoch() string {
 	return ""
 }
 
-// learnEpoch notes the marker's id a script answered with.
+// learnEpoch notes the marker's id a script answered with. A new id where
+// one was known means Redis lost its state: the watch looks at once.
 func (s *Store) learnEpoch(id string) {
-	if id != "" && id != s.knownEpoch() {
+	if known := s.knownEpoch(); id != "" && id != known {
 		s.epoch.Store(&id)
+		if known != "" {
+			s.lossSeen()
+		}
 	}
 }
 
@@ -251,7 +273,8 @@ func WithLogger(l *slog.Logger) Option {
 // a caller's cancellation or deadline ends a wait for a slow Redis, rather
 // than the client's read timeout.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}, limit: DefaultLimit, renewals: map[string]*renewal{}}
+	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}, limit: DefaultLimit, renewals: map[string]*renewal{},
+		journal: journal{budget: DefaultJournal}, poke: make(chan struct{}, 1), closed: make(chan struct{})}
 	s.window.Store(store.DefaultWindow.Milliseconds())
 	for _, o := range opts {
 		o(s)
@@ -288,6 +311,8 @@ func checkPrefix(p string) error {
 // still held keep being renewed until released or completed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.watching.Wait()
 		s.hub.close()
 		if s.owned {
 			s.closeErr = s.client.Close()
@@ -300,10 +325,10 @@ func (s *Store) Close() error {
 // builder's StoreURL):
 // redis://[user:password@]host:port/db, or rediss:// for TLS, with the
 // query parameters of go-redis's ParseURL (dial_timeout, read_timeout,
-// max_retries, pool_size, ...), and three of carmy's own: prefix (the key
-// prefix, [WithPrefix]), poll_interval (a Go duration, [WithPollInterval]),
-// limit (records per principal, [WithLimit]) and window (a Go duration,
-// [WithWindow]). The client respects its callers' contexts
+// max_retries, pool_size, ...), and carmy's own: prefix (the key prefix,
+// [WithPrefix]), poll_interval (a Go duration, [WithPollInterval]), limit
+// (records per principal, [WithLimit]), window (a Go duration,
+// [WithWindow]) and journal (bytes, [WithJournal]). The client respects its callers' contexts
 // (ContextTimeoutEnabled) and is the store's, closed with it.
 func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 	u, err := url.Parse(raw)
@@ -335,6 +360,14 @@ func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 		}
 		opts = append(opts, WithWindow(d))
 		q.Del("window")
+	}
+	if q.Has("journal") {
+		n, err := strconv.ParseInt(q.Get("journal"), 10, 64)
+		if err != nil || n < 0 {
+			return nil, nil, fmt.Errorf("redisstore: journal=%q is not a number of bytes (0 remembers nothing)", q.Get("journal"))
+		}
+		opts = append(opts, WithJournal(n))
+		q.Del("journal")
 	}
 	if q.Has("limit") {
 		n, err := strconv.Atoi(q.Get("limit"))

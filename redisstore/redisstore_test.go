@@ -303,6 +303,8 @@ func TestOpenURL(t *testing.T) {
 		"redis://127.0.0.1:6379/0?poll_interval=soon",
 		"redis://127.0.0.1:6379/0?limit=0",
 		"redis://127.0.0.1:6379/0?limit=many",
+		"redis://127.0.0.1:6379/0?journal=-1",
+		"redis://127.0.0.1:6379/0?journal=32MiB",
 		"redis://127.0.0.1:6379/0?no_such_option=1",
 		"redis://127.0.0.1:6379/notadb",
 	} {
@@ -310,12 +312,12 @@ func TestOpenURL(t *testing.T) {
 			t.Errorf("open(%q) succeeded", bad)
 		}
 	}
-	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&limit=50&dial_timeout=1s")
+	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&limit=50&journal=0&dial_timeout=1s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := st.(*Store)
-	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || s.limit != 50 || !s.owned {
+	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || s.limit != 50 || s.journal.budget != 0 || !s.owned {
 		t.Fatalf("opened %+v", s)
 	}
 	if o := s.client.(*redis.Client).Options(); o.DB != 3 || o.DialTimeout != time.Second || !o.ContextTimeoutEnabled {

@@ -1,0 +1,217 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
+// DefaultJournal is how many bytes of the outcomes it recorded a store
+// remembers unless told otherwise ([WithJournal]): at about 500 bytes an
+// outcome, the last minute of a host recording 1,000 outcomes a second.
+const DefaultJournal = 32 << 20
+
+// WithJournal sets how many bytes of the outcomes it recorded (their keys,
+// outputs and errors) the store remembers in this process, newest kept
+// first. When Redis loses its state (a restart without persistence, a
+// failover to a replica that lagged), every store that finds it records
+// what it remembers again while new executions are held, so that a retry
+// of a request that finished before the loss gets its outcome instead of
+// running again. The default is [DefaultJournal]; 0 remembers nothing.
+// Redis Cluster keeps no marker of lost state, so there the journal is
+// never used and keeps nothing.
+func WithJournal(bytes int64) Option {
+	return func(s *Store) {
+		if bytes >= 0 {
+			s.journal.budget = bytes
+		}
+	}
+}
+
+// journal is what a store remembers of the outcomes it recorded, oldest
+// first, within its budget of bytes and their records' TTL.
+type journal struct {
+	mu      sync.Mutex
+	budget  int64
+	size    int64
+	entries []entry
+}
+
+// entry is one recorded outcome: its key, its principal's records, the
+// token of the reservation it replaced, and when it was recorded (by this
+// host's clock, which only measures its age).
+type entry struct {
+	key, records, token string
+	rec                 store.Record
+	at                  time.Time
+	ttl                 time.Duration
+}
+
+// entryOverhead approximates what an entry costs beyond its strings.
+const entryOverhead = 160
+
+func (e *entry) bytes() int64 {
+	return int64(len(e.key)+len(e.records)+len(e.token)+len(e.rec.Digest)+len(e.rec.ExecutionID)+len(e.rec.Output)+len(e.rec.Error)) + entryOverhead
+}
+
+// add remembers e, forgetting the oldest entries beyond the budget and
+// those whose record has expired. An entry larger than the budget alone is
+// not kept.
+func (j *journal) add(e entry) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if e.bytes() > j.budget {
+		return
+	}
+	j.entries = append(j.entries, e)
+	j.size += e.bytes()
+	drop := 0
+	for drop < len(j.entries) && (j.size > j.budget || !e.at.Before(j.entries[drop].at.Add(j.entries[drop].ttl))) {
+		j.size -= j.entries[drop].bytes()
+		drop++
+	}
+	if drop > 0 {
+		clear(j.entries[:drop])
+		j.entries = j.entries[drop:]
+	}
+}
+
+// live returns the entries whose record has not expired by now.
+func (j *journal) live(now time.Time) []entry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]entry, 0, len(j.entries))
+	for _, e := range j.entries {
+		if now.Before(e.at.Add(e.ttl)) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// restoreScript records an outcome again (digest ARGV[1], execution
+// ARGV[2], output ARGV[3], error ARGV[4], the token of its reservation
+// ARGV[5]) for ARGV[6] ms at key KEYS[1], made ARGV[7] ms ago, unless the
+// key exists: Redis kept it, or a reservation holds it again.
+var restoreScript = redis.NewScript(clockLua + `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+	return 0
+end
+redis.call('HSET', KEYS[1], 'd', ARGV[1], 'e', ARGV[2], 'o', ARGV[3], 'x', ARGV[4], 'k', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('ZADD', KEYS[2], clock() - tonumber(ARGV[7]), KEYS[1])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[6]) then
+	redis.call('PEXPIRE', KEYS[2], ARGV[6])
+end
+return 1
+`)
+
+// watchScript notes whether Redis lost its state, as every guarded script
+// does (with the caller's known marker ARGV[1], and ARGV[2] for a new
+// one), and returns the marker's id and the time of the last loss found.
+var watchScript = redis.NewScript(guardLua + `
+local id, since = guard(KEYS[1], ARGV[1], ARGV[2], clock())
+return {id, since}
+`)
+
+// remember keeps an outcome this store recorded in its journal, starting
+// the watch for lost state with the first.
+func (s *Store) remember(e entry) {
+	if s.marker == "" || s.journal.budget == 0 {
+		return
+	}
+	s.journal.add(e)
+	s.watchOnce.Do(func() { s.watching.Go(s.watch) })
+}
+
+// lossSeen wakes the watch at once: a script answered with a marker this
+// store did not know, or held a new execution after a loss.
+func (s *Store) lossSeen() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+}
+
+// watch looks every poll interval, and at once when poked, whether Redis
+// lost its state since the last look: a new marker, or a later loss noted
+// in it. Then it records the journal's outcomes again, within the lease
+// for which every host holds new executions. It ends when the store
+// closes.
+func (s *Store) watch() {
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	id, since := s.knownEpoch(), int64(-1) // the loss noted before the first look is not news
+	pending := false                       // a loss was found, and its outcomes are not all restored
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), max(s.poll, time.Second))
+		v, err := watchScript.Run(ctx, s.client, []string{s.marker}, s.knownEpoch(), newToken()).Slice()
+		cancel()
+		if err == nil && len(v) == 2 {
+			newID, _ := v[0].(string)
+			newSince, _ := v[1].(int64)
+			if newID != id || (since >= 0 && newSince > since) {
+				pending = true
+			}
+			id, since = newID, newSince
+			s.learnEpoch(id)
+		}
+		if pending && err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			n, err := s.restore(ctx)
+			cancel()
+			if err != nil {
+				s.logger.Warn("carmy/redisstore: Redis lost its state; cannot record again the outcomes this host remembers yet", "error", err)
+			} else {
+				pending = false
+				s.logger.Warn("carmy/redisstore: Redis lost its state; recorded again the outcomes this host remembers", "restored", n)
+			}
+		}
+		select {
+		case <-s.closed:
+			return
+		case <-t.C:
+		case <-s.poke:
+		}
+	}
+}
+
+// restore records again every outcome the journal remembers that Redis
+// lost, and returns how many it recorded.
+func (s *Store) restore(ctx context.Context) (int, error) {
+	entries := s.journal.live(time.Now())
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	if err := restoreScript.Load(ctx, s.client).Err(); err != nil {
+		return 0, err
+	}
+	restored := 0
+	const batch = 256
+	for start := 0; start < len(entries); start += batch {
+		p := s.client.Pipeline()
+		cmds := make([]*redis.Cmd, 0, batch)
+		now := time.Now()
+		for _, e := range entries[start:min(start+batch, len(entries))] {
+			left := e.at.Add(e.ttl).Sub(now)
+			if left <= 0 {
+				continue
+			}
+			cmds = append(cmds, restoreScript.EvalSha(ctx, p, []string{e.key, e.records},
+				e.rec.Digest, e.rec.ExecutionID, e.rec.Output, e.rec.Error, e.token, millis(left), now.Sub(e.at).Milliseconds()))
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return restored, err
+		}
+		for _, c := range cmds {
+			if n, _ := c.Int64(); n == 1 {
+				restored++
+			}
+		}
+	}
+	return restored, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os/exec"
 	"sort"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // The fault test: three hosts (registries, each with its own Store and
 // connection pool) on one real Redis, under load in which every request id
 // is sent three times, to three hosts, at once, by clients that retry
-// what is retryable. Redis is killed mid-load and started again, on the
+// what is retryable, with backoff (50 ms doubling to 1 s, jittered). Redis is killed mid-load and started again, on the
 // same port, with and without persistence, and no request id may run
 // twice. With AOF "always" the reservations and records survive, and
 // outcomes that could not be recorded while Redis was down are recorded
@@ -55,7 +56,7 @@ func TestFaultRedisRestartUnderLoad(t *testing.T) {
 // faultLease is the reservation lease of the fault test's hosts: how long
 // a dead host's reservation blocks its key, and how long the hosts hold
 // new executions after Redis lost its state.
-const faultLease = 5 * time.Second
+const faultLease = 10 * time.Second
 
 func faultRun(t *testing.T, options []string) {
 	const (
@@ -78,7 +79,7 @@ func faultRun(t *testing.T, options []string) {
 		mu.Unlock()
 		time.Sleep(work)
 		return "paid " + ctx.RequestID, nil
-	}, carmy.Write, carmy.Name("pay"), carmy.ParallelSafe(), carmy.Timeout(time.Second), carmy.Register(false))
+	}, carmy.Write, carmy.Name("pay"), carmy.ParallelSafe(), carmy.Timeout(30*time.Second), carmy.Register(false))
 
 	regs := make([]*carmy.Registry, nhosts)
 	for i := range regs {
@@ -115,9 +116,10 @@ func faultRun(t *testing.T, options []string) {
 				reg := regs[(i+j)%nhosts]
 				call := carmy.Call{Tool: "pay", RequestID: fmt.Sprintf("r%d", i), Principal: "agent", Input: []byte(`{}`)}
 				deadline := time.Now().Add(patient)
+				backoff := 50 * time.Millisecond
 				for {
 					sends.Add(1)
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					res, err := reg.Execute(ctx, call)
 					cancel()
 					if err == nil {
@@ -151,7 +153,8 @@ func faultRun(t *testing.T, options []string) {
 						t.Errorf("request r%d on host %d: %v", i, (i+j)%nhosts, err)
 						return
 					}
-					time.Sleep(50 * time.Millisecond)
+					time.Sleep(backoff/2 + rand.N(backoff/2))
+					backoff = min(2*backoff, time.Second)
 				}
 			})
 		}

@@ -10,8 +10,8 @@ import (
 // hub is a store's one subscription to its "done" channel, shared by every
 // caller waiting in this process: a message names the key of a finished
 // reservation or a released lock, and wakes the waiters registered for
-// that key. It starts with the first waiter and runs until the store
-// closes.
+// that key. It starts with the store (or its first waiter) and runs
+// until the store closes.
 //
 // A waiter registers before it looks at Redis, so a message published
 // after that look reaches it. Messages published while the subscription
@@ -54,12 +54,25 @@ func (h *hub) add(key string) *waiter {
 		h.waiters[key] = ws
 	}
 	ws[w] = struct{}{}
+	h.startLocked()
+	return w
+}
+
+// start starts the subscription ahead of the first waiter, so that the
+// first wait is woken as fast as the later ones, not after a subscription
+// is made.
+func (h *hub) start() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.startLocked()
+}
+
+func (h *hub) startLocked() {
 	if !h.started && !h.closed {
 		h.started = true
 		h.done = make(chan struct{})
 		go h.run()
 	}
-	return w
 }
 
 // run subscribes and receives until the hub closes. go-redis connects

@@ -149,7 +149,7 @@ func (s *Store) watch() {
 	pending := false                       // a loss was found, and its outcomes are not all restored
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), max(s.poll, time.Second))
-		v, err := watchScript.Run(ctx, s.client, []string{s.marker}, s.knownEpoch(), newToken()).Slice()
+		v, err := watchScript.Run(ctx, s.upkeep.get(), []string{s.marker}, s.knownEpoch(), newToken()).Slice()
 		cancel()
 		if err == nil && len(v) == 2 {
 			newID, _ := v[0].(string)
@@ -187,13 +187,14 @@ func (s *Store) restore(ctx context.Context) (int, error) {
 	if len(entries) == 0 {
 		return 0, nil
 	}
-	if err := restoreScript.Load(ctx, s.client).Err(); err != nil {
+	c := s.upkeep.get()
+	if err := restoreScript.Load(ctx, c).Err(); err != nil {
 		return 0, err
 	}
 	restored := 0
 	const batch = 256
 	for start := 0; start < len(entries); start += batch {
-		p := s.client.Pipeline()
+		p := c.Pipeline()
 		cmds := make([]*redis.Cmd, 0, batch)
 		now := time.Now()
 		for _, e := range entries[start:min(start+batch, len(entries))] {

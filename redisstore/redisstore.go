@@ -143,6 +143,7 @@ type Store struct {
 	poll   time.Duration
 	logger *slog.Logger
 
+	upkeep  *upkeep
 	channel string // prefix + "done"
 	hub     *hub
 
@@ -271,7 +272,11 @@ func WithLogger(l *slog.Logger) Option {
 // does not close it. client may be a single node, a failover (Sentinel)
 // client or a cluster client. Set its ContextTimeoutEnabled option, so that
 // a caller's cancellation or deadline ends a wait for a slow Redis, rather
-// than the client's read timeout.
+// than the client's read timeout. The store renews the leases its host
+// holds, and watches for a Redis that lost its state, through a small pool
+// of its own (up to 4 connections, with client's options), so that calls
+// that keep every connection of client busy never hold up a renewal until
+// its lease lapses.
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}, limit: DefaultLimit, renewals: map[string]*renewal{},
 		journal: journal{budget: DefaultJournal}, poke: make(chan struct{}, 1), closed: make(chan struct{})}
@@ -287,6 +292,8 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	}
 	s.channel = s.prefix + "done"
 	s.hub = newHub(client, s.channel)
+	s.hub.start()
+	s.upkeep = newUpkeep(client)
 	return s
 }
 
@@ -314,6 +321,7 @@ func (s *Store) Close() error {
 		close(s.closed)
 		s.watching.Wait()
 		s.hub.close()
+		s.upkeep.close(s.client)
 		if s.owned {
 			s.closeErr = s.client.Close()
 		}

@@ -1,0 +1,63 @@
+package redisstore
+
+import (
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// upkeepPoolSize is the size of the pool a store keeps for its own upkeep.
+const upkeepPoolSize = 4
+
+// upkeep is the client of a store's own upkeep: renewing the leases its
+// host holds, and watching for, and recovering from, a Redis that lost its
+// state. It is a small pool of its own, with the caller's client's
+// options, so that a host whose calls keep every connection of the
+// caller's pool busy (a burst of retries, thousands of waiters) never
+// makes its renewals wait behind them until their leases lapse, which
+// would let another host run the same request. For a client whose options
+// cannot be copied (a Ring), it is the caller's client.
+type upkeep struct {
+	own    redis.UniversalClient // nil when the caller's client serves
+	client atomic.Pointer[redis.UniversalClient]
+}
+
+func newUpkeep(c redis.UniversalClient) *upkeep {
+	u := &upkeep{}
+	// The copies leave out the caller's MaintNotificationsConfig: its
+	// client writes that config (under a lock of its own) while it
+	// connects, so reading it here would race.
+	switch c := c.(type) {
+	case *redis.Client:
+		o := *c.Options()
+		o.MaintNotificationsConfig = nil
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.PipelinePoolSize = upkeepPoolSize, 0, upkeepPoolSize, 0, 1
+		u.own = redis.NewClient(&o)
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.MaintNotificationsConfig = nil
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.PipelinePoolSize = upkeepPoolSize, 0, upkeepPoolSize, 0, 1
+		u.own = redis.NewClusterClient(&o)
+	}
+	if u.own != nil {
+		u.client.Store(&u.own)
+	} else {
+		u.client.Store(&c)
+	}
+	return u
+}
+
+// get returns the client to use now.
+func (u *upkeep) get() redis.UniversalClient { return *u.client.Load() }
+
+// close hands the upkeep to the caller's client c and closes the store's
+// own pool: leases still held after the store closes are renewed through
+// c (a renewal in flight on the closed pool fails once and is tried
+// again).
+func (u *upkeep) close(c redis.UniversalClient) {
+	if u.own == nil {
+		return
+	}
+	u.client.Store(&c)
+	_ = u.own.Close()
+}

@@ -60,7 +60,7 @@ const faultLease = 10 * time.Second
 
 func faultRun(t *testing.T, options []string) {
 	const (
-		ids     = 1500                 // request ids, each sent three times
+		ids     = 1000                 // request ids, each sent three times
 		spread  = 5 * time.Second      // over which the ids are first sent
 		killAt  = 2 * time.Second      // after the load starts
 		downFor = time.Second          // Redis stays down

@@ -375,7 +375,7 @@ func (s *Store) forget(token string) {
 func (s *Store) renewReservation(r *renewal) func(ctx context.Context) (int64, error) {
 	keys := s.guarded(r.key)
 	return func(ctx context.Context) (int64, error) {
-		return renewReservationScript.Run(ctx, s.upkeep.get(), keys, r.token, millis(r.lease), r.digest, s.knownEpoch(), newToken(), r.began, r.epoch).Int64()
+		return s.batch.run(ctx, renewReservationScript, keys, r.token, millis(r.lease), r.digest, s.knownEpoch(), newToken(), r.began, r.epoch)
 	}
 }
 

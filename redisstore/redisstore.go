@@ -144,7 +144,8 @@ type Store struct {
 	logger *slog.Logger
 
 	upkeep  *upkeep
-	channel string // prefix + "done"
+	batch   batcher // of the renewals, on upkeep
+	channel string  // prefix + "done"
 	hub     *hub
 
 	gatesMu sync.Mutex
@@ -294,6 +295,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	s.hub = newHub(client, s.channel)
 	s.hub.start()
 	s.upkeep = newUpkeep(client)
+	s.batch = batcher{s: s, wake: make(chan struct{}, 1)}
 	return s
 }
 

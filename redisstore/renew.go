@@ -50,7 +50,7 @@ func (s *Store) keepAlive(key, token string, lease time.Duration, what, lost str
 	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, stopped: make(chan struct{})}
 	r.ctx, r.stop = context.WithCancel(context.Background())
 	r.renew = func(ctx context.Context) (int64, error) {
-		return renewScript.Run(ctx, s.upkeep.get(), []string{key}, token, millis(lease)).Int64()
+		return s.batch.run(ctx, renewScript, []string{key}, token, millis(lease))
 	}
 	return r
 }

@@ -64,7 +64,7 @@ func (r *Registry) Handler() http.Handler {
 		mux.HandleFunc("/tools", onlyMethod("GET"))
 		mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
 		mux.HandleFunc("/healthz", onlyMethod("GET"))
-		mux.Handle("/mcp", r.mcpHTTPHandler())
+		mux.Handle("/mcp", r.mcpServer().HTTPHandler())
 		r.mountApprovals(mux)
 		r.mountConsole(mux)
 		r.mountWellKnown(mux) // OAuth: protected resource metadata

@@ -1,6 +1,10 @@
 package carmy
 
-import "time"
+import (
+	"time"
+
+	"github.com/carmy-dev/carmy/internal/mcpserve"
+)
 
 // OpenSessions returns how many MCP sessions over HTTP the registry keeps
 // open.
@@ -12,4 +16,4 @@ func SessionSettingsOf(b *Builder) (time.Duration, int) { return b.sessionTimeou
 
 // FastAnswered returns how many MCP calls of a session carmy has answered
 // itself rather than through the SDK.
-func FastAnswered() int64 { return fastAnswered.Load() }
+func FastAnswered() int64 { return mcpserve.Answered() }

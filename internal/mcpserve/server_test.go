@@ -289,6 +289,7 @@ func TestPeer(t *testing.T) {
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			note("progress " + r.Params.Message)
 		},
+		//lint:ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			b, _ := json.Marshal(r.Params.Data)
 			note("log " + string(r.Params.Level) + " " + string(b))

@@ -101,7 +101,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Stdio is the identity of a client of a single-client transport.
 	Stdio Identity
-	// Sessions is the table of sessions over HTTP.
+	// Sessions is the table of sessions over HTTP, which HTTPHandler needs;
+	// the host closes them.
 	Sessions *mcpwire.SessionTable
 	// BodyLimit bounds a message over HTTP.
 	BodyLimit int64
@@ -151,7 +152,7 @@ func New(cfg Config) *Server {
 	for _, f := range cfg.Options {
 		f(opts)
 	}
-	sdk := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: cfg.Version}, opts)
+	sdk := mcp.NewServer(s.info, opts)
 	sdk.AddReceivingMiddleware(s.sessionMiddleware, s.unknownToolMiddleware, s.toolsListMiddleware)
 	sdk.AddSendingMiddleware(keepSentAnswer)
 	for _, t := range cfg.Tools {

@@ -1,10 +1,6 @@
 package carmy
 
-import (
-	"time"
-
-	"github.com/carmy-dev/carmy/internal/mcpserve"
-)
+import "time"
 
 // OpenSessions returns how many MCP sessions over HTTP the registry keeps
 // open.
@@ -14,6 +10,6 @@ func OpenSessions(r *Registry) int { return r.sessions.Len() }
 // means the default.
 func SessionSettingsOf(b *Builder) (time.Duration, int) { return b.sessionTimeout, b.maxSessions }
 
-// FastAnswered returns how many MCP calls of a session carmy has answered
-// itself rather than through the SDK.
-func FastAnswered() int64 { return mcpserve.Answered() }
+// FastAnswered returns how many MCP calls of a session the registry has
+// answered itself rather than through the SDK.
+func FastAnswered(r *Registry) int64 { return r.mcpServer().Answered() }

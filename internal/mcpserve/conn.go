@@ -196,7 +196,7 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 		defer c.running.Done()
 		defer c.calls.Remove(id)
 		defer cancel()
-		answered.Add(1)
+		c.s.answered.Add(1)
 		res, err := t.call(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
 		var result []byte
 		if err == nil {
@@ -236,12 +236,9 @@ func (s *Server) readCall(ss *mcp.ServerSession, data []byte) (callMessage, bool
 	return callMessage{rawID: msg.ID, id: id, params: p, sessionless: sessionless}, ok
 }
 
-// answered counts the calls that carmy answered itself, for tests.
-var answered atomic.Int64
-
-// Answered returns how many calls of a session servers have answered
-// themselves rather than through the SDK, for tests.
-func Answered() int64 { return answered.Load() }
+// Answered returns how many calls of a session the server has answered
+// itself rather than through the SDK, for tests.
+func (s *Server) Answered() int64 { return s.answered.Load() }
 
 // plainID is a request id that carmy writes back byte for byte as the SDK
 // would: a string of printable characters that JSON and HTML escaping

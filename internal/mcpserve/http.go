@@ -298,7 +298,7 @@ func (s *Server) sessionCall(w http.ResponseWriter, req *http.Request, body []by
 		return false
 	}
 	defer ses.Calls.Remove(id)
-	answered.Add(1)
+	s.answered.Add(1)
 	res, err := s.tools[p.Name].call(ctx, &mcp.CallToolRequest{Session: ses.ServerSession(), Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
 	var out []byte
 	if err == nil {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -125,6 +126,8 @@ type Server struct {
 	// fast is false when the host added to the SDK's server: then every
 	// message goes through the SDK.
 	fast bool
+	// answered counts the calls of a session answered past the SDK.
+	answered atomic.Int64
 }
 
 // entry is a tool of the door's table, made when the server is.

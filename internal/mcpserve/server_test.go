@@ -109,7 +109,7 @@ var versions = []string{"2025-11-25", mcpwire.SessionlessProtocol}
 
 // serve connects a client of protocol version v to a server of cfg over an
 // in-memory pair.
-func serve(t *testing.T, cfg mcpserve.Config, v string, opts *mcp.ClientOptions) *mcp.ClientSession {
+func serve(t *testing.T, cfg mcpserve.Config, v string, opts *mcp.ClientOptions) (*mcpserve.Server, *mcp.ClientSession) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := mcpserve.New(cfg)
@@ -127,10 +127,11 @@ func serve(t *testing.T, cfg mcpserve.Config, v string, opts *mcp.ClientOptions)
 			t.Errorf("Serve returned %v", err)
 		}
 	})
-	return cs
+	return s, cs
 }
 
 func TestOutputSchema(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, in, want string
 		wrapped        bool
@@ -141,6 +142,7 @@ func TestOutputSchema(t *testing.T) {
 			`{"$defs":{"x":{"type":"string"}},"additionalProperties":false,"properties":{"result":{"items":{"$ref":"#/$defs/x"},"type":"array"}},"required":["result"],"type":"object"}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			got, wrapped := mcpserve.OutputSchema(json.RawMessage(tc.in))
 			if string(got) != tc.want || wrapped != tc.wrapped {
 				t.Errorf("OutputSchema(%s) = %s, %v; want %s, %v", tc.in, got, wrapped, tc.want, tc.wrapped)
@@ -152,15 +154,19 @@ func TestOutputSchema(t *testing.T) {
 // TestResults: the door writes each kind of outcome as MCP wants it, and
 // the calls of a session go past the SDK's JSON-RPC server.
 func TestResults(t *testing.T) {
+	t.Parallel()
 	for _, v := range versions {
-		t.Run(v, func(t *testing.T) { testResults(t, v) })
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			testResults(t, v)
+		})
 	}
 }
 
 func testResults(t *testing.T, v string) {
 	h := &host{run: outcomes}
 	stdio := mcpserve.Identity{Principal: "stdio-user", Metadata: map[string]string{"k": "v"}}
-	cs := serve(t, mcpserve.Config{Host: h, Tools: tools(), Version: "v0", Stdio: stdio}, v, nil)
+	s, cs := serve(t, mcpserve.Config{Host: h, Tools: tools(), Version: "v0", Stdio: stdio}, v, nil)
 	for _, tc := range []struct {
 		tool, args string
 		want       string
@@ -175,7 +181,7 @@ func testResults(t *testing.T, v string) {
 		{"none", `{"Fail":true}`, `{"content":[{"type":"text","text":"{\"code\":\"invalid_input\",\"message\":\"no\"}"}],"structuredContent":{"code":"invalid_input","message":"no"},"isError":true,"_meta":{"carmy/error":{"code":"invalid_input","message":"no"}}}`},
 	} {
 		t.Run(tc.tool+tc.args, func(t *testing.T) {
-			before := mcpserve.Answered()
+			before := s.Answered()
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: json.RawMessage(tc.args)})
 			if err != nil {
 				t.Fatal(err)
@@ -184,7 +190,7 @@ func testResults(t *testing.T, v string) {
 			if !jsonEqual(t, got, tc.want) {
 				t.Errorf("result\n got %s\nwant %s", got, tc.want)
 			}
-			if mcpserve.Answered() == before {
+			if s.Answered() == before {
 				t.Error("the call went through the SDK's server, not the door's own path")
 			}
 			c := h.last(t)
@@ -231,6 +237,7 @@ func jsonEqual(t *testing.T, a, b string) bool {
 // may see, with their output schemas as MCP wants them, and what a host
 // configured; a call of a tool that does not exist gets the host's answer.
 func TestListAndUnknown(t *testing.T) {
+	t.Parallel()
 	h := &host{run: outcomes, hidden: map[string]bool{"me/none": true}}
 	cfg := mcpserve.Config{Host: h, Tools: tools(), Stdio: mcpserve.Identity{Principal: "me"},
 		Configure: []func(*mcp.Server){func(s *mcp.Server) {
@@ -238,7 +245,7 @@ func TestListAndUnknown(t *testing.T) {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sdk"}}}, nil
 			})
 		}}}
-	cs := serve(t, cfg, versions[0], nil)
+	s, cs := serve(t, cfg, versions[0], nil)
 	list, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -259,11 +266,10 @@ func TestListAndUnknown(t *testing.T) {
 	}
 	// A configured server serves every call through the SDK, whose
 	// middleware must see them.
-	before := mcpserve.Answered()
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "object", Arguments: map[string]any{}}); err != nil {
 		t.Fatal(err)
 	}
-	if mcpserve.Answered() != before {
+	if s.Answered() != 0 {
 		t.Error("a configured server answered a call past the SDK")
 	}
 }
@@ -272,6 +278,7 @@ func TestListAndUnknown(t *testing.T) {
 // host: progress for a call that asked for it, log messages at the level
 // the client set.
 func TestPeer(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []string
 	note := func(s string) {
@@ -285,7 +292,7 @@ func TestPeer(t *testing.T) {
 		c.Peer.Log(ctx, slog.LevelDebug, "hidden", nil)
 		return outcomes(ctx, c)
 	}}
-	cs := serve(t, mcpserve.Config{Host: h, Tools: tools()}, versions[0], &mcp.ClientOptions{
+	_, cs := serve(t, mcpserve.Config{Host: h, Tools: tools()}, versions[0], &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			note("progress " + r.Params.Message)
 		},
@@ -326,6 +333,7 @@ func TestPeer(t *testing.T) {
 // but recorded, and the call's result asks it, with the state the next
 // round must echo.
 func TestPeerSessionless(t *testing.T) {
+	t.Parallel()
 	h := &host{run: func(ctx context.Context, c *mcpserve.Call) (mcpserve.Outcome, error) {
 		if !c.Peer.Sessionless() {
 			return mcpserve.Outcome{}, errors.New("not sessionless")
@@ -373,10 +381,12 @@ func TestPeerSessionless(t *testing.T) {
 // session's calls itself, and lets only the principal that opened a
 // session use it.
 func TestHTTPSessions(t *testing.T) {
+	t.Parallel()
 	h := &host{run: outcomes}
 	sessions := mcpwire.NewSessionTable(time.Minute, 4)
 	defer sessions.CloseAll()
-	srv := httptest.NewServer(mcpserve.New(mcpserve.Config{Host: h, Tools: tools(), BodyLimit: 1 << 20, Sessions: sessions}).HTTPHandler())
+	s := mcpserve.New(mcpserve.Config{Host: h, Tools: tools(), BodyLimit: 1 << 20, Sessions: sessions})
+	srv := httptest.NewServer(s.HTTPHandler())
 	defer srv.Close()
 
 	res, err := http.Post(srv.URL, "application/json", strings.NewReader(`{}`))
@@ -395,11 +405,10 @@ func TestHTTPSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	before := mcpserve.Answered()
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "object", Arguments: map[string]any{}}); err != nil {
 		t.Fatal(err)
 	}
-	if mcpserve.Answered() == before {
+	if s.Answered() != 1 {
 		t.Error("a session's call went through the SDK's server")
 	}
 	if c := h.last(t); c.Caller.Principal != "alice" || c.Session != cs.ID() || c.Peer.Single() {

@@ -64,7 +64,7 @@ func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &fastConn{Connection: inner, s: t.s, base: base, stop: cancel}
+	c := &fastConn{Connection: inner, s: t.s, base: base, stop: cancel, ready: make(chan struct{})}
 	if sc, ok := inner.(*mcpwire.StdioConn); ok {
 		sc.SetFast(func(line []byte) bool { return c.rawCall(sc, line) })
 	}
@@ -79,6 +79,11 @@ type fastConn struct {
 	// ss is the session the SDK made of this connection; until it is known,
 	// every message goes to the SDK.
 	ss atomic.Pointer[mcp.ServerSession]
+	// ready is closed once ss is known. Nothing is read before: the SDK
+	// starts reading before Connect returns the session, and could answer
+	// the first message before then, so that a call sent on that answer
+	// would be read while ss is still unknown and go to the SDK.
+	ready chan struct{}
 	// base is the context of the calls answered here, cancelled when the
 	// connection closes.
 	base context.Context
@@ -89,9 +94,17 @@ type fastConn struct {
 }
 
 // serve starts answering calls of session ss.
-func (c *fastConn) serve(ss *mcp.ServerSession) { c.ss.Store(ss) }
+func (c *fastConn) serve(ss *mcp.ServerSession) {
+	c.ss.Store(ss)
+	close(c.ready)
+}
 
 func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {

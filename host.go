@@ -2,7 +2,6 @@ package carmy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -269,26 +268,5 @@ func (b *Builder) checkExposure(addr string) error {
 //	go reg.ServeMCP(ctx, serverT)
 //	session, err := mcp.NewClient(impl, nil).Connect(ctx, clientT, nil)
 func (r *Registry) ServeMCP(ctx context.Context, t mcp.Transport) error {
-	// Not mcp.Server.Run, which logs an error when ctx ends, the usual way
-	// to stop serving.
-	ft := &fastTransport{Transport: t, r: r}
-	ss, err := r.mcpServer().Connect(ctx, ft, nil)
-	if err != nil {
-		return err
-	}
-	ft.conn.serve(ss)
-	defer ft.conn.wait()
-	ended := make(chan error, 1)
-	go func() { ended <- ss.Wait() }()
-	select {
-	case <-ctx.Done():
-		_ = ss.Close()
-		<-ended
-		return nil
-	case err := <-ended:
-		if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
-	}
+	return r.mcpServer().Serve(ctx, t)
 }

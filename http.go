@@ -1,12 +1,16 @@
 package carmy
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -64,7 +68,7 @@ func (r *Registry) Handler() http.Handler {
 		mux.HandleFunc("/tools", onlyMethod("GET"))
 		mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
 		mux.HandleFunc("/healthz", onlyMethod("GET"))
-		mux.Handle("/mcp", r.mcpHTTPHandler())
+		mux.Handle("/mcp", r.mcpServer().HTTPHandler())
 		r.mountApprovals(mux)
 		r.mountConsole(mux)
 		r.mountWellKnown(mux) // OAuth: protected resource metadata
@@ -257,4 +261,58 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// httpRequestKey is the context key of the HTTP request a call came
+// through.
+type httpRequestKey struct{}
+
+// withHTTPRequest notes the HTTP request a call came through: its remote
+// address goes into the logs of the call's refusals, and the server's URL
+// as the request reached it into the call's approval URLs. Both are read
+// only when needed.
+func withHTTPRequest(ctx context.Context, req *http.Request) context.Context {
+	return context.WithValue(ctx, httpRequestKey{}, req)
+}
+
+// httpRequestOf returns the request noted by withHTTPRequest, or nil.
+func httpRequestOf(ctx context.Context) *http.Request {
+	req, _ := ctx.Value(httpRequestKey{}).(*http.Request)
+	return req
+}
+
+// remoteAddr returns the address the call came from, or "".
+func remoteAddr(ctx context.Context) string {
+	if req := httpRequestOf(ctx); req != nil {
+		return req.RemoteAddr
+	}
+	return ""
+}
+
+// PublicURL names the address clients reach the server at, such as
+// "https://tools.example.com", when it is not the one requests arrive
+// with: behind a reverse proxy that rewrites Host or terminates TLS.
+// Approval links (approval_url, and the page sent by MCP URL elicitation)
+// and the OAuth protected-resource metadata, when [OAuthConfig].Audience
+// is not a URL, are then built from it instead of the request's Host and
+// scheme. Request headers such as X-Forwarded-Host are never trusted for
+// this. It is public_url in carmy.toml and CARMY_PUBLIC_URL.
+func (b *Builder) PublicURL(u string) *Builder {
+	base, err := checkPublicURL(u)
+	if err != nil {
+		b.misuse("Builder.PublicURL: %v", err)
+		return b
+	}
+	b.publicURL = base
+	return b
+}
+
+// checkPublicURL returns an absolute http(s) URL with a host, without its
+// trailing slash, or says why it is not one.
+func checkPublicURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%q is not an http or https URL with a host and no query, such as \"https://tools.example.com\"", s)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
 }

@@ -1,21 +1,17 @@
 package carmy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"log/slog"
-	"mime"
 	"net/http"
+	"slices"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/carmy-dev/carmy/internal/approve"
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
@@ -26,45 +22,39 @@ const (
 	MetaRequestID = "carmy/request_id"
 )
 
-// Keys of the auth.TokenInfo that the MCP endpoint hands the SDK with each
-// HTTP request, which the SDK passes on to handlers: the identity the
-// endpoint authenticated, and the request's context, which ends when the
-// client goes away.
-const (
-	infoIdentity = "carmy/identity"
-	infoRequest  = "carmy/request"
-)
-
-// mcpServer builds the registry's MCP server once: every tool, with
-// carmy's schemas and explicit annotations, called through Execute.
-func (r *Registry) mcpServer() *mcp.Server {
+// mcpServer builds the registry's MCP door once, with its table of tools
+// made from the registry's: the server that [Registry.Handler] serves at
+// /mcp and [Registry.ServeMCP] over any transport.
+func (r *Registry) mcpServer() *mcpserve.Server {
 	r.mcpOnce.Do(func() {
-		opts := &mcp.ServerOptions{
-			Logger: r.sdkLogger(),
-			// Only what carmy does: its tool list never changes, and tools
-			// log through Context.Log. What a host adds with ConfigureMCP
-			// adds its own capabilities.
-			//lint:ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
-		}
-		r.mcpConfig.applyOptions(opts)
-		s := mcp.NewServer(&mcp.Implementation{Name: "carmy", Version: Version}, opts)
-		s.AddReceivingMiddleware(r.sessionMiddleware, r.unknownToolMiddleware, r.toolsListMiddleware)
-		s.AddSendingMiddleware(keepSentAnswer)
-		for _, name := range r.names {
+		tools := make([]mcpserve.Tool, len(r.names))
+		for i, name := range r.names {
 			t := r.tools[name]
-			s.AddTool(mcpTool(t), r.mcpCall(t))
+			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content,
+				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
+			if t.out != nil {
+				tools[i].Output = t.meta.OutputSchema
+			}
 		}
-		r.mcpConfig.applyServer(s)
-		r.mcp = s
+		r.mcp = mcpserve.New(mcpserve.Config{
+			Host:      mcpDoor{r},
+			Tools:     tools,
+			Version:   Version,
+			Logger:    r.logger,
+			Stdio:     mcpserve.Identity(r.stdioIdentity),
+			Sessions:  r.sessions,
+			BodyLimit: r.bodyLimit,
+			Streams:   r.streams,
+			Options:   r.mcpConfig.options,
+			Configure: r.mcpConfig.server,
+		})
 	})
 	return r.mcp
 }
 
 // mcpTool describes a tool for tools/list. MCP's annotation defaults are
 // "destructive" and "open world", so every hint is set explicitly.
-func mcpTool(t *tool) *mcp.Tool {
-	m := t.meta
+func mcpTool(m ToolMetadata) *mcp.Tool {
 	ro, destructive, open := m.Effect.ReadOnly(), m.Effect == Destructive, m.Effect == ExternalWrite
 	tool := &mcp.Tool{
 		Name:        m.Name,
@@ -87,284 +77,217 @@ func mcpTool(t *tool) *mcp.Tool {
 	if len(m.Requires) > 0 {
 		tool.Meta["carmy/requires"] = m.Requires
 	}
-	if t.out != nil {
-		tool.OutputSchema, t.mcpWrap = mcpOutputSchema(m.OutputSchema)
-	}
 	return tool
 }
 
-// mcpOutputSchema returns the output schema as MCP wants it, an object; a
-// schema of anything else is wrapped as {"result": …}, its $defs moved to
-// the root so that references still resolve.
-func mcpOutputSchema(schema json.RawMessage) (json.RawMessage, bool) {
-	var s map[string]json.RawMessage
-	if err := json.Unmarshal(schema, &s); err == nil && string(s["type"]) == `"object"` {
-		return schema, false
+// mcpDoor is the registry as the MCP door sees it.
+type mcpDoor struct{ r *Registry }
+
+// Authenticate identifies the caller of a request to /mcp, or writes the
+// refusal.
+func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserve.Identity, bool) {
+	id, err := d.r.identify(req)
+	if err != nil {
+		d.r.writeAuthError(w, req, err)
+		return mcpserve.Identity{}, false
 	}
-	defs := s["$defs"]
-	delete(s, "$defs")
-	inner, _ := json.Marshal(s)
-	wrapped := map[string]any{
-		"type":                 "object",
-		"properties":           map[string]json.RawMessage{"result": inner},
-		"required":             []string{"result"},
-		"additionalProperties": false,
-	}
-	if defs != nil {
-		wrapped["$defs"] = defs
-	}
-	out, _ := json.Marshal(wrapped)
-	return out, true
+	return mcpserve.Identity(id), true
 }
 
-// mcpCall is the MCP handler of one tool.
-func (r *Registry) mcpCall(t *tool) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		extra := req.GetExtra()
-		id, ok := r.stdioIdentity, true
-		var gone context.Context
-		if extra != nil && (extra.TokenInfo != nil || extra.Header != nil) {
-			id, gone, ok = httpCaller(extra)
-		}
+// Call runs a tools/call through the registry's pipeline, with the client
+// as the tool's peer, and asks the person at the client to confirm a call
+// that needs it, where the client can.
+func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome, error) {
+	r := d.r
+	t := r.tools[mc.Tool]
+	if !mc.Authenticated {
+		return mcpOutcome(Errorf(CodeUnauthenticated, "the request was not authenticated")), nil
+	}
+	if mc.Request != nil {
+		ctx = withHTTPRequest(ctx, mc.Request) // for the logs and approval URLs
+	}
+	id := mc.Caller
+	c := Call{
+		Tool:        mc.Tool,
+		Input:       mc.Params.Arguments,
+		Session:     mc.Session,
+		Principal:   id.Principal,
+		Permissions: id.Permissions,
+		Metadata:    id.Metadata,
+	}
+	if v, ok := mc.Params.Meta[MetaRequestID]; ok {
+		rid, ok := v.(string)
 		if !ok {
-			return mcpError(Errorf(CodeUnauthenticated, "the request was not authenticated"), t.out != nil), nil
+			return mcpOutcome(&Error{
+				Code:    CodeInvalidInput,
+				Message: "the request id must be a string",
+				Fields:  []FieldError{{Path: `_meta["` + MetaRequestID + `"]`, Message: "send the request id as a JSON string"}},
+			}), nil
 		}
-		// The SDK detaches a call from its HTTP request; a client that went
-		// away must not leave its tool running, or waiting for its turn.
-		if gone != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(gone, cancel)()
-			if hr := httpRequestOf(gone); hr != nil {
-				ctx = withHTTPRequest(ctx, hr) // for the logs and approval URLs
-			}
-		}
-		c := Call{
-			Tool:        t.meta.Name,
-			Input:       req.Params.Arguments,
-			Session:     id.Session,
-			Principal:   id.Principal,
-			Permissions: id.Permissions,
-			Metadata:    id.Metadata,
-		}
-		if c.Session == "" && req.Session != nil {
-			c.Session = req.Session.ID()
-		}
-		if v, ok := req.Params.Meta[MetaRequestID]; ok {
-			rid, ok := v.(string)
-			if !ok {
-				return mcpError(&Error{
-					Code:    CodeInvalidInput,
-					Message: "the request id must be a string",
-					Fields:  []FieldError{{Path: `_meta["` + MetaRequestID + `"]`, Message: "send the request id as a JSON string"}},
-				}, t.out != nil), nil
-			}
-			c.RequestID = rid
-		}
-		c.Metadata = withMCPTrace(c.Metadata, req)
-		peer := newPeer(req)
-		ctx = context.WithValue(ctx, peerKey{}, peer)
-		res, err := r.Execute(ctx, c)
-		if CodeOf(err) == CodeConfirmationRequired {
-			res, err = r.confirmOverMCP(ctx, peer, c, err)
-		}
-		if ask := peer.inputRequired(); ask != nil {
-			return ask, nil
-		}
-		if err != nil {
-			return mcpError(err, t.out != nil), nil
-		}
-		if t.content {
-			return contentResult(res)
-		}
-		var structured any = json.RawMessage(res.Output)
-		if t.mcpWrap {
-			structured = map[string]json.RawMessage{"result": res.Output}
-		}
-		if t.out == nil {
-			structured = nil
-		}
-		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: outputText(res.Output)}},
-			StructuredContent: structured,
-			Meta:              mcp.Meta{"carmy/execution_id": res.ExecutionID, "carmy/replayed": res.Replayed},
-		}, nil
+		c.RequestID = rid
 	}
-}
-
-// httpCaller is the identity the MCP endpoint authenticated for the HTTP
-// request a handler serves, and that request's context.
-func httpCaller(extra *mcp.RequestExtra) (Identity, context.Context, bool) {
-	if extra == nil || extra.TokenInfo == nil {
-		return Identity{}, nil, false
+	c.Metadata = withMCPTrace(c.Metadata, mc.Params.Meta, mc.Header)
+	res, err := r.executeFor(ctx, c, mc.Peer)
+	if CodeOf(err) == CodeConfirmationRequired {
+		res, err = r.confirmOverMCP(ctx, mc.Peer, c, err)
 	}
-	id, ok := extra.TokenInfo.Extra[infoIdentity].(Identity)
-	gone, _ := extra.TokenInfo.Extra[infoRequest].(context.Context)
-	return id, gone, ok
-}
-
-// outputText is an output as an MCP text block shows it: a string is the
-// text itself, anything else its JSON.
-func outputText(out json.RawMessage) string {
-	var s string
-	if len(out) > 0 && out[0] == '"' && json.Unmarshal(out, &s) == nil {
-		return s
+	if err != nil {
+		return mcpOutcome(err), nil
 	}
-	return string(out)
-}
-
-// mcpError is a tool failure as MCP reports it: a result with isError set
-// whose text is the error object as JSON (code, message, field paths), so
-// that a model can act on it, and whose _meta carries the same object. A
-// tool without an output schema also gets it as structured content. A tool
-// with one does not: the official TypeScript SDK's client checks
-// structured content against the output schema even on errors
-// (typescript-sdk#1943), and would turn carmy's error into a protocol error
-// that hides the code and the field paths from the model.
-func mcpError(err error, hasOutputSchema bool) *mcp.CallToolResult {
-	e := publicError(err)
-	text, _ := json.Marshal(e)
-	res := &mcp.CallToolResult{
-		IsError: true,
-		Content: []mcp.Content{&mcp.TextContent{Text: string(text)}},
-		Meta:    mcp.Meta{"carmy/error": e},
+	out := mcpserve.Outcome{Output: res.Output, ExecutionID: res.ExecutionID, Replayed: res.Replayed}
+	if t.content {
+		if out.Content, err = contentBlocks(res.Output); err != nil {
+			return mcpserve.Outcome{}, err
+		}
 	}
-	if !hasOutputSchema {
-		res.StructuredContent = e
+	return out, nil
+}
+
+// mcpOutcome is the outcome of a call that err refused or failed.
+func mcpOutcome(err error) mcpserve.Outcome { return mcpserve.Outcome{Err: publicError(err)} }
+
+// Visible tells which tools id may see in tools/list.
+func (d mcpDoor) Visible(ctx context.Context, id mcpserve.Identity) func(string) bool {
+	visible := d.r.visibility(ctx, Identity(id))
+	return func(name string) bool { return visible(d.r.tools[name]) }
+}
+
+// UnknownTool answers a call of a tool that does not exist as the SDK does
+// (invalid params), with the message that carmy's other transports give.
+func (d mcpDoor) UnknownTool(ctx context.Context, name string, id mcpserve.Identity) *jsonrpc.Error {
+	e := d.r.unknownTool(ctx, name, Identity(id))
+	data, _ := jsonv2.Marshal(publicError(e))
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: data}
+}
+
+// contentBlocks is the output of a tool whose output is [Content] as MCP
+// content blocks.
+func contentBlocks(output json.RawMessage) ([]mcp.Content, error) {
+	var c Content
+	if err := c.UnmarshalJSON(output); err != nil {
+		return nil, err
 	}
-	return res
-}
-
-// promptInput is an input as a person confirms it: its canonical form (the
-// document the confirmation digest is over), indented, with every character
-// that could hide or disguise text (controls, bidirectional overrides,
-// zero-width and other format characters, line separators) escaped.
-func promptInput(form []byte) (string, error) { return approve.Text(form) }
-
-// mcpHTTPHandler serves MCP over streamable HTTP. It authenticates every
-// request and checks a message strictly before the SDK sees it, binds
-// each session to the principal that opened it, and cancels a call when
-// its client goes away.
-func (r *Registry) mcpHTTPHandler() http.Handler {
-	server := r.mcpServer()
-	// Both serve the same server: sessions for the protocol versions that
-	// have them, and the stateless path, the only one on which the SDK
-	// serves the sessionless protocol.
-	stateful, stateless := r.sdkHandler(server, false), r.sdkHandler(server, true)
-	// What a host adds to the server (middleware, tools) must see every
-	// request: then every request goes through the SDK.
-	fast := r.mcpConfig.empty()
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		id, err := r.identify(req)
-		if err != nil {
-			r.writeAuthError(w, req, err)
-			return
-		}
-		// A body of another type is the SDK's to refuse (415), unread.
-		var body []byte
-		if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); req.Method == http.MethodPost && mt == "application/json" {
-			var status int
-			var rpcErr *jsonrpc.Error
-			body, status, rpcErr = mcpwire.ReadMessage(http.MaxBytesReader(w, req.Body, r.bodyLimit), r.bodyLimit)
-			if rpcErr != nil {
-				mcpwire.WriteRPCError(w, status, rpcErr)
-				return
-			}
-			req.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		info := &auth.TokenInfo{
-			// Prefixed, so that the anonymous principal "" binds too.
-			UserID: "principal:" + id.Principal,
-			Extra:  map[string]any{infoIdentity: id, infoRequest: withHTTPRequest(req.Context(), req)},
-		}
-		ctx := context.WithValue(req.Context(), tokenInfoKey{}, info)
-		if req.Method == http.MethodGet { // a stream that lasts until the client or the server ends it
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(r.streams, cancel)()
-		}
-		req = req.WithContext(ctx)
-		req.Header.Set("Authorization", "Bearer carmy")
-		if mcpwire.IsSessionlessRequest(req, body) {
-			if fast && body != nil && r.fastCall(w, req, body) {
-				return
-			}
-			paramsChecked(stateless, body).ServeHTTP(w, req)
-			return
-		}
-		r.serveSession(w, req, id.Principal, r.sessionHandler(paramsChecked(stateful, body), body))
-	})
-}
-
-// sdkHandler is the SDK's streamable HTTP handler of server, stateless or
-// not, behind the checks of mcpHTTPHandler. The identity reaches handlers as
-// the SDK's auth.TokenInfo, whose UserID the SDK also binds a session to.
-// Its middleware insists on a bearer header, which it gets; the caller's
-// own credential has already been checked and goes no further.
-func (r *Registry) sdkHandler(server *mcp.Server, stateless bool) http.Handler {
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
-		Stateless: stateless,
-		Logger:    r.sdkLogger(),
-		// Handler checks the Host itself, with the names the host allows,
-		// and bounds the body by the builder's limit, on every route.
-		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        -1,
-	})
-	return auth.RequireBearerToken(func(_ context.Context, _ string, req *http.Request) (*auth.TokenInfo, error) {
-		if info, ok := req.Context().Value(tokenInfoKey{}).(*auth.TokenInfo); ok {
-			return info, nil
-		}
-		return nil, auth.ErrInvalidToken
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
-}
-
-type tokenInfoKey struct{}
-
-// sdkLogger is the registry's logger for the MCP SDK, which narrates every
-// session at info level: only its warnings and errors get through.
-func (r *Registry) sdkLogger() *slog.Logger {
-	return slog.New(minLevel{r.logger.Handler(), slog.LevelWarn})
-}
-
-type minLevel struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= m.min && m.Handler.Enabled(ctx, l)
-}
-
-func (m minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return minLevel{m.Handler.WithAttrs(attrs), m.min}
-}
-
-func (m minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{m.Handler.WithGroup(name), m.min}
-}
-
-// unknownToolMiddleware answers a tools/call of a tool that does not exist
-// as the SDK does (invalid params), with the message that carmy's other
-// transports give: the closest tool name, or the list of tools.
-func (r *Registry) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		if err == nil || method != "tools/call" {
-			return res, err
-		}
-		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
-		var rpcErr *jsonrpc.Error
-		if !ok || !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
-			return res, err
-		}
-		if _, known := r.tools[p.Name]; known {
-			return res, err
-		}
-		id, _ := r.mcpIdentity(req.GetExtra())
-		e := r.unknownTool(ctx, p.Name, id)
-		data, _ := jsonv2.Marshal(publicError(e))
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message, Data: data}
+	blocks := make([]mcp.Content, len(c))
+	for i, b := range c {
+		blocks[i] = mcpBlock(b)
 	}
+	return blocks, nil
+}
+
+// mcpBlock is a block as the SDK writes it.
+func mcpBlock(b Block) mcp.Content {
+	switch b := b.(type) {
+	case Text:
+		return &mcp.TextContent{Text: b.Text}
+	case Image:
+		return &mcp.ImageContent{Data: b.Data, MIMEType: b.MIMEType}
+	case Audio:
+		return &mcp.AudioContent{Data: b.Data, MIMEType: b.MIMEType}
+	case ResourceLink:
+		l := &mcp.ResourceLink{URI: b.URI, Name: b.Name, Title: b.Title, Description: b.Description, MIMEType: b.MIMEType}
+		if b.Size > 0 {
+			l.Size = &b.Size
+		}
+		return l
+	case Resource:
+		return &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: b.URI, MIMEType: b.MIMEType, Text: b.Text, Blob: b.Blob}}
+	}
+	return nil // Block's method is unexported: no other type implements it
+}
+
+// Defaults of the MCP endpoint's sessions.
+const (
+	// DefaultSessionTimeout is how long an MCP session may stay idle before
+	// the server closes it.
+	DefaultSessionTimeout = 10 * time.Minute
+	// DefaultMaxSessions is how many MCP sessions one principal may hold
+	// open at once.
+	DefaultMaxSessions = 64
+)
+
+// SessionTimeout sets how long an MCP session over HTTP may stay idle (no
+// request of its client in progress, a GET stream counting as one) before
+// the server closes it; the client then gets 404 and starts a new session,
+// as MCP clients do. The default is [DefaultSessionTimeout].
+func (b *Builder) SessionTimeout(d time.Duration) *Builder {
+	if d <= 0 {
+		b.misuse("Builder.SessionTimeout(%v) must be positive", d)
+		return b
+	}
+	b.sessionTimeout = d
+	return b
+}
+
+// MaxSessions sets how many MCP sessions over HTTP one principal may hold
+// open at once: opening one more closes that principal's least recently
+// used session. The default is [DefaultMaxSessions].
+func (b *Builder) MaxSessions(n int) *Builder {
+	if n <= 0 {
+		b.misuse("Builder.MaxSessions(%d) must be positive", n)
+		return b
+	}
+	b.maxSessions = n
+	return b
+}
+
+// newSessionTable is the session table of a registry, with the defaults
+// for what the builder left unset.
+func newSessionTable(timeout time.Duration, max int) *mcpwire.SessionTable {
+	if timeout <= 0 {
+		timeout = DefaultSessionTimeout
+	}
+	if max <= 0 {
+		max = DefaultMaxSessions
+	}
+	return mcpwire.NewSessionTable(timeout, max)
+}
+
+// ConfigureMCP lets the host add to the MCP server that carmy builds, the
+// one that [Registry.Handler] serves at /mcp (to clients of every
+// protocol version) and [Registry.ServeStdio] over streams: resources,
+// resource templates, prompts and middleware, with the official SDK's own
+// API (github.com/modelcontextprotocol/go-sdk/mcp). carmy does not
+// re-implement them. configure runs once, when the server is first
+// needed, after carmy's tools are added; calls accumulate, in order.
+//
+//	b.ConfigureMCP(func(s *mcp.Server) {
+//		s.AddResource(&mcp.Resource{URI: "docs://readme", Name: "readme", MIMEType: "text/markdown"}, readReadme)
+//		s.AddPrompt(&mcp.Prompt{Name: "summarize"}, summarizePrompt)
+//	})
+//
+// Tools added here are the SDK's, outside carmy's runtime: no validation,
+// confirmation, idempotency or middleware of carmy's applies to them.
+func (b *Builder) ConfigureMCP(configure func(*mcp.Server)) *Builder {
+	if configure == nil {
+		b.misuse("Builder.ConfigureMCP(nil)")
+		return b
+	}
+	b.mcpConfig.server = append(b.mcpConfig.server, configure)
+	return b
+}
+
+// ConfigureMCPOptions lets the host set what the official SDK takes only
+// when a server is made, in [mcp.ServerOptions]: the completion handler
+// (completion/complete), the resource subscription handlers, the
+// instructions. configure gets the options carmy chose (its logger, and
+// capabilities that advertise only what carmy does; the SDK adds those of
+// what the host configures) and may change them. Calls accumulate, in
+// order.
+func (b *Builder) ConfigureMCPOptions(configure func(*mcp.ServerOptions)) *Builder {
+	if configure == nil {
+		b.misuse("Builder.ConfigureMCPOptions(nil)")
+		return b
+	}
+	b.mcpConfig.options = append(b.mcpConfig.options, configure)
+	return b
+}
+
+// mcpConfig is what the host adds to the MCP server.
+type mcpConfig struct {
+	options []func(*mcp.ServerOptions)
+	server  []func(*mcp.Server)
+}
+
+func (c mcpConfig) clone() mcpConfig {
+	return mcpConfig{options: slices.Clone(c.options), server: slices.Clone(c.server)}
 }

@@ -10,6 +10,6 @@ func OpenSessions(r *Registry) int { return r.sessions.Len() }
 // means the default.
 func SessionSettingsOf(b *Builder) (time.Duration, int) { return b.sessionTimeout, b.maxSessions }
 
-// FastAnswered returns how many MCP calls of a session carmy has answered
-// itself rather than through the SDK.
-func FastAnswered() int64 { return fastAnswered.Load() }
+// FastAnswered returns how many MCP calls of a session the registry has
+// answered itself rather than through the SDK.
+func FastAnswered(r *Registry) int64 { return r.mcpServer().Answered() }

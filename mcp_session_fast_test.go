@@ -145,7 +145,9 @@ func TestMCPSessionFastPathStdio(t *testing.T) {
 			{"replay", call(17, "send", `{}`, `"_meta":{"carmy/request_id":"r-1"}`), 17},
 		},
 	}
-	run := func(b *carmy.Builder, steps []step) []string {
+	// run sends the steps on a connection of a registry built by b, and
+	// returns the answers and how many calls carmy answered itself.
+	run := func(b *carmy.Builder, steps []step) ([]string, int64) {
 		f := &featureTools{}
 		reg, err := b.Tool(f.defs()...).Tool((&hostTools{}).defs()...).Build()
 		if err != nil {
@@ -165,19 +167,18 @@ func TestMCPSessionFastPathStdio(t *testing.T) {
 				got = append(got, "")
 			}
 		}
-		return got
+		return got, carmy.FastAnswered(reg)
 	}
 	// The calls of each connection that carmy answers itself: the others
 	// go to the SDK.
 	answered := map[string]int64{"sessionless": 5, "session": 10}
 	for name, steps := range connections {
 		t.Run(name, func(t *testing.T) {
-			before := carmy.FastAnswered()
-			fast := run(carmy.New(), steps)
-			if n := carmy.FastAnswered() - before; n != answered[name] {
+			fast, n := run(carmy.New(), steps)
+			if n != answered[name] {
 				t.Errorf("carmy answered %d calls itself, want %d", n, answered[name])
 			}
-			sdk := run(sdkOnly(carmy.New()), steps)
+			sdk, _ := run(sdkOnly(carmy.New()), steps)
 			for i, s := range steps {
 				if fast[i] != sdk[i] {
 					t.Errorf("%s: carmy's answer\n%s\nthe SDK's\n%s", s.name, fast[i], sdk[i])

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -43,6 +44,8 @@ type Request struct {
 	// its hex SHA-256, made once per call by canonical.
 	form   []byte
 	digest string
+	// peer is the MCP client the call came from, for the tool's Context.
+	peer *mcpserve.Peer
 }
 
 // Logging returns middleware that logs one record per call: execution id,

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/carmy-dev/carmy/internal/oauthrs"
 )
 
@@ -238,44 +236,6 @@ func (r *Registry) declaredPermissions() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// toolsListMiddleware leaves out of an MCP tools/list answer the tools of
-// carmy's that the caller may not call; tools a host added with
-// ConfigureMCP are its own to guard.
-func (r *Registry) toolsListMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		list, ok := res.(*mcp.ListToolsResult)
-		if err != nil || method != "tools/list" || !ok {
-			return res, err
-		}
-		id, ok := r.mcpIdentity(req.GetExtra())
-		if !ok {
-			list.Tools = []*mcp.Tool{}
-			return list, nil
-		}
-		visible := r.visibility(ctx, id)
-		kept := make([]*mcp.Tool, 0, len(list.Tools))
-		for _, mt := range list.Tools {
-			if t, ours := r.tools[mt.Name]; !ours || visible(t) {
-				kept = append(kept, mt)
-			}
-		}
-		list.Tools = kept
-		return list, nil
-	}
-}
-
-// mcpIdentity is the caller of an MCP request: the identity the HTTP
-// endpoint authenticated, or over stdio and other single-client
-// transports the builder's [Builder.StdioIdentity].
-func (r *Registry) mcpIdentity(extra *mcp.RequestExtra) (Identity, bool) {
-	if extra != nil && (extra.TokenInfo != nil || extra.Header != nil) {
-		id, _, ok := httpCaller(extra)
-		return id, ok
-	}
-	return r.stdioIdentity, true
 }
 
 // challengeMissing adds to the 403 of a call refused for missing

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/guard"
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/mcpwire"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
@@ -147,7 +147,7 @@ type Registry struct {
 	handlerOnce   sync.Once
 	httpHandler   http.Handler
 	mcpOnce       sync.Once
-	mcp           *mcp.Server
+	mcp           *mcpserve.Server
 	mcpConfig     mcpConfig       // the host's additions to the MCP server
 	loopback      loopbackConsole // the console for a stdio client's user
 	streams       context.Context // done once the server shuts down

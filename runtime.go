@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -29,7 +30,6 @@ type tool struct {
 	handler CallFunc // the middleware chain around Registry.run
 	direct  bool     // no middleware: Execute calls run itself
 	confirm string   // "confirm:<name>"
-	mcpWrap bool     // MCP carries the output as {"result": …}
 	content bool     // the output is Content: MCP content blocks
 	// requestID is the input field tagged carmy:"request_id", if any.
 	requestID *shape.Field
@@ -72,16 +72,22 @@ const deadlineGrace = 10 * time.Millisecond
 // context keeps its turn and its idempotency reservation until its code
 // returns.
 func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
+	return r.executeFor(ctx, c, nil)
+}
+
+// executeFor is Execute for a call of MCP client p, which the tool's
+// Context reaches (Progress, Log, Elicit); p is nil for other callers.
+func (r *Registry) executeFor(ctx context.Context, c Call, p *mcpserve.Peer) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c, decision: AuditRefused}
+		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p}
 		return r.call(ctx, t, &req)
 	}
-	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused})
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p})
 }
 
 // handlerFor builds a tool's middleware chain once.
@@ -124,6 +130,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		Permissions: NewPermissions(c.Permissions...),
 		Metadata:    c.Metadata,
 		log:         r.logger,
+		peer:        req.peer,
 	}
 	// Before the input is read: a caller that may not call the tool
 	// learns nothing of its input's rules.

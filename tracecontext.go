@@ -2,6 +2,7 @@ package carmy
 
 import (
 	"maps"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -47,14 +48,14 @@ func withTrace(md map[string]string, parent, state string) map[string]string {
 
 // withMCPTrace is withTrace for a tools/call request: the trace context
 // comes from its _meta, else from the headers of the HTTP request that
-// carried it.
-func withMCPTrace(md map[string]string, req *mcp.CallToolRequest) map[string]string {
-	if p, ok := req.Params.Meta[MetaTraceparent].(string); ok {
-		s, _ := req.Params.Meta[MetaTracestate].(string)
+// carried it (nil over other transports).
+func withMCPTrace(md map[string]string, meta mcp.Meta, header http.Header) map[string]string {
+	if p, ok := meta[MetaTraceparent].(string); ok {
+		s, _ := meta[MetaTracestate].(string)
 		return withTrace(md, p, s)
 	}
-	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
-		return withTrace(md, extra.Header.Get(MetaTraceparent), extra.Header.Get(MetaTracestate))
+	if header != nil {
+		return withTrace(md, header.Get(MetaTraceparent), header.Get(MetaTracestate))
 	}
 	return md
 }

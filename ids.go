@@ -1,8 +1,11 @@
 package carmy
 
 import (
+	"crypto/rand"
 	"fmt"
 	"reflect"
+	"sync"
+	"time"
 
 	"github.com/carmy-dev/carmy/internal/shape"
 )
@@ -92,4 +95,78 @@ func (t *tool) requestIDFromInput(in reflect.Value) (string, error) {
 		return "", e
 	}
 	return id, nil
+}
+
+// newExecutionID returns a fresh UUIDv7 (RFC 9562) in its text form: 48 bits
+// of Unix milliseconds, 12 bits of sub-millisecond time that keep ids
+// increasing within the process (as github.com/google/uuid does), and 62
+// random bits from crypto/rand, read in blocks so that an id costs no system
+// call. It allocates only the string.
+func newExecutionID() (string, error) {
+	var u [16]byte
+	entropy.mu.Lock()
+	milli, seq := entropy.v7time()
+	err := entropy.read(u[8:])
+	entropy.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	u[0], u[1], u[2], u[3], u[4], u[5] = byte(milli>>40), byte(milli>>32), byte(milli>>24), byte(milli>>16), byte(milli>>8), byte(milli)
+	u[6] = 0x70 | byte(seq>>8)&0x0f // version 7
+	u[7] = byte(seq)
+	u[8] = 0x80 | u[8]&0x3f // variant 10
+	var s [36]byte
+	const hex = "0123456789abcdef"
+	j := 0
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			s[j] = '-'
+			j++
+		}
+		s[j], s[j+1] = hex[c>>4], hex[c&0x0f]
+		j += 2
+	}
+	return string(s[:]), nil
+}
+
+var entropy randomBlocks
+
+// randomBlocks serves crypto/rand bytes from a refilled buffer, and the
+// clock of version 7 ids.
+type randomBlocks struct {
+	mu   sync.Mutex
+	buf  [4096]byte
+	pos  int
+	last int64 // the last id's milliseconds<<12 | sequence
+}
+
+// read fills p; the caller holds mu.
+func (r *randomBlocks) read(p []byte) error {
+	for n := 0; n < len(p); {
+		if r.pos == 0 || r.pos == len(r.buf) {
+			if _, err := rand.Read(r.buf[:]); err != nil {
+				return err
+			}
+			r.pos = 0
+		}
+		c := copy(p[n:], r.buf[r.pos:])
+		r.pos += c
+		n += c
+	}
+	return nil
+}
+
+// v7time returns the milliseconds and the 12-bit sequence of the next id,
+// later than the last one; the caller holds mu.
+func (r *randomBlocks) v7time() (milli, seq int64) {
+	nano := time.Now().UnixNano()
+	milli = nano / 1e6
+	seq = (nano - milli*1e6) >> 8 // 0..3906
+	now := milli<<12 + seq
+	if now <= r.last {
+		now = r.last + 1
+		milli, seq = now>>12, now&0xfff
+	}
+	r.last = now
+	return milli, seq
 }

@@ -1,9 +1,10 @@
-package carmy
+package mcpserve
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,35 @@ import (
 	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
-// fastTransport is a transport of ServeMCP whose connection answers
+// Serve serves one session over t, with the identity of a single-client
+// transport, until ctx is done or the client closes the connection; it
+// returns nil then.
+func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
+	// Not mcp.Server.Run, which logs an error when ctx ends, the usual way
+	// to stop serving.
+	ft := &fastTransport{Transport: t, s: s}
+	ss, err := s.sdk.Connect(ctx, ft, nil)
+	if err != nil {
+		return err
+	}
+	ft.conn.serve(ss)
+	defer ft.conn.wait()
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-ended
+		return nil
+	case err := <-ended:
+		if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+}
+
+// fastTransport is a transport of Serve whose connection answers
 // tools/call itself: the SDK's JSON-RPC server reads each request's params
 // several times, with a new decoder each time, and costs more than the
 // call. Every other message, and every call the SDK would not serve the
@@ -25,7 +54,7 @@ import (
 // elicitation asked during a call answered here included).
 type fastTransport struct {
 	mcp.Transport
-	r    *Registry
+	s    *Server
 	conn *fastConn
 }
 
@@ -35,7 +64,7 @@ func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &fastConn{Connection: inner, r: t.r, base: base, stop: cancel}
+	c := &fastConn{Connection: inner, s: t.s, base: base, stop: cancel, ready: make(chan struct{})}
 	if sc, ok := inner.(*mcpwire.StdioConn); ok {
 		sc.SetFast(func(line []byte) bool { return c.rawCall(sc, line) })
 	}
@@ -46,10 +75,15 @@ func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // fastConn is the connection of a fastTransport.
 type fastConn struct {
 	mcp.Connection
-	r *Registry
+	s *Server
 	// ss is the session the SDK made of this connection; until it is known,
 	// every message goes to the SDK.
 	ss atomic.Pointer[mcp.ServerSession]
+	// ready is closed once ss is known. Nothing is read before: the SDK
+	// starts reading before Connect returns the session, and could answer
+	// the first message before then, so that a call sent on that answer
+	// would be read while ss is still unknown and go to the SDK.
+	ready chan struct{}
 	// base is the context of the calls answered here, cancelled when the
 	// connection closes.
 	base context.Context
@@ -60,9 +94,17 @@ type fastConn struct {
 }
 
 // serve starts answering calls of session ss.
-func (c *fastConn) serve(ss *mcp.ServerSession) { c.ss.Store(ss) }
+func (c *fastConn) serve(ss *mcp.ServerSession) {
+	c.ss.Store(ss)
+	close(c.ready)
+}
 
 func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
@@ -89,7 +131,7 @@ func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // cancels the SDK's: their client is gone, and a tool that asked it
 // something waits for an answer that cannot come. The SDK calls Close
 // under a lock that a call sending a request takes, so Close cannot wait
-// for them: ServeMCP does (wait).
+// for them: Serve does (wait).
 func (c *fastConn) Close() error {
 	c.stop()
 	return c.Connection.Close()
@@ -106,7 +148,7 @@ func (c *fastConn) call(req *jsonrpc.Request) bool {
 	if ss == nil {
 		return false
 	}
-	p, sessionless, ok := c.r.fastParams(ss, req.Params)
+	p, sessionless, ok := c.s.fastParams(ss, req.Params)
 	if !ok {
 		return false
 	}
@@ -128,7 +170,7 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 	if ss == nil || !bytes.Contains(line, []byte(`"tools/call"`)) {
 		return false
 	}
-	msg, ok := c.r.readCall(ss, line)
+	msg, ok := c.s.readCall(ss, line)
 	if !ok {
 		return false
 	}
@@ -156,7 +198,7 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 // its id, and hands its result to answer. It returns false, having done
 // nothing, when a call with that id is in progress already.
 func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolParamsRaw, sessionless bool, answer func(context.Context, []byte, error)) bool {
-	t := c.r.tools[p.Name]
+	t := c.s.tools[p.Name]
 	ctx, cancel := context.WithCancel(c.base)
 	if !c.calls.Add(id, cancel) {
 		cancel()
@@ -167,11 +209,11 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 		defer c.running.Done()
 		defer c.calls.Remove(id)
 		defer cancel()
-		fastAnswered.Add(1)
-		res, err := c.r.mcpCall(t)(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
+		c.s.answered.Add(1)
+		res, err := t.call(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
 		var result []byte
 		if err == nil {
-			result, err = callResult(res, sessionless)
+			result, err = c.s.callResult(res, sessionless)
 		}
 		answer(ctx, result, err)
 	}()
@@ -189,7 +231,7 @@ type callMessage struct {
 // readCall reads a message of session ss, and reports whether it is a
 // tools/call that carmy may answer as the SDK would (fastParams), with an
 // id it writes back as the SDK would (plainID).
-func (r *Registry) readCall(ss *mcp.ServerSession, data []byte) (callMessage, bool) {
+func (s *Server) readCall(ss *mcp.ServerSession, data []byte) (callMessage, bool) {
 	var msg struct {
 		JSONRPC string         `json:"jsonrpc"`
 		ID      jsontext.Value `json:"id"`
@@ -203,12 +245,13 @@ func (r *Registry) readCall(ss *mcp.ServerSession, data []byte) (callMessage, bo
 	if !ok {
 		return callMessage{}, false
 	}
-	p, sessionless, ok := r.fastParams(ss, msg.Params)
+	p, sessionless, ok := s.fastParams(ss, msg.Params)
 	return callMessage{rawID: msg.ID, id: id, params: p, sessionless: sessionless}, ok
 }
 
-// fastAnswered counts the calls that carmy answered itself, for tests.
-var fastAnswered atomic.Int64
+// Answered returns how many calls of a session the server has answered
+// itself rather than through the SDK, for tests.
+func (s *Server) Answered() int64 { return s.answered.Load() }
 
 // plainID is a request id that carmy writes back byte for byte as the SDK
 // would: a string of printable characters that JSON and HTML escaping
@@ -237,7 +280,7 @@ func plainID(raw jsontext.Value) (jsonrpc.ID, bool) {
 }
 
 // fastParams reads the params of a tools/call once, strictly, and reports
-// whether carmy may answer it as the SDK would: a tool of carmy's, a
+// whether carmy may answer it as the SDK would: a tool of the host's, a
 // server the host did not configure (its middleware would see nothing),
 // a session already initialized in the call's generation (the SDK refuses
 // a session-based call before initialize, and takes the first sessionless
@@ -245,11 +288,11 @@ func plainID(raw jsontext.Value) (jsonrpc.ID, bool) {
 // protocol, the _meta that protocol requires present and consistent, and
 // no log level (the SDK keeps it in a context of its own, where a tool's
 // Log could not find it).
-func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolParamsRaw, sessionless, ok bool) {
-	if !r.mcpConfig.empty() || jsonv2.Unmarshal(raw, &p) != nil || p == nil {
+func (s *Server) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolParamsRaw, sessionless, ok bool) {
+	if !s.fast || jsonv2.Unmarshal(raw, &p) != nil || p == nil {
 		return nil, false, false
 	}
-	if _, known := r.tools[p.Name]; !known {
+	if _, known := s.tools[p.Name]; !known {
 		return nil, false, false
 	}
 	init := ss.InitializeParams()
@@ -282,12 +325,12 @@ func (r *Registry) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToo
 // callResult is a tool's result as the SDK writes it: in the sessionless
 // protocol with its type and the server's identity, in a session as it is,
 // never with a null content.
-func callResult(res *mcp.CallToolResult, sessionless bool) ([]byte, error) {
+func (s *Server) callResult(res *mcp.CallToolResult, sessionless bool) ([]byte, error) {
 	if res == nil {
 		return nil, errors.New("no result")
 	}
 	if sessionless {
-		return mcpwire.SessionlessResult(res, serverInfo)
+		return mcpwire.SessionlessResult(res, s.info)
 	}
 	if res.Content == nil {
 		res.Content = []mcp.Content{}

@@ -1,6 +1,6 @@
 //lint:file-ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it.
 
-package carmy
+package mcpserve
 
 import (
 	"context"
@@ -15,15 +15,18 @@ import (
 	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
-// mcpPeer is the MCP client that a tools/call came from, as the tool's
-// [Context] reaches it: the request (its progress token, the client's
-// capabilities, the answers of earlier rounds) and the session that
-// carries notifications back.
-type mcpPeer struct {
+// Peer is the MCP client that a tools/call came from, as the tool that
+// serves the call reaches it: the request (its progress token, the
+// client's capabilities, the answers of earlier rounds) and the session
+// that carries notifications back. The door hands it to the host with the
+// call ([Call].Peer), and the host hands it to the tool; nothing finds it
+// in a context.
+type Peer struct {
 	req *mcp.CallToolRequest
-	// sessionless is a call of the sessionless protocol, where the server never sends the
-	// client a request: a question goes back in the call's result, and the
-	// client calls again with the answer (multi-round results).
+	// sessionless is a call of the sessionless protocol, where the server
+	// never sends the client a request: a question goes back in the call's
+	// result, and the client calls again with the answer (multi-round
+	// results).
 	sessionless bool
 	// single is a call that came over a transport of one client (stdio,
 	// ServeMCP), whose application is the person's own channel.
@@ -35,20 +38,19 @@ type mcpPeer struct {
 	state string              // sessionless: what the next round must echo (a confirmation given)
 }
 
-type peerKey struct{}
-
-// peerOf returns the MCP client of the call that ctx serves, nil for a
-// call that did not come over MCP.
-func peerOf(ctx context.Context) *mcpPeer {
-	p, _ := ctx.Value(peerKey{}).(*mcpPeer)
-	return p
-}
-
-func newPeer(req *mcp.CallToolRequest) *mcpPeer {
+func newPeer(req *mcp.CallToolRequest) *Peer {
 	extra := req.GetExtra()
-	return &mcpPeer{req: req, sessionless: req.ProtocolVersion() >= mcpwire.SessionlessProtocol,
+	return &Peer{req: req, sessionless: req.ProtocolVersion() >= mcpwire.SessionlessProtocol,
 		single: extra == nil || (extra.TokenInfo == nil && extra.Header == nil)}
 }
+
+// Sessionless reports whether the call is of the sessionless protocol,
+// where a question goes back in the call's result rather than as a request.
+func (p *Peer) Sessionless() bool { return p.sessionless }
+
+// Single reports whether the call came over a transport of one client
+// (stdio, ServeMCP), whose application is the person's own channel.
+func (p *Peer) Single() bool { return p.single }
 
 // The first protocol versions with form elicitation, and with URL
 // elicitation: a client of an earlier version is never asked, whatever
@@ -58,9 +60,9 @@ const (
 	urlProtocol  = "2025-11-25"
 )
 
-// canElicit reports whether the client said it can ask its user for a
+// CanElicit reports whether the client said it can ask its user for a
 // form's fields, in a protocol version that has forms.
-func (p *mcpPeer) canElicit() bool {
+func (p *Peer) CanElicit() bool {
 	c := p.req.ClientCapabilities()
 	if c == nil || c.Elicitation == nil || p.req.ProtocolVersion() < formProtocol {
 		return false
@@ -69,34 +71,34 @@ func (p *mcpPeer) canElicit() bool {
 	return c.Elicitation.Form != nil || c.Elicitation.URL == nil
 }
 
-// canElicitURL reports whether the client said it can send its user to a
+// CanElicitURL reports whether the client said it can send its user to a
 // web page, in a protocol version that has URL elicitation.
-func (p *mcpPeer) canElicitURL() bool {
+func (p *Peer) CanElicitURL() bool {
 	c := p.req.ClientCapabilities()
 	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil && p.req.ProtocolVersion() >= urlProtocol
 }
 
-// elicit asks the client's user to fill in a form. In a session it sends
+// Elicit asks the client's user to fill in a form. In a session it sends
 // the question and waits for the answer. In the sessionless protocol the
 // answer to the n-th question of this run is in the call's input
 // responses; a question with no answer yet is recorded for the next round
-// and elicit returns errNeedsInput, which the call then turns into an
+// and Elicit returns [ErrNeedsInput], which the call then turns into an
 // input-required result.
-func (p *mcpPeer) elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+func (p *Peer) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	p.mu.Lock()
 	p.asked++
 	id := "carmy/elicit/" + strconv.Itoa(p.asked)
 	p.mu.Unlock()
-	return p.ask(ctx, id, params)
+	return p.Ask(ctx, id, params)
 }
 
-// ask puts one question to the client, under the id it answers to in the
+// Ask puts one question to the client, under the id it answers to in the
 // sessionless protocol.
 //
 // In a session, an accepted answer that breaks the form is returned as the
 // client sent it, for the caller to check and to name the fields that
 // break it: the SDK only says that it does not match.
-func (p *mcpPeer) ask(ctx context.Context, id string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+func (p *Peer) Ask(ctx context.Context, id string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	if !p.sessionless {
 		sent := &sentAnswer{}
 		res, err := p.req.Session.Elicit(context.WithValue(ctx, sentAnswerKey{}, sent), params)
@@ -105,22 +107,50 @@ func (p *mcpPeer) ask(ctx context.Context, id string, params *mcp.ElicitParams) 
 		}
 		return res, err
 	}
-	if res, ok := p.req.Params.InputResponses[id].(*mcp.ElicitResult); ok {
+	if res, ok := p.Answer(id); ok {
 		return res, nil
 	}
-	p.question(id, params)
-	return nil, needsInput()
+	p.Question(id, params)
+	return nil, ErrNeedsInput
 }
 
-// question records a question for the client's next round of the
+// Answer is the client's answer, in this round of the sessionless
+// protocol, to the question asked under id in an earlier round.
+func (p *Peer) Answer(id string) (*mcp.ElicitResult, bool) {
+	res, ok := p.req.Params.InputResponses[id].(*mcp.ElicitResult)
+	return res, ok
+}
+
+// Question records a question for the client's next round of the
 // sessionless protocol.
-func (p *mcpPeer) question(id string, params *mcp.ElicitParams) {
+func (p *Peer) Question(id string, params *mcp.ElicitParams) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.need == nil {
 		p.need = mcp.InputRequestMap{}
 	}
 	p.need[id] = params
+}
+
+// RequestState is the state the client echoed from the server's previous
+// round of the sessionless protocol.
+func (p *Peer) RequestState() string { return p.req.Params.RequestState }
+
+// SetState sets the state that the client's next round of the sessionless
+// protocol must echo.
+func (p *Peer) SetState(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state = s
+}
+
+// ElicitationComplete tells the client of a session that the URL
+// elicitation id is complete.
+func (p *Peer) ElicitationComplete(ctx context.Context, id string) {
+	if p.sessionless || p.req.Session == nil {
+		return
+	}
+	_ = p.req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: id})
 }
 
 // sentAnswer holds the answer a client sent to an elicitation of a
@@ -144,26 +174,14 @@ func keepSentAnswer(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// errNeedsInput is the cause of the error that ends a run of a tool whose
-// question the client of the sessionless protocol has not answered yet:
-// the client gets the question and calls again with the answer, and the
-// tool runs again from the start.
-var errNeedsInput = errors.New("waiting for the user's answer")
-
-// needsInput is that error as the tool and the runtime see it: retryable,
-// so that an idempotency record never keeps it.
-func needsInput() *Error {
-	return &Error{
-		Code:      CodeUnavailable,
-		Message:   "the tool needs an answer from the user first; the client asks them and calls again with the answer",
-		Retryable: true,
-		Err:       errNeedsInput,
-	}
-}
+// ErrNeedsInput ends a run of a tool whose question the client of the
+// sessionless protocol has not answered yet: the client gets the question
+// and calls again with the answer, and the tool runs again from the start.
+var ErrNeedsInput = errors.New("waiting for the user's answer")
 
 // inputRequired is the result that asks the client the questions of this
 // run, or nil when there are none.
-func (p *mcpPeer) inputRequired() *mcp.CallToolResult {
+func (p *Peer) inputRequired() *mcp.CallToolResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.need == nil {
@@ -176,9 +194,9 @@ func (p *mcpPeer) inputRequired() *mcp.CallToolResult {
 	return &mcp.CallToolResult{InputRequests: p.need, RequestState: state}
 }
 
-// progress notifies the client of the call's progress, if it asked for it
+// Progress notifies the client of the call's progress, if it asked for it
 // with a progress token.
-func (p *mcpPeer) progress(ctx context.Context, done, total float64, msg string) {
+func (p *Peer) Progress(ctx context.Context, done, total float64, msg string) {
 	token := p.req.Params.GetProgressToken()
 	if token == nil || p.req.Session == nil {
 		return
@@ -186,9 +204,10 @@ func (p *mcpPeer) progress(ctx context.Context, done, total float64, msg string)
 	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: done, Total: total, Message: msg})
 }
 
-// log sends a log message to the client, which gets it only at or above
-// the level it chose.
-func (p *mcpPeer) log(ctx context.Context, level slog.Level, msg string, args []any) {
+// Log sends a log message to the client, which gets it only at or above
+// the level it chose. args are key-value pairs or [slog.Attr] values; the
+// client gets them as the fields of an object beside "message".
+func (p *Peer) Log(ctx context.Context, level slog.Level, msg string, args []any) {
 	if p.req.Session == nil {
 		return
 	}
@@ -204,14 +223,4 @@ func (p *mcpPeer) log(ctx context.Context, level slog.Level, msg string, args []
 		data = fields
 	}
 	_ = p.req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcpwire.Level(level), Logger: "carmy", Data: data})
-}
-
-// confirmKey is the id of the confirmation question in the sessionless
-// protocol's input requests.
-const confirmKey = "carmy/confirm"
-
-func (p *mcpPeer) setState(s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.state = s
 }

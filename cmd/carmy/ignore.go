@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"go/ast"
 	"go/token"
+	"go/types"
+	"maps"
 	"slices"
 	"strings"
 
@@ -87,8 +89,7 @@ func alone(fset *token.FileSet, f *ast.File, c *ast.Comment) bool {
 // silence makes pass report only the findings no directive silences, so
 // that every check of the analyzer keeps to the directives without knowing
 // of them.
-func silence(pass *analysis.Pass) {
-	ig := readIgnores(pass)
+func silence(pass *analysis.Pass, ig ignores) {
 	if len(ig) == 0 {
 		return
 	}
@@ -98,5 +99,81 @@ func silence(pass *analysis.Pass) {
 		if !slices.Contains(ig[ignoreSite{pos.Filename, pos.Line}], d.Category) {
 			report(d)
 		}
+	}
+}
+
+// ignoredFact is the checks that directives silence at a struct field, for
+// the analyses of the packages whose tools reach the field: a rule of a
+// type from another package is reported at their carmy.Tool calls.
+type ignoredFact struct{ Checks []string }
+
+func (*ignoredFact) AFact() {}
+
+func (f *ignoredFact) String() string { return "carmy:ignore " + strings.Join(f.Checks, " ") }
+
+// docsFact is the doc comments of a package of a module (see packageDocs),
+// for the analyses of the packages of the module whose tools reach its
+// types: their carmy_gen.go registers these comments too.
+type docsFact struct {
+	Module string
+	// Docs are the comments by name, sorted: a fact's encoding must be the
+	// same on every run, which a map's is not.
+	Docs []namedDoc
+}
+
+type namedDoc struct{ Name, Text string }
+
+func (*docsFact) AFact() {}
+
+func (f *docsFact) String() string {
+	return fmt.Sprintf("%d doc comments of module %s", len(f.Docs), f.Module)
+}
+
+func newDocsFact(module string, docs map[string]string) *docsFact {
+	f := &docsFact{Module: module}
+	for _, name := range slices.Sorted(maps.Keys(docs)) {
+		f.Docs = append(f.Docs, namedDoc{name, docs[name]})
+	}
+	return f
+}
+
+func (f *docsFact) docs() map[string]string {
+	m := make(map[string]string, len(f.Docs))
+	for _, d := range f.Docs {
+		m[d.Name] = d.Text
+	}
+	return m
+}
+
+// exportFacts gives the analyses of the packages that import this one what
+// they need of it: its doc comments, if it belongs to a module, and the
+// directives at its struct fields.
+func exportFacts(pass *analysis.Pass, ig ignores) {
+	if pass.Module != nil && pass.Module.Path != "" {
+		if docs := packageDocs(pass.Files, pass.Fset); len(docs) > 0 {
+			pass.ExportPackageFact(newDocsFact(pass.Module.Path, docs))
+		}
+	}
+	if len(ig) == 0 {
+		return
+	}
+	for _, f := range pass.Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			field, ok := n.(*ast.Field)
+			if !ok {
+				return true
+			}
+			pos := pass.Fset.Position(field.Pos())
+			checks := ig[ignoreSite{pos.Filename, pos.Line}]
+			if len(checks) == 0 {
+				return true
+			}
+			for _, name := range field.Names {
+				if v, ok := pass.TypesInfo.Defs[name].(*types.Var); ok && v.IsField() {
+					pass.ExportObjectFact(v, &ignoredFact{Checks: checks})
+				}
+			}
+			return true
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,35 @@ func TestAnalyzer(t *testing.T) {
 		t.Fatalf("testdata/vetmod/good/carmy_gen.go is not what carmy gen writes; update it to:\n%s", got)
 	}
 
-	results := analysistest.Run(t, dir, Analyzer, "./...")
+	results := analysistest.Run(factsAside{t}, dir, Analyzer, "./...")
+
+	// The facts packages give the packages that import them: the doc
+	// comments of the module's packages, and the directives at fields.
+	t.Run("Facts", func(t *testing.T) {
+		var docs, ignored bool
+		for _, r := range results {
+			for obj, facts := range r.Facts {
+				for _, f := range facts {
+					switch f := f.(type) {
+					case *docsFact:
+						if r.Action.Package.PkgPath == "example.com/vetmod/good/model" && f.Module == "example.com/vetmod" && f.docs()["Results"] != "" {
+							docs = true
+						}
+					case *ignoredFact:
+						if obj != nil && obj.Name() == "Quiet" && slices.Equal(f.Checks, []string{"rule"}) {
+							ignored = true
+						}
+					}
+				}
+			}
+		}
+		if !docs {
+			t.Error("good/model exports no docsFact with the comment of Results")
+		}
+		if !ignored {
+			t.Error("rules/shared exports no ignoredFact for Shared.Quiet")
+		}
+	})
 
 	var bad []string
 	for _, r := range results {
@@ -53,6 +82,19 @@ func TestAnalyzer(t *testing.T) {
 		}
 	}
 	t.Run("SpeaksLikeBuild", func(t *testing.T) { speaksLikeBuild(t, bad) })
+}
+
+// factsAside passes on every failure analysistest reports but unexpected
+// facts: the analyzer exports facts for every package, which TestAnalyzer
+// checks in the results rather than with a // want comment in each.
+type factsAside struct{ *testing.T }
+
+func (f factsAside) Errorf(format string, args ...any) {
+	if strings.Contains(fmt.Sprintf(format, args...), ": unexpected fact: ") {
+		return
+	}
+	f.T.Helper()
+	f.T.Errorf(format, args...)
 }
 
 // The declarations of testdata/vetmod/badtools, for Build.

@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
-	"maps"
 	"slices"
 	"strings"
 
@@ -111,49 +110,9 @@ func (*ignoredFact) AFact() {}
 
 func (f *ignoredFact) String() string { return "carmy:ignore " + strings.Join(f.Checks, " ") }
 
-// docsFact is the doc comments of a package of a module (see packageDocs),
-// for the analyses of the packages of the module whose tools reach its
-// types: their carmy_gen.go registers these comments too.
-type docsFact struct {
-	Module string
-	// Docs are the comments by name, sorted: a fact's encoding must be the
-	// same on every run, which a map's is not.
-	Docs []namedDoc
-}
-
-type namedDoc struct{ Name, Text string }
-
-func (*docsFact) AFact() {}
-
-func (f *docsFact) String() string {
-	return fmt.Sprintf("%d doc comments of module %s", len(f.Docs), f.Module)
-}
-
-func newDocsFact(module string, docs map[string]string) *docsFact {
-	f := &docsFact{Module: module}
-	for _, name := range slices.Sorted(maps.Keys(docs)) {
-		f.Docs = append(f.Docs, namedDoc{name, docs[name]})
-	}
-	return f
-}
-
-func (f *docsFact) docs() map[string]string {
-	m := make(map[string]string, len(f.Docs))
-	for _, d := range f.Docs {
-		m[d.Name] = d.Text
-	}
-	return m
-}
-
-// exportFacts gives the analyses of the packages that import this one what
-// they need of it: its doc comments, if it belongs to a module, and the
-// directives at its struct fields.
-func exportFacts(pass *analysis.Pass, ig ignores) {
-	if pass.Module != nil && pass.Module.Path != "" {
-		if docs := packageDocs(pass.Files, pass.Fset); len(docs) > 0 {
-			pass.ExportPackageFact(newDocsFact(pass.Module.Path, docs))
-		}
-	}
+// exportIgnored gives the analyses of the packages that import this one
+// the directives at its struct fields.
+func exportIgnored(pass *analysis.Pass, ig ignores) {
 	if len(ig) == 0 {
 		return
 	}

@@ -159,7 +159,8 @@ func vetTool() {
 // analyze is the analyzer's Run.
 func analyze(pass *analysis.Pass) (any, error) {
 	ig := readIgnores(pass)
-	exportFacts(pass, ig)
+	exportIgnored(pass, ig)
+	exportDocs(pass)
 	if !importsCarmy(pass.Pkg) {
 		return nil, nil
 	}
@@ -372,8 +373,10 @@ func checkName(name string) string {
 // declared in other packages of the module come from those packages'
 // analyses, as facts (docsFact).
 func checkGenerated(pass *analysis.Pass, decls []declaration) {
-	if pass.Module == nil || pass.Module.Path == "" || len(pass.Files) == 0 {
-		return // without the module, what carmy gen reads is unknown
+	if !mainModule(pass) || len(pass.Files) == 0 {
+		// Without the module, what carmy gen reads is unknown; a
+		// dependency's packages export no comments (see exportDocs).
+		return
 	}
 	// The generated file covers the declarations outside test files.
 	var prod []declaration
@@ -383,17 +386,15 @@ func checkGenerated(pass *analysis.Pass, decls []declaration) {
 		}
 	}
 	own := packageDocs(pass.Files, pass.Fset)
+	others := importedDocs(pass)
 	want := collectComments(prod, func(pkg *types.Package) (map[string]string, bool) {
 		if pkg == pass.Pkg {
 			return own, true
 		}
 		// Only the comments of the module's own packages belong in the
 		// generated file, as carmy gen writes it.
-		var f docsFact
-		if !pass.ImportPackageFact(pkg, &f) || f.Module != pass.Module.Path {
-			return nil, false
-		}
-		return f.docs(), true
+		docs, ok := others[pkg]
+		return docs, ok
 	})
 	var gen *ast.File
 	for _, f := range pass.Files {

@@ -45,7 +45,7 @@ func TestAnalyzer(t *testing.T) {
 	results := analysistest.Run(factsAside{t}, dir, Analyzer, "./...")
 
 	// The facts packages give the packages that import them: the doc
-	// comments of the module's packages, and the directives at fields.
+	// comments of the module's types, and the directives at fields.
 	t.Run("Facts", func(t *testing.T) {
 		var docs, ignored bool
 		for _, r := range results {
@@ -53,7 +53,8 @@ func TestAnalyzer(t *testing.T) {
 				for _, f := range facts {
 					switch f := f.(type) {
 					case *docsFact:
-						if r.Action.Package.PkgPath == "example.com/vetmod/good/model" && f.Module == "example.com/vetmod" && f.docs()["Results"] != "" {
+						if r.Action.Package.PkgPath == "example.com/vetmod/good/model" && obj != nil && obj.Name() == "Results" &&
+							f.Module == "example.com/vetmod" && slices.ContainsFunc(f.Docs, func(d namedDoc) bool { return d.Name == "Results.Hits" }) {
 							docs = true
 						}
 					case *ignoredFact:
@@ -65,7 +66,7 @@ func TestAnalyzer(t *testing.T) {
 			}
 		}
 		if !docs {
-			t.Error("good/model exports no docsFact with the comment of Results")
+			t.Error("good/model exports no docsFact for Results with the comment of its field Hits")
 		}
 		if !ignored {
 			t.Error("rules/shared exports no ignoredFact for Shared.Quiet")

@@ -6,16 +6,13 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
-	"io"
 	"maps"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/tools/go/analysis"
-	"golang.org/x/tools/go/analysis/singlechecker"
 	"golang.org/x/tools/go/analysis/unitchecker"
 
 	"github.com/carmy-dev/carmy/internal/naming"
@@ -101,35 +98,26 @@ Use it as a go tool or as a go vet tool:
 	go tool carmy vet ./...
 	go vet -vettool=$(which carmy) ./...
 
-Packages are the go command's patterns (build tags go in GOFLAGS). The
-exit status is 0 when nothing is reported, 3 when something is, 1 on
-errors. The flags are those of the standard analysis drivers
-(golang.org/x/tools/go/analysis/singlechecker), among them:
+carmy vet runs the second: go vet -vettool=<carmy's executable>. go vet
+starts carmy once per package, dependencies first, and keeps what each
+analysis found and passes on (the doc comments of the module's types, the
+directives at fields) in the build cache: a new carmy binary analyzes every
+dependency once, later runs only what changed.
 
-  -json     print the diagnostics as JSON
+Packages are the go command's patterns (build tags go in -tags or
+GOFLAGS). The exit status is 0 when nothing is reported, 3 when something
+is, 1 on errors (a package that does not compile). The flags are:
+
+  -json     print the diagnostics as JSON (exit status 0 unless an error)
   -c=N      show N lines of context around each diagnostic
-  -test     also check test files (default true)
+  -test     also report in test files (default true)
+  -tags=t   build tags, as for go build
 
 vet sees what the source says: names, effects and options computed at run
 time, options passed as opts..., functions held in an interface, tools
 declared inside generic functions, and problems deeper than the signature
 (a channel in an input, a State[T] nobody provides) are left to Build.
 `
-
-func runVet(args []string, stdout, stderr io.Writer) int {
-	if isHelp(args) {
-		fmt.Fprint(stdout, vetUsage)
-		return 0
-	}
-	if len(args) == 0 {
-		fmt.Fprint(stderr, vetUsage)
-		return 2
-	}
-	// The standard driver parses the process's flags and exits.
-	os.Args = append([]string{"carmy vet"}, args...)
-	singlechecker.Main(Analyzer)
-	return 0 // not reached
-}
 
 // isVetTool reports whether carmy is being run by go vet -vettool: with
 // -V=full to identify itself, -flags to list its flags, or a .cfg file.

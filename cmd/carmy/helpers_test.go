@@ -62,6 +62,23 @@ func carmyCmd(t *testing.T, dir string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// carmyBinCmd returns a command that runs the carmy binary that
+// carmyBinary builds, in dir. carmy vet runs go vet with its own executable
+// as the vet tool, which go vet starts once per package of the program: a
+// test binary, built with -race and new on every build, would analyze every
+// dependency again, slowly, where the binary's analyses stay in the build
+// cache from run to run.
+func carmyBinCmd(t *testing.T, dir string, args ...string) *exec.Cmd {
+	t.Helper()
+	bin, err := carmyBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	return cmd
+}
+
 // output runs a command and returns its exit status, stdout and stderr.
 func output(t *testing.T, cmd *exec.Cmd) (int, string, string) {
 	t.Helper()

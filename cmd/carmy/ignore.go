@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/token"
+	"go/types"
 	"slices"
 	"strings"
 
@@ -87,8 +88,7 @@ func alone(fset *token.FileSet, f *ast.File, c *ast.Comment) bool {
 // silence makes pass report only the findings no directive silences, so
 // that every check of the analyzer keeps to the directives without knowing
 // of them.
-func silence(pass *analysis.Pass) {
-	ig := readIgnores(pass)
+func silence(pass *analysis.Pass, ig ignores) {
 	if len(ig) == 0 {
 		return
 	}
@@ -98,5 +98,41 @@ func silence(pass *analysis.Pass) {
 		if !slices.Contains(ig[ignoreSite{pos.Filename, pos.Line}], d.Category) {
 			report(d)
 		}
+	}
+}
+
+// ignoredFact is the checks that directives silence at a struct field, for
+// the analyses of the packages whose tools reach the field: a rule of a
+// type from another package is reported at their carmy.Tool calls.
+type ignoredFact struct{ Checks []string }
+
+func (*ignoredFact) AFact() {}
+
+func (f *ignoredFact) String() string { return "carmy:ignore " + strings.Join(f.Checks, " ") }
+
+// exportIgnored gives the analyses of the packages that import this one
+// the directives at its struct fields.
+func exportIgnored(pass *analysis.Pass, ig ignores) {
+	if len(ig) == 0 {
+		return
+	}
+	for _, f := range pass.Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			field, ok := n.(*ast.Field)
+			if !ok {
+				return true
+			}
+			pos := pass.Fset.Position(field.Pos())
+			checks := ig[ignoreSite{pos.Filename, pos.Line}]
+			if len(checks) == 0 {
+				return true
+			}
+			for _, name := range field.Names {
+				if v, ok := pass.TypesInfo.Defs[name].(*types.Var); ok && v.IsField() {
+					pass.ExportObjectFact(v, &ignoredFact{Checks: checks})
+				}
+			}
+			return true
+		})
 	}
 }

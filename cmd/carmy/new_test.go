@@ -131,7 +131,7 @@ func TestNewFromClone(t *testing.T) {
 	if again, err := os.ReadFile(filepath.Join(dir, genFile)); err != nil || string(again) != string(gen) {
 		t.Errorf("go generate changed carmy_gen.go (%v):\n%s", err, again)
 	}
-	if code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./...")); code != 0 {
+	if code, stdout, stderr := output(t, carmyBinCmd(t, dir, "vet", "./...")); code != 0 {
 		t.Errorf("carmy vet in the new module: exit %d\n%s%s", code, stdout, stderr)
 	}
 

@@ -48,7 +48,7 @@ func TestExampleOrders(t *testing.T) {
 
 	// vet: the example's tools are sound; its comments need a generated
 	// file, unless it has a current one.
-	code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./..."))
+	code, stdout, stderr := output(t, carmyBinCmd(t, dir, "vet", "./..."))
 	switch {
 	case hadGen && code != 0:
 		t.Errorf("carmy vet on the example: exit %d\n%s%s", code, stdout, stderr)
@@ -58,7 +58,7 @@ func TestExampleOrders(t *testing.T) {
 	if err := generate(dir, []string{"./..."}, t.Logf); err != nil {
 		t.Fatal(err)
 	}
-	if code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./...")); code != 0 {
+	if code, stdout, stderr := output(t, carmyBinCmd(t, dir, "vet", "./...")); code != 0 {
 		t.Errorf("carmy vet on the example after carmy gen: exit %d\n%s%s", code, stdout, stderr)
 	}
 

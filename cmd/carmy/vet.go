@@ -3,22 +3,16 @@ package main
 import (
 	"fmt"
 	"go/ast"
-	"go/build"
 	"go/constant"
-	"go/parser"
 	"go/token"
 	"go/types"
-	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/tools/go/analysis"
-	"golang.org/x/tools/go/analysis/singlechecker"
 	"golang.org/x/tools/go/analysis/unitchecker"
 
 	"github.com/carmy-dev/carmy/internal/naming"
@@ -54,8 +48,9 @@ A finding is silenced at its site by a directive naming its check (tool,
 rule or generate), on the finding's line or alone on the line above it:
 
 	//carmy:ignore rule the description says it`,
-	URL: "https://github.com/carmy-dev/carmy/blob/main/docs/command.md#carmy-vet",
-	Run: analyze,
+	URL:       "https://github.com/carmy-dev/carmy/blob/main/docs/command.md#carmy-vet",
+	Run:       analyze,
+	FactTypes: []analysis.Fact{new(docsFact), new(ignoredFact)},
 }
 
 const vetUsage = `usage: carmy vet [flags] [packages]
@@ -77,7 +72,9 @@ what Builder.Build would report when the program runs, in the same words:
     duration...): enforced at run time, invisible to a model. Say it in the
     field's description, or use a rule the schema states. It is reported
     at the field when the field is declared in the package, else at the
-    carmy.Tool call.
+    carmy.Tool call;
+  - a pointer with rules but without omitempty, omitnil or required: carmy
+    lets a nil pointer through, where the validator would refuse it.
 
 It also reports a package whose tools' types or functions have doc comments
 but whose carmy_gen.go is missing or out of date, since their descriptions
@@ -85,7 +82,8 @@ would silently be missing from the schemas: run go generate.
 
 A finding is silenced at its site with a directive naming its check, on
 the finding's line or alone on the line above it; the rest of the line
-may say why. A silenced finding does not fail vet:
+may say why. A silenced finding does not fail vet. A directive at a field
+silences its rules for the tools of every package that use it:
 
 	type Order struct {
 		//carmy:ignore rule the description says it
@@ -100,35 +98,26 @@ Use it as a go tool or as a go vet tool:
 	go tool carmy vet ./...
 	go vet -vettool=$(which carmy) ./...
 
-Packages are the go command's patterns (build tags go in GOFLAGS). The
-exit status is 0 when nothing is reported, 3 when something is, 1 on
-errors. The flags are those of the standard analysis drivers
-(golang.org/x/tools/go/analysis/singlechecker), among them:
+carmy vet runs the second: go vet -vettool=<carmy's executable>. go vet
+starts carmy once per package, dependencies first, and keeps what each
+analysis found and passes on (the doc comments of the module's types, the
+directives at fields) in the build cache: a new carmy binary analyzes every
+dependency once, later runs only what changed.
 
-  -json     print the diagnostics as JSON
+Packages are the go command's patterns (build tags go in -tags or
+GOFLAGS). The exit status is 0 when nothing is reported, 3 when something
+is, 1 on errors (a package that does not compile). The flags are:
+
+  -json     print the diagnostics as JSON (exit status 0 unless an error)
   -c=N      show N lines of context around each diagnostic
-  -test     also check test files (default true)
+  -test     also report in test files (default true)
+  -tags=t   build tags, as for go build
 
 vet sees what the source says: names, effects and options computed at run
 time, options passed as opts..., functions held in an interface, tools
 declared inside generic functions, and problems deeper than the signature
 (a channel in an input, a State[T] nobody provides) are left to Build.
 `
-
-func runVet(args []string, stdout, stderr io.Writer) int {
-	if isHelp(args) {
-		fmt.Fprint(stdout, vetUsage)
-		return 0
-	}
-	if len(args) == 0 {
-		fmt.Fprint(stderr, vetUsage)
-		return 2
-	}
-	// The standard driver parses the process's flags and exits.
-	os.Args = append([]string{"carmy vet"}, args...)
-	singlechecker.Main(Analyzer)
-	return 0 // not reached
-}
 
 // isVetTool reports whether carmy is being run by go vet -vettool: with
 // -V=full to identify itself, -flags to list its flags, or a .cfg file.
@@ -157,10 +146,13 @@ func vetTool() {
 
 // analyze is the analyzer's Run.
 func analyze(pass *analysis.Pass) (any, error) {
+	ig := readIgnores(pass)
+	exportIgnored(pass, ig)
+	exportDocs(pass)
 	if !importsCarmy(pass.Pkg) {
 		return nil, nil
 	}
-	silence(pass)
+	silence(pass, ig)
 	decls := findDeclarations(pass.Files, pass.TypesInfo)
 	for _, d := range decls {
 		if d.fun == "Tool" {
@@ -365,16 +357,14 @@ func checkName(name string) string {
 
 // checkGenerated reports a generated file that is missing or out of date.
 // It computes the comments carmy gen would write, with the same code, and
-// compares them with those the file registers.
-//
-// The comments of types declared in other packages of the module are read
-// from their source, as carmy gen reads them: a package of the module lives
-// in the module's directory, at its path relative to the module's. (The
-// alternative, analysis facts, would make go vet analyze every dependency
-// of the program, the standard library included, on every run.)
+// compares them with those the file registers. The comments of types
+// declared in other packages of the module come from those packages'
+// analyses, as facts (docsFact).
 func checkGenerated(pass *analysis.Pass, decls []declaration) {
-	if pass.Module == nil || pass.Module.Path == "" || len(pass.Files) == 0 {
-		return // without the module, what carmy gen reads is unknown
+	if !mainModule(pass) || len(pass.Files) == 0 {
+		// Without the module, what carmy gen reads is unknown; a
+		// dependency's packages export no comments (see exportDocs).
+		return
 	}
 	// The generated file covers the declarations outside test files.
 	var prod []declaration
@@ -383,16 +373,17 @@ func checkGenerated(pass *analysis.Pass, decls []declaration) {
 			prod = append(prod, d)
 		}
 	}
-	src := &moduleSource{
-		module: pass.Module.Path,
-		pkg:    pass.Pkg,
-		dir:    filepath.Dir(pass.Fset.Position(pass.Files[0].Package).Filename),
-		docs:   packageDocs(pass.Files, pass.Fset),
-	}
-	want := collectComments(prod, src.docsOf)
-	if src.failed {
-		return // some source could not be read: say nothing rather than something wrong
-	}
+	own := packageDocs(pass.Files, pass.Fset)
+	others := importedDocs(pass)
+	want := collectComments(prod, func(pkg *types.Package) (map[string]string, bool) {
+		if pkg == pass.Pkg {
+			return own, true
+		}
+		// Only the comments of the module's own packages belong in the
+		// generated file, as carmy gen writes it.
+		docs, ok := others[pkg]
+		return docs, ok
+	})
 	var gen *ast.File
 	for _, f := range pass.Files {
 		if isGenerated(f) {
@@ -463,73 +454,6 @@ func difference(have, want map[string]string) string {
 	return strings.Join(parts, "; ")
 }
 
-// moduleSource reads the doc comments of the packages of one module from
-// their directories.
-type moduleSource struct {
-	module string
-	pkg    *types.Package // the package analyzed
-	dir    string         // its directory
-	docs   map[string]string
-	others map[string]map[string]string
-	failed bool
-}
-
-func (s *moduleSource) docsOf(pkg *types.Package) (map[string]string, bool) {
-	if pkg == s.pkg {
-		return s.docs, true
-	}
-	rel, ok := strings.CutPrefix(pkg.Path(), s.module+"/")
-	if !ok {
-		return nil, false // another module's, or the standard library's
-	}
-	if d, ok := s.others[pkg.Path()]; ok {
-		return d, d != nil
-	}
-	if s.others == nil {
-		s.others = map[string]map[string]string{}
-	}
-	d, err := s.read(rel)
-	if err != nil {
-		s.failed = true
-	}
-	s.others[pkg.Path()] = d
-	return d, d != nil
-}
-
-// read parses the package at a path relative to the module. It returns nil
-// and no error for a package of a nested module.
-func (s *moduleSource) read(rel string) (map[string]string, error) {
-	own, ok := strings.CutPrefix(s.pkg.Path(), s.module)
-	if !ok || !strings.HasSuffix(filepath.ToSlash(s.dir), own) {
-		return nil, fmt.Errorf("cannot place %s in its module", s.pkg.Path())
-	}
-	root := s.dir[:len(s.dir)-len(own)]
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return nil, err
-	}
-	dir := root
-	for _, elem := range strings.Split(rel, "/") {
-		dir = filepath.Join(dir, elem)
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return nil, nil // a nested module: not this one's
-		}
-	}
-	bp, err := build.ImportDir(dir, 0)
-	if err != nil {
-		return nil, err
-	}
-	fset := token.NewFileSet()
-	var files []*ast.File
-	for _, name := range bp.GoFiles {
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
-	}
-	return packageDocs(files, fset), nil
-}
-
 // checkRules warns of each validate rule in the tools' types that the
 // schema cannot state. A rule of a field declared in this package is
 // reported at the field, once, where a directive can silence it; a rule of
@@ -544,6 +468,10 @@ func checkRules(pass *analysis.Pass, decls []declaration) {
 		for _, root := range d.roots {
 			walkRules(root, "", seen, func(f *types.Var, path, msg string) {
 				at := ast.Node(d.call)
+				var ignored ignoredFact
+				if f.Pkg() != pass.Pkg && pass.ImportObjectFact(f, &ignored) && slices.Contains(ignored.Checks, "rule") {
+					return // silenced at the field, in its own package
+				}
 				if f.Pkg() == pass.Pkg && f.Pos().IsValid() {
 					key := fmt.Sprint(f.Pos(), msg)
 					if reported[key] {

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +43,36 @@ func TestAnalyzer(t *testing.T) {
 		t.Fatalf("testdata/vetmod/good/carmy_gen.go is not what carmy gen writes; update it to:\n%s", got)
 	}
 
-	results := analysistest.Run(t, dir, Analyzer, "./...")
+	results := analysistest.Run(factsAside{t}, dir, Analyzer, "./...")
+
+	// The facts packages give the packages that import them: the doc
+	// comments of the module's types, and the directives at fields.
+	t.Run("Facts", func(t *testing.T) {
+		var docs, ignored bool
+		for _, r := range results {
+			for obj, facts := range r.Facts {
+				for _, f := range facts {
+					switch f := f.(type) {
+					case *docsFact:
+						if r.Action.Package.PkgPath == "example.com/vetmod/good/model" && obj != nil && obj.Name() == "Results" &&
+							f.Module == "example.com/vetmod" && slices.ContainsFunc(f.Docs, func(d namedDoc) bool { return d.Name == "Results.Hits" }) {
+							docs = true
+						}
+					case *ignoredFact:
+						if obj != nil && obj.Name() == "Quiet" && slices.Equal(f.Checks, []string{"rule"}) {
+							ignored = true
+						}
+					}
+				}
+			}
+		}
+		if !docs {
+			t.Error("good/model exports no docsFact for Results with the comment of its field Hits")
+		}
+		if !ignored {
+			t.Error("rules/shared exports no ignoredFact for Shared.Quiet")
+		}
+	})
 
 	var bad []string
 	for _, r := range results {
@@ -53,6 +84,19 @@ func TestAnalyzer(t *testing.T) {
 		}
 	}
 	t.Run("SpeaksLikeBuild", func(t *testing.T) { speaksLikeBuild(t, bad) })
+}
+
+// factsAside passes on every failure analysistest reports but unexpected
+// facts: the analyzer exports facts for every package, which TestAnalyzer
+// checks in the results rather than with a // want comment in each.
+type factsAside struct{ *testing.T }
+
+func (f factsAside) Errorf(format string, args ...any) {
+	if strings.Contains(fmt.Sprintf(format, args...), ": unexpected fact: ") {
+		return
+	}
+	f.T.Helper()
+	f.T.Errorf(format, args...)
 }
 
 // The declarations of testdata/vetmod/badtools, for Build.
@@ -185,7 +229,10 @@ func TestSnakeCase(t *testing.T) {
 	}
 }
 
-// TestVetCommand runs carmy vet and go vet -vettool=carmy on the fixture.
+// TestVetCommand runs carmy vet and go vet -vettool=carmy on the fixture:
+// the same findings, the same exit statuses, facts passed between packages
+// (good's carmy_gen.go holds the comments of types from packages it does not
+// import; silenced reaches a field silenced in another package).
 func TestVetCommand(t *testing.T) {
 	t.Parallel()
 	dir := copyModule(t, "vetmod")
@@ -206,14 +253,17 @@ func TestVetCommand(t *testing.T) {
 			t.Errorf("%s reports on good, nodocs or silenced:\n%s", name, out)
 		}
 	}
+	vet := func(args ...string) (int, string, string) {
+		return output(t, carmyBinCmd(t, dir, append([]string{"vet"}, args...)...))
+	}
 
-	code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./..."))
+	code, stdout, stderr := vet("./...")
 	if code != 3 {
 		t.Errorf("carmy vet ./...: exit %d, want 3\n%s%s", code, stdout, stderr)
 	}
 	check("carmy vet", stderr)
 	// silenced has findings, each silenced by a directive: they do not fail vet.
-	if code, stdout, stderr := output(t, carmyCmd(t, dir, "vet", "./good", "./nodocs", "./silenced")); code != 0 {
+	if code, stdout, stderr := vet("./good", "./nodocs", "./silenced"); code != 0 || stdout+stderr != "" {
 		t.Errorf("carmy vet on clean packages: exit %d\n%s%s", code, stdout, stderr)
 	}
 
@@ -221,19 +271,53 @@ func TestVetCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vet := func(pkgs ...string) (int, string, string) {
+	goVet := func(pkgs ...string) (int, string, string) {
 		cmd := exec.Command(goPath(t), append([]string{"vet", "-vettool=" + bin}, pkgs...)...)
 		cmd.Dir = dir
 		return output(t, cmd)
 	}
-	code, stdout, stderr = vet("./...")
+	code, stdout, stderr = goVet("./...")
 	if code == 0 {
 		t.Errorf("go vet -vettool=carmy ./...: exit 0\n%s%s", stdout, stderr)
 	}
 	check("go vet -vettool", stderr)
-	if code, stdout, stderr := vet("./good", "./nodocs", "./silenced"); code != 0 {
+	if code, stdout, stderr := goVet("./good", "./nodocs", "./silenced"); code != 0 {
 		t.Errorf("go vet -vettool=carmy on clean packages: exit %d\n%s%s", code, stdout, stderr)
 	}
+
+	t.Run("Flags", func(t *testing.T) {
+		// -json: one object for all packages, as the standard drivers
+		// print it, and exit status 0.
+		code, stdout, stderr := vet("-json", "./nogen", "./testonly", "./good")
+		var tree map[string]map[string][]struct {
+			Category string `json:"category"`
+			Posn     string `json:"posn"`
+			Message  string `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &tree); code != 0 || err != nil {
+			t.Fatalf("carmy vet -json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+		}
+		nogen := tree["example.com/vetmod/nogen"]["carmy"]
+		if len(tree) != 2 || len(nogen) != 1 || nogen[0].Category != "generate" || !strings.HasSuffix(nogen[0].Posn, "nogen.go:15:16") {
+			t.Errorf("carmy vet -json: want one generate finding in nogen and one in testonly's tests, got\n%s", stdout)
+		}
+		// -test=false: nothing in test files.
+		if code, stdout, stderr := vet("-test=false", "./testonly"); code != 0 || stdout+stderr != "" {
+			t.Errorf("carmy vet -test=false ./testonly: exit %d, want 0\n%s%s", code, stdout, stderr)
+		}
+		// -c=1: the line and one on either side.
+		code, _, stderr = vet("-c=1", "./nogen")
+		if want := regexp.MustCompile(`(?m)^\S+nogen.go:15:16: carmy: .*\n14\t\n15\tvar echoTool = carmy.Tool\(echo, carmy.None\).*\n16\t\n\z`); code != 3 || !want.MatchString(stderr) {
+			t.Errorf("carmy vet -c=1 ./nogen: exit %d, want 3 and the lines 14 to 16\n%s", code, stderr)
+		}
+		// Errors: exit status 1, with go vet's message.
+		if code, _, stderr := vet("./missing"); code != 1 || !strings.Contains(stderr, "missing") {
+			t.Errorf("carmy vet ./missing: exit %d, want 1\n%s", code, stderr)
+		}
+		if code, _, stderr := vet("-fix", "./nogen"); code != 2 || !strings.Contains(stderr, "usage: carmy vet") {
+			t.Errorf("carmy vet -fix: exit %d, want 2 and the usage\n%s", code, stderr)
+		}
+	})
 }
 
 func goPath(t *testing.T) string {

@@ -6,13 +6,16 @@ import "github.com/carmy-dev/carmy"
 
 func init() {
 	carmy.RegisterComments(map[string]string{
-		"example.com/vetmod/good.Search":             "Search is the input of search.",
-		"example.com/vetmod/good.Search.Limit":       "Limit of results; 0 for the default.",
-		"example.com/vetmod/good.Search.Query":       "Query to look for.",
-		"example.com/vetmod/good.search":             "Search the catalogue.",
-		"example.com/vetmod/good/model.Hit":          "Hit is one thing found.",
-		"example.com/vetmod/good/model.Hit.Title":    "Title of the thing.",
-		"example.com/vetmod/good/model.Results":      "Results of a search: declared in another package of the module, whose comments carmy gen and carmy vet read from its source.",
-		"example.com/vetmod/good/model.Results.Hits": "Hits, best first.",
+		"example.com/vetmod/good.Search":                  "Search is the input of search.",
+		"example.com/vetmod/good.Search.Limit":            "Limit of results; 0 for the default.",
+		"example.com/vetmod/good.Search.Query":            "Query to look for.",
+		"example.com/vetmod/good.search":                  "Search the catalogue.",
+		"example.com/vetmod/good/model.Hit":               "Hit is one thing found.",
+		"example.com/vetmod/good/model.Hit.Price":         "Price of the thing, from a package that package good does not import.",
+		"example.com/vetmod/good/model.Hit.Title":         "Title of the thing.",
+		"example.com/vetmod/good/model.Results":           "Results of a search: declared in another package of the module, whose comments carmy gen reads from its source and carmy vet from its analysis.",
+		"example.com/vetmod/good/model.Results.Hits":      "Hits, best first.",
+		"example.com/vetmod/good/model/price.Price":       "Price of a thing, in cents.",
+		"example.com/vetmod/good/model/price.Price.Cents": "Cents, never negative.",
 	})
 }

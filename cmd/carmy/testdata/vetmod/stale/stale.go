@@ -19,7 +19,7 @@ type Pong struct {
 	Best   model.Hit `json:"best"`
 }
 
-var pingTool = carmy.Tool(ping, carmy.Read) // want `^carmy: carmy_gen.go is out of date \(missing: example.com/vetmod/good/model.Hit and 2 more; changed: example.com/vetmod/stale.Ping.Host; no longer in the source: example.com/vetmod/stale.Gone\); run go generate`
+var pingTool = carmy.Tool(ping, carmy.Read) // want `^carmy: carmy_gen.go is out of date \(missing: example.com/vetmod/good/model.Hit and 5 more; changed: example.com/vetmod/stale.Ping.Host; no longer in the source: example.com/vetmod/stale.Gone\); run go generate`
 
 // Reach a host.
 func ping(ctx context.Context, in Ping) (Pong, error) { return Pong{}, nil }

@@ -41,8 +41,7 @@ var consoleURLPattern = regexp.MustCompile(`http://127\.0\.0\.1:\d+/console\?tok
 func listen(t *testing.T, b *carmy.Builder) (printed, logged string) {
 	t.Helper()
 	out, log := &syncBuffer{}, &syncBuffer{}
-	t.Cleanup(carmy.SetConsoleOut(out))
-	t.Cleanup(carmy.SetConsoleTerminal(true))
+	carmy.SetConsoleOut(b, out, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Logger(slog.New(slog.NewTextHandler(log, nil))).Listen(ctx, "127.0.0.1:0") }()
@@ -119,11 +118,10 @@ func TestConsoleSecretNotLogged(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", dir)
 	out, log := &syncBuffer{}, &syncBuffer{}
-	t.Cleanup(carmy.SetConsoleOut(out))
-	t.Cleanup(carmy.SetConsoleTerminal(false))
+	b := carmy.SetConsoleOut(carmy.New(), out, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- carmy.New().Logger(slog.New(slog.NewTextHandler(log, nil))).Listen(ctx, "127.0.0.1:0") }()
+	go func() { done <- b.Logger(slog.New(slog.NewTextHandler(log, nil))).Listen(ctx, "127.0.0.1:0") }()
 	t.Cleanup(func() {
 		cancel()
 		<-done

@@ -347,8 +347,7 @@ func TestServeDrainTimeout(t *testing.T) {
 // timeout; an idle kept-alive connection is closed after the idle timeout.
 func TestServerTimeouts(t *testing.T) {
 	const timeout = 100 * time.Millisecond
-	defer carmy.SetServerTimeouts(timeout, timeout)()
-	reg, err := carmy.New().Build()
+	reg, err := carmy.SetServerTimeouts(carmy.New(), timeout, timeout).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

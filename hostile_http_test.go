@@ -620,9 +620,8 @@ func rawExchange(t *testing.T, srv *httptest.Server, head, body string, wait tim
 // deadline is not cut off.
 func TestSlowBody(t *testing.T) {
 	const deadline = 200 * time.Millisecond
-	defer carmy.SetBodyReadTimeout(deadline)()
 	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})
-	srv, _ := boundaryServer(t, carmy.New().Authenticate(tokens))
+	srv, _ := boundaryServer(t, carmy.SetBodyReadTimeout(carmy.New(), deadline).Authenticate(tokens))
 	headAt := func(host, path, token string, length int) string {
 		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", path, host, token, length)
 	}

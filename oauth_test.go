@@ -160,6 +160,17 @@ func newOAuth(t testing.TB, iss *testIssuer, scopes ...string) carmy.Authenticat
 	return a
 }
 
+// newOAuthRefreshing is newOAuth fetching the issuer's keys again at most
+// once per interval.
+func newOAuthRefreshing(t testing.TB, iss *testIssuer, interval time.Duration) carmy.Authenticator {
+	t.Helper()
+	a, err := carmy.OAuthKeyRefresh(context.Background(), carmy.OAuthConfig{Issuer: iss.URL, Audience: testAudience}, interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func authenticate(a carmy.Authenticator, token string) (carmy.Identity, error) {
 	req := httptest.NewRequest("GET", "/tools", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -291,9 +302,8 @@ func TestOAuthPermissions(t *testing.T) {
 // refused while the issuer does not publish it, accepted once it does,
 // without a restart; a key the issuer dropped stops working.
 func TestOAuthKeyRotation(t *testing.T) {
-	defer carmy.SetKeyRefreshInterval(0)()
 	iss := newTestIssuer(t)
-	a := newOAuth(t, iss)
+	a := newOAuthRefreshing(t, iss, 0)
 	start := iss.fetches.Load()
 	claims := iss.claims("alice", "")
 	old := sign(t, jose.ES256, ecKey(), "es", claims)
@@ -346,10 +356,9 @@ func eventually(f func() bool) bool {
 // issuer.
 func TestOAuthKeyFetchLimit(t *testing.T) {
 	const interval = 200 * time.Millisecond
-	defer carmy.SetKeyRefreshInterval(interval)()
 	iss := newTestIssuer(t)
 	started := time.Now()
-	a := newOAuth(t, iss)
+	a := newOAuthRefreshing(t, iss, interval)
 	if n := iss.fetches.Load(); n != 1 {
 		t.Errorf("%d key fetches at start, want 1", n)
 	}

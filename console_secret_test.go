@@ -62,6 +62,7 @@ func listen(t *testing.T, b *carmy.Builder) (printed, logged string) {
 // A server without an authenticator prints its console URL, whose secret
 // alone lets a browser decide approvals; the agent, without it, cannot.
 func TestListenPrintsConsoleURL(t *testing.T) {
+	t.Parallel()
 	del := carmy.Tool(func(DeleteNote) error { return nil }, carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))
 	printed, logged := listen(t, carmy.New().Tool(del))
 	link := consoleURLPattern.FindString(printed)
@@ -115,6 +116,7 @@ func TestListenPrintsConsoleURL(t *testing.T) {
 // goes to a file only the user can read, whose path is logged; the secret
 // is neither printed nor logged.
 func TestConsoleSecretNotLogged(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	dir := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", dir)
 	out, log := &syncBuffer{}, &syncBuffer{}
@@ -149,6 +151,7 @@ func TestConsoleSecretNotLogged(t *testing.T) {
 }
 
 func TestListenWithAuthenticatorPrintsNoSecret(t *testing.T) {
+	t.Parallel()
 	printed, _ := listen(t, carmy.New().Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("x"), Principal: "p"})))
 	if strings.Contains(printed, "token=") {
 		t.Fatalf("printed %q; a server with an authenticator has no console secret", printed)

@@ -215,9 +215,13 @@ func TestServeGracefulShutdown(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- reg.Serve(ctx, ln, 5*time.Second) }()
 
-	transport := &http.Transport{MaxIdleConnsPerHost: calls}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	// Each call dials a connection of its own. A transport that keeps
+	// connections alive may dial one for a call that then goes out on a
+	// connection an earlier call freed (on a busy machine the first calls
+	// end before the last start): the dialed one stays unused, and a
+	// server that shuts down waits 5 seconds for a new connection's first
+	// request.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String() + "/tools/slow_echo"
 	type outcome struct {
 		n, status int

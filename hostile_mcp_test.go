@@ -391,6 +391,7 @@ func TestMCPSessionLimits(t *testing.T) {
 		return rep.status == http.StatusOK
 	}
 	t.Run("idle timeout", func(t *testing.T) {
+		t.Parallel()
 		// The busy session is used every fifth of the timeout. A machine
 		// that holds the test longer than the timeout between two uses
 		// rightly closes it: then the test tries a longer timeout.
@@ -426,16 +427,32 @@ func TestMCPSessionLimits(t *testing.T) {
 		}
 	})
 	t.Run("a call in progress is not idle", func(t *testing.T) {
-		f := newMCPFixture(t, carmy.New().SessionTimeout(100*time.Millisecond))
-		c := f.client(t, "alice-secret").open()
-		if rep := c.post(callBody(4, "hold", `{"for_ms":300}`, "")); rep.toolError() != "" || rep.status != http.StatusOK {
-			t.Fatalf("hold: %d %s", rep.status, rep.text)
-		}
-		if !alive(c) {
-			t.Fatal("the session closed during a call")
+		t.Parallel()
+		// The call lasts three timeouts; the timeout runs again from its
+		// end. A machine that holds the test longer than the timeout after
+		// the call rightly closes the session: then the test tries a
+		// longer timeout.
+		for timeout := 100 * time.Millisecond; ; timeout *= 4 {
+			f := newMCPFixture(t, carmy.New().SessionTimeout(timeout))
+			c := f.client(t, "alice-secret").open()
+			ended := time.Now().Add(3 * timeout) // at the earliest
+			if rep := c.post(callBody(4, "hold", fmt.Sprintf(`{"for_ms":%d}`, 3*timeout.Milliseconds()), "")); rep.toolError() != "" || rep.status != http.StatusOK {
+				t.Fatalf("hold: %d %s", rep.status, rep.text)
+			}
+			if alive(c) {
+				return
+			}
+			if gap := time.Since(ended); gap < timeout {
+				t.Fatalf("the session closed during a call, or %v after it; the timeout is %v", gap, timeout)
+			}
+			if timeout > 2*time.Second {
+				t.Fatal("the session closed after the call at every timeout tried")
+			}
+			t.Logf("the machine held the test longer than the timeout of %v after the call; trying %v", timeout, 4*timeout)
 		}
 	})
 	t.Run("an open stream is not idle", func(t *testing.T) {
+		t.Parallel()
 		f := newMCPFixture(t, carmy.New().SessionTimeout(200*time.Millisecond))
 		c := f.client(t, "alice-secret").open()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -466,6 +483,7 @@ func TestMCPSessionLimits(t *testing.T) {
 		}
 	})
 	t.Run("least recently used goes first", func(t *testing.T) {
+		t.Parallel()
 		f := newMCPFixture(t, carmy.New().MaxSessions(2))
 		a1 := f.client(t, "alice-secret").open()
 		a2 := f.client(t, "alice-secret").open()
@@ -485,6 +503,7 @@ func TestMCPSessionLimits(t *testing.T) {
 		}
 	})
 	t.Run("settings must be positive", func(t *testing.T) {
+		t.Parallel()
 		_, err := carmy.New().SessionTimeout(0).MaxSessions(-1).Build()
 		if err == nil || !strings.Contains(err.Error(), "SessionTimeout") || !strings.Contains(err.Error(), "MaxSessions") {
 			t.Fatalf("Build: %v", err)

@@ -29,6 +29,7 @@ import (
 const maxExecuteAllocs = 15
 
 func TestExecuteAllocs(t *testing.T) {
+	// Serial: AllocsPerRun counts every goroutine's allocations.
 	if testing.Short() {
 		t.Skip("measures allocations; not in -short")
 	}

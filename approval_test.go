@@ -110,6 +110,7 @@ func (h withHeader) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func TestApprovalsWithoutAuthenticator(t *testing.T) {
+	t.Parallel()
 	srv, reg, runs := approvalServer(t, carmy.New())
 	agent := http.DefaultClient
 	person := consoleClient(t, srv, reg)
@@ -177,6 +178,7 @@ func TestApprovalsWithoutAuthenticator(t *testing.T) {
 }
 
 func TestApprovalDenied(t *testing.T) {
+	t.Parallel()
 	srv, reg, runs := approvalServer(t, carmy.New())
 	person := consoleClient(t, srv, reg)
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
@@ -210,6 +212,7 @@ func TestApprovalDenied(t *testing.T) {
 }
 
 func TestApprovalsWithTokens(t *testing.T) {
+	t.Parallel()
 	srv, _, runs := approvalServer(t, carmy.New().Authenticate(carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("agent"), Principal: "agent"},
 		carmy.Token{SHA256: carmy.HashToken("other-agent"), Principal: "other-agent"},
@@ -263,6 +266,7 @@ func TestApprovalsWithTokens(t *testing.T) {
 }
 
 func TestApprovalRetryWithRequestID(t *testing.T) {
+	t.Parallel()
 	srv, reg, runs := approvalServer(t, carmy.New())
 	person := consoleClient(t, srv, reg)
 	call := func(key string) (int, any) {
@@ -283,6 +287,7 @@ func TestApprovalRetryWithRequestID(t *testing.T) {
 }
 
 func TestApprovalExpires(t *testing.T) {
+	t.Parallel()
 	srv, reg, runs := approvalServer(t, carmy.New().ApprovalTimeout(50*time.Millisecond))
 	person := consoleClient(t, srv, reg)
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
@@ -299,6 +304,7 @@ func TestApprovalExpires(t *testing.T) {
 // An agent that waits on GET /approvals/{id}?wait= learns of the decision
 // at once, and its retry runs.
 func TestApprovalWait(t *testing.T) {
+	t.Parallel()
 	srv, reg, runs := approvalServer(t, carmy.New())
 	person := consoleClient(t, srv, reg)
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
@@ -324,6 +330,7 @@ func TestApprovalWait(t *testing.T) {
 // says what to do without one. The grants a host could give are in the
 // details, not in the message the model reads.
 func TestApprovalInProcess(t *testing.T) {
+	t.Parallel()
 	_, reg, _ := approvalServer(t, carmy.New())
 	_, err := reg.Execute(context.Background(), carmy.Call{Tool: "delete_note", Input: []byte(`{"id":7}`)})
 	var e *carmy.Error
@@ -357,6 +364,7 @@ func checkModelMessage(t *testing.T, e *carmy.Error) {
 // The retry of an approved call whose outcome is no longer recorded does
 // not run again: the approval let one call run.
 func TestApprovalRetryAfterRecordExpired(t *testing.T) {
+	t.Parallel()
 	srv, reg, runs := approvalServer(t, carmy.New().IdempotencyTTL(20*time.Millisecond))
 	person := consoleClient(t, srv, reg)
 	call := func() (int, any) {
@@ -376,6 +384,7 @@ func TestApprovalRetryAfterRecordExpired(t *testing.T) {
 // An approved call that never starts (its tool was busy) leaves the
 // approval for its next try.
 func TestApprovalKeptWhenTheCallCannotStart(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var runs atomic.Int32
 	slow := carmy.Tool(func(ctx context.Context, in DeleteNote) error {
@@ -425,6 +434,7 @@ func TestApprovalKeptWhenTheCallCannotStart(t *testing.T) {
 // name the approval and who gave it, and the refusal that asked for it is
 // audited too.
 func TestApprovalAudited(t *testing.T) {
+	t.Parallel()
 	var (
 		mu   sync.Mutex
 		recs []carmy.AuditRecord
@@ -468,6 +478,7 @@ func TestApprovalAudited(t *testing.T) {
 // TestApprovalDecisionLogged: a decision is logged with who decided what,
 // on which input (its digest) and when, for the audit of people.
 func TestApprovalDecisionLogged(t *testing.T) {
+	t.Parallel()
 	logs := &logBuffer{}
 	del := carmy.Tool(func(in DeleteNote) (uint64, error) { return in.ID, nil }, carmy.Destructive,
 		carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))

@@ -19,6 +19,7 @@ import (
 // OAuth tokens that carry all of a user's permissions do) cannot approve
 // or deny its own call; another approver can.
 func TestSeparationOfDuties(t *testing.T) {
+	t.Parallel()
 	srv, _, runs := approvalServer(t, carmy.New().Authenticate(carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("agent"), Principal: "agent", Permissions: []string{"approve:*"}},
 		carmy.Token{SHA256: carmy.HashToken("agent2"), Principal: "agent2", Permissions: []string{"approve:delete_note"}},
@@ -65,6 +66,7 @@ func TestSeparationOfDuties(t *testing.T) {
 // call tools, but never decide: the preflight of a decision is not
 // answered, and a decision it sends anyway is refused, token or secret.
 func TestDecisionsOnlyFromTheConsoleOrigin(t *testing.T) {
+	t.Parallel()
 	const page = "http://localhost:5173"
 	srv, _, runs := approvalServer(t, carmy.New().AllowOrigins(page).Authenticate(carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("agent"), Principal: "agent"},
@@ -112,6 +114,7 @@ func TestDecisionsOnlyFromTheConsoleOrigin(t *testing.T) {
 // every character that could disguise text escaped. The same text is the
 // MCP prompt's.
 func TestApprovalTextIsWhatRuns(t *testing.T) {
+	t.Parallel()
 	type In struct {
 		ID   uint64 `json:"id"`
 		Path string `json:"path"`
@@ -146,6 +149,7 @@ func TestApprovalTextIsWhatRuns(t *testing.T) {
 // as 0, so an approval of 0 covers -0: then the tool gets 0, never the
 // float -0, whether it reads a float, a free-form value, or raw JSON.
 func TestNegativeZeroIsZero(t *testing.T) {
+	t.Parallel()
 	type In struct {
 		Amount float64         `json:"amount"`
 		Small  float32         `json:"small"`
@@ -180,6 +184,7 @@ func TestNegativeZeroIsZero(t *testing.T) {
 // approval, retried with its request id after the same input got a new
 // pending approval, gets its recorded outcome, not a new refusal.
 func TestApprovedRetryReplaysDespiteANewApproval(t *testing.T) {
+	t.Parallel()
 	srv, reg, runs := approvalServer(t, carmy.New())
 	person := consoleClient(t, srv, reg)
 	call := func(key string) (int, any) {
@@ -216,6 +221,7 @@ func TestApprovedRetryReplaysDespiteANewApproval(t *testing.T) {
 // TestDenialSurvivesAFlood: a requester that floods the approvals with
 // calls of its own does not erase a person's denial.
 func TestDenialSurvivesAFlood(t *testing.T) {
+	t.Parallel()
 	srv, reg, runs := approvalServer(t, carmy.New())
 	person := consoleClient(t, srv, reg)
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)

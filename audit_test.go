@@ -91,6 +91,7 @@ func auditTools(sink *auditLog, ran *[]string, mu *sync.Mutex) []*carmy.ToolDef 
 // One record per decision: every call of a write or destructive tool,
 // every refusal, and a started record before a destructive tool runs.
 func TestAuditRecordsEveryDecision(t *testing.T) {
+	t.Parallel()
 	sink := &auditLog{}
 	var (
 		ran []string
@@ -179,6 +180,7 @@ func TestAuditRecordsEveryDecision(t *testing.T) {
 
 // The digest of a confirmation refusal is the one the grant must name.
 func TestAuditDigestIsTheConfirmationDigest(t *testing.T) {
+	t.Parallel()
 	sink := &auditLog{}
 	drop := carmy.Tool(func(in Target) error { return nil }, carmy.Destructive, carmy.Name("drop"), carmy.RequireConfirmation(), carmy.Register(false))
 	reg, err := carmy.New().Tool(drop).Audit(sink).Build()
@@ -205,6 +207,7 @@ func (full) Write(p []byte) (int, error) { return 0, syscall.ENOSPC }
 // When the sink fails, a destructive tool does not run: unavailable,
 // retryable; a write tool runs, and the failure is logged and counted.
 func TestAuditSinkFailure(t *testing.T) {
+	t.Parallel()
 	var (
 		ran  []string
 		mu   sync.Mutex
@@ -281,6 +284,7 @@ func (f *syncFile) Sync() error {
 // The JSON-lines sink syncs a destructive tool's records, and only those;
 // a failed sync refuses the destructive tool.
 func TestJSONLinesAuditorSyncsDestructiveRecords(t *testing.T) {
+	t.Parallel()
 	f := &syncFile{}
 	var (
 		ran []string
@@ -321,6 +325,7 @@ func (w *tearing) Write(p []byte) (int, error) {
 }
 
 func TestJSONLinesAuditorAfterATornWrite(t *testing.T) {
+	t.Parallel()
 	w := &tearing{tear: true}
 	a := carmy.NewJSONLinesAuditor(w)
 	ctx := context.Background()
@@ -340,6 +345,7 @@ func TestJSONLinesAuditorAfterATornWrite(t *testing.T) {
 // AuditFile appends JSON lines to a file of mode 0600 that Close closes;
 // the lines decode back into the records.
 func TestAuditFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	if err := os.WriteFile(path, []byte(`{"tool":"earlier"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -405,6 +411,7 @@ var _ io.Closer = (*closingSink)(nil)
 // AuditURL opens the sink registered for the URL's scheme, which Close
 // closes; an unknown scheme is a Build error that never shows the URL.
 func TestAuditURL(t *testing.T) {
+	t.Parallel()
 	var opened []string
 	sink := &closingSink{}
 	carmy.RegisterAuditor("testaudit", func(url string) (carmy.Auditor, error) {
@@ -436,6 +443,7 @@ func TestAuditURL(t *testing.T) {
 
 // App adds the sink of CARMY_AUDIT_FILE.
 func TestAppAuditFile(t *testing.T) {
+	// Serial: t.Chdir and t.Setenv change the whole process.
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	t.Chdir(t.TempDir())
 	t.Setenv("CARMY_AUDIT_FILE", path)

@@ -15,6 +15,7 @@ import (
 // which may hold the credential, never reach the log; the refusal is
 // logged with its code.
 func TestAuthenticatorErrorNotLogged(t *testing.T) {
+	t.Parallel()
 	const secret = "sk-live-4242-very-secret"
 	for _, tt := range []struct {
 		name string
@@ -56,6 +57,7 @@ func TestAuthenticatorErrorNotLogged(t *testing.T) {
 // TestPrincipalNotUTF8: an authenticator that names a principal that is
 // not valid UTF-8 gets its caller a 401, on every door, not a 500.
 func TestPrincipalNotUTF8(t *testing.T) {
+	t.Parallel()
 	reg, err := carmy.New().Authenticate(carmy.AuthenticatorFunc(func(*http.Request) (carmy.Identity, error) {
 		return carmy.Identity{Principal: "agent\xff\xfe"}, nil
 	})).Logger(quietLogger()).Tool(boundaryTools()...).Build()

@@ -55,9 +55,8 @@ func (b *Builder) AllowOrigins(origins ...string) *Builder {
 }
 
 // bodyReadTimeout bounds how long a client has to send a request's body,
-// counted from when its headers were read. A variable so that tests can
-// shorten it.
-var bodyReadTimeout = 30 * time.Second
+// counted from when its headers were read.
+const bodyReadTimeout = 30 * time.Second
 
 // protect wraps the handler's routes in the boundary every route shares
 // (package guard), refusing as every other refusal of the handler is
@@ -67,7 +66,7 @@ func (r *Registry) protect(next http.Handler, hosts []guard.Host, origins []stri
 		Hosts:           hosts,
 		Origins:         origins,
 		BodyLimit:       r.bodyLimit,
-		BodyReadTimeout: bodyReadTimeout,
+		BodyReadTimeout: r.tuning.bodyRead(),
 		Authenticated:   r.auth != nil,
 		Public:          isResourceMetadata,
 		NoCORS:          isDecision,

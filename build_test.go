@@ -146,6 +146,7 @@ func btBuildErrors(t *testing.T, err error) []*carmy.BuildError {
 }
 
 func TestBuildErrors(t *testing.T) {
+	t.Parallel()
 	longName := strings.Repeat("a", 129)
 	tests := []struct {
 		name  string
@@ -412,6 +413,7 @@ func TestBuildErrors(t *testing.T) {
 }
 
 func TestBuildAcceptsPointerRequired(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		def  *carmy.ToolDef
@@ -431,6 +433,7 @@ func TestBuildAcceptsPointerRequired(t *testing.T) {
 }
 
 func TestBuildDuplicateNames(t *testing.T) {
+	t.Parallel()
 	first, site1 := carmy.Tool(btOK, carmy.Read, carmy.Name("dup"), carmy.Register(false)), btHere()
 	second, site2 := carmy.Tool(func() error { return nil }, carmy.Write, carmy.Name("dup"), carmy.Register(false)), btHere()
 	_, err := carmy.New().Tool(first, second).Build()
@@ -456,6 +459,7 @@ func TestBuildDuplicateNames(t *testing.T) {
 }
 
 func TestBuildDuplicateDerivedNames(t *testing.T) {
+	t.Parallel()
 	var n tdNamer
 	_, err := carmy.New().Tool(
 		carmy.Tool(n.createOrder, carmy.Write, carmy.Register(false)),
@@ -468,6 +472,7 @@ func TestBuildDuplicateDerivedNames(t *testing.T) {
 }
 
 func TestBuildReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
 	noEffect, site1 := carmy.Tool(btOK, 0, carmy.Name("p_no_effect"), carmy.Register(false)), btHere()
 	twoIn, site2 := carmy.Tool(func(btIn, btIn2) error { return nil }, carmy.Read, carmy.Name("p_two_in"), carmy.Register(false)), btHere()
 	badName, site3 := carmy.Tool(btOK, carmy.Read, carmy.Name("bad name"), carmy.Register(false)), btHere()
@@ -510,6 +515,7 @@ func TestBuildReportsEveryProblemAtOnce(t *testing.T) {
 }
 
 func TestBuildBuilderMistakes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		mk   func() (*carmy.Builder, string)
@@ -542,6 +548,7 @@ func TestBuildBuilderMistakes(t *testing.T) {
 }
 
 func TestBuildEmpty(t *testing.T) {
+	t.Parallel()
 	r, err := carmy.New().Build()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
@@ -559,6 +566,7 @@ type btStore struct{ orders []string }
 type btWhoIn struct{}
 
 func TestRegistryToolsSortedWithSchemas(t *testing.T) {
+	t.Parallel()
 	r, err := carmy.New().Tool(
 		carmy.Tool(btOK, carmy.Read, carmy.Name("zeta"), carmy.Register(false)),
 		carmy.Tool(func() error { return nil }, carmy.Write, carmy.Name("alpha"), carmy.Register(false)),
@@ -628,6 +636,7 @@ func TestRegistryToolsSortedWithSchemas(t *testing.T) {
 }
 
 func TestRegistryLookup(t *testing.T) {
+	t.Parallel()
 	def := carmy.Tool(btOK, carmy.Read, carmy.Name("lookup_me"), carmy.Description("Finds things"), carmy.Register(false))
 	r, err := carmy.New().Tool(def).Build()
 	if err != nil {
@@ -661,6 +670,7 @@ func TestRegistryLookup(t *testing.T) {
 }
 
 func TestRegistrySameDefTwiceCountsOnce(t *testing.T) {
+	t.Parallel()
 	def := carmy.Tool(btOK, carmy.Read, carmy.Name("once"), carmy.Register(false))
 	r, err := carmy.New().Tool(def, def).Tool(def).Build()
 	if err != nil {
@@ -683,6 +693,7 @@ var (
 )
 
 func TestAppRegistry(t *testing.T) {
+	t.Parallel()
 	inTest := carmy.Tool(func() error { return nil }, carmy.Read, carmy.Name("carmy_test_app_in_test"), carmy.Register(false))
 	_ = inTest
 	r, err := carmy.App().Build()
@@ -729,6 +740,7 @@ func TestAppRegistry(t *testing.T) {
 }
 
 func TestBuildState(t *testing.T) {
+	t.Parallel()
 	store := &btStore{orders: []string{"A-1"}}
 	tests := []struct {
 		name  string
@@ -776,6 +788,7 @@ func TestBuildState(t *testing.T) {
 }
 
 func TestRegistryCloseIdempotent(t *testing.T) {
+	t.Parallel()
 	r, err := carmy.New().Tool(carmy.Tool(btOK, carmy.Read, carmy.Name("closing"), carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatalf("Build: %v", err)
@@ -798,6 +811,7 @@ func TestRegistryCloseIdempotent(t *testing.T) {
 // TestBuildWhileExecuting builds registries of new types, which share the
 // cached model of string with a tool that is running.
 func TestBuildWhileExecuting(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func() (string, error) { return "x", nil }, carmy.Read, carmy.Name("s"), carmy.ParallelSafe(), carmy.Register(false))))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -181,6 +181,7 @@ type Builder struct {
 	maxSessions    int
 	signals        bool // shut down on SIGINT and SIGTERM (App)
 	mcpConfig      mcpConfig
+	tuning         tuning // defaults in production; tests change them
 }
 
 // New returns an empty builder: no configuration file, no automatically
@@ -465,6 +466,7 @@ func (b *Builder) Build() (*Registry, error) {
 	r.streams, r.endStreams = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
 	r.mcpConfig = b.mcpConfig.clone()
+	r.tuning = b.tuning
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}

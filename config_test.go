@@ -31,6 +31,7 @@ func writeConfig(t *testing.T, src string) string {
 // App applies the configuration to its builder, and reports a bad one from
 // Build, Listen and Run.
 func TestAppSettings(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	t.Setenv("CARMY_CONFIG", filepath.Join("internal", "config", "testdata", "full.toml"))
 	t.Setenv("CARMY_LISTEN", "")
 	t.Setenv("CARMY_BODY_LIMIT", "")

@@ -62,6 +62,7 @@ func singleClient(t *testing.T, reg *carmy.Registry, transport, version string, 
 // breaks the form: TestConfirmAnswerBreaksTheForm sends them.) A client of a protocol version without elicitation is
 // never asked, and a host that turned forms off is never asked by form.
 func TestConfirmOverSingleClient(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		answer  *mcp.ElicitResult
@@ -144,6 +145,7 @@ func TestConfirmOverSingleClient(t *testing.T) {
 // approves there, and the waiting call runs once. Forms turned off, the
 // same client is still sent there.
 func TestConfirmOverStdioByURL(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		for _, noForms := range []bool{false, true} {
 			t.Run(version+map[bool]string{true: "/forms off"}[noForms], func(t *testing.T) {
@@ -296,6 +298,7 @@ type Patient struct {
 // own (Context.Elicit), is invalid_input naming the fields, not a
 // retryable failure; and the tool does not run.
 func TestConfirmAnswerBreaksTheForm(t *testing.T) {
+	t.Parallel()
 	var admitted atomic.Int32
 	admit := carmy.Tool(func(ctx carmy.Context) (string, error) {
 		var p Patient
@@ -384,6 +387,7 @@ type Nested struct {
 // tool's error, asked of nobody; and a client whose protocol version has
 // no elicitation is never asked, whatever it declares.
 func TestElicitForm(t *testing.T) {
+	t.Parallel()
 	paint := carmy.Tool(func(ctx carmy.Context) (string, error) {
 		var p Paint
 		if ok, err := ctx.Elicit("Which paint?", &p); err != nil || !ok {
@@ -441,6 +445,7 @@ func TestElicitForm(t *testing.T) {
 // the refusal a model reads is short, links to the approval's page with an
 // absolute URL, and leaves the grants a host could give to the details.
 func TestRefusalForTheModel(t *testing.T) {
+	t.Parallel()
 	srv, _, _ := approvalServer(t, carmy.New())
 	status, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
 	e := errObj(body)

@@ -71,6 +71,7 @@ const (
 // to a question never asked is not taken. Each case starts with a fresh
 // server.
 func TestSessionlessConfirmationState(t *testing.T) {
+	t.Parallel()
 	const a, b = `{"text":"A"}`, `{"text":"B"}`
 	tests := []struct {
 		name string
@@ -199,6 +200,7 @@ type Ask struct {
 // holds for the rounds that the tool's own questions add, once each: the
 // state a round hands on is not taken twice, nor for another input.
 func TestSessionlessConfirmationHoldsForTheToolsRounds(t *testing.T) {
+	t.Parallel()
 	var runs, done atomic.Int32
 	tool := carmy.Tool(func(ctx carmy.Context, in HostNote) (string, error) {
 		runs.Add(1)

@@ -38,6 +38,7 @@ func sha(s string) string {
 }
 
 func TestConfirmation(t *testing.T) {
+	t.Parallel()
 	// The canonical form of {"order_id": 7} in any notation.
 	digest := sha(`{"order_id":7}`)
 	tests := []struct {
@@ -97,6 +98,7 @@ func upper(s string) string {
 }
 
 func TestConfirmationComesAfterValidation(t *testing.T) {
+	t.Parallel()
 	reg, runs := confirmRegistry(t)
 	_, err := reg.Execute(context.Background(), carmy.Call{Tool: "cancel_order", Input: []byte(`{"order_id":"seven"}`)})
 	if carmy.CodeOf(err) != carmy.CodeInvalidInput {
@@ -108,6 +110,7 @@ func TestConfirmationComesAfterValidation(t *testing.T) {
 }
 
 func TestConfirmationDigestKeepsBigIntegersExact(t *testing.T) {
+	t.Parallel()
 	var got uint64
 	tool := carmy.Tool(func(in struct {
 		N uint64 `json:"n"`

@@ -191,15 +191,11 @@ func (r *Registry) serveExecutions(w http.ResponseWriter, req *http.Request) {
 	}))
 }
 
-// consoleOut is where a server prints its console URL when it is a
-// terminal; a variable so that tests can read it.
-var consoleOut io.Writer = os.Stderr
-
-// isTerminal reports whether w is a terminal, where a person reads; a
-// variable so that tests can say either. Under systemd, Docker or
-// Kubernetes, standard error is a pipe or a file that a log collector
-// reads, and whoever reads the logs would get the approver's rights.
-var isTerminal = func(w io.Writer) bool {
+// isTerminal reports whether w is a terminal, where a person reads. Under
+// systemd, Docker or Kubernetes, standard error is a pipe or a file that a
+// log collector reads, and whoever reads the logs would get the
+// approver's rights.
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -233,8 +229,8 @@ func (r *Registry) announceConsole(addr net.Addr) {
 		return
 	}
 	link := r.ConsoleURL(base)
-	if isTerminal(consoleOut) {
-		fmt.Fprintf(consoleOut, "carmy: to see the tools and approve calls, open %s\n", link)
+	if out, terminal := r.tuning.console(); terminal {
+		fmt.Fprintf(out, "carmy: to see the tools and approve calls, open %s\n", link)
 		return
 	}
 	f, err := os.CreateTemp(consoleDir(), "carmy-console-*.url") // mode 0600

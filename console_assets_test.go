@@ -14,6 +14,7 @@ import (
 // schema's pattern: the pattern in console.js must be the one carmy
 // publishes, or the page falls back to showing the regular expression.
 func TestConsoleKnowsDurationPattern(t *testing.T) {
+	t.Parallel()
 	var schema struct {
 		Properties struct {
 			D struct {

@@ -41,8 +41,7 @@ var consoleURLPattern = regexp.MustCompile(`http://127\.0\.0\.1:\d+/console\?tok
 func listen(t *testing.T, b *carmy.Builder) (printed, logged string) {
 	t.Helper()
 	out, log := &syncBuffer{}, &syncBuffer{}
-	t.Cleanup(carmy.SetConsoleOut(out))
-	t.Cleanup(carmy.SetConsoleTerminal(true))
+	carmy.SetConsoleOut(b, out, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Logger(slog.New(slog.NewTextHandler(log, nil))).Listen(ctx, "127.0.0.1:0") }()
@@ -63,6 +62,7 @@ func listen(t *testing.T, b *carmy.Builder) (printed, logged string) {
 // A server without an authenticator prints its console URL, whose secret
 // alone lets a browser decide approvals; the agent, without it, cannot.
 func TestListenPrintsConsoleURL(t *testing.T) {
+	t.Parallel()
 	del := carmy.Tool(func(DeleteNote) error { return nil }, carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))
 	printed, logged := listen(t, carmy.New().Tool(del))
 	link := consoleURLPattern.FindString(printed)
@@ -116,14 +116,14 @@ func TestListenPrintsConsoleURL(t *testing.T) {
 // goes to a file only the user can read, whose path is logged; the secret
 // is neither printed nor logged.
 func TestConsoleSecretNotLogged(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	dir := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", dir)
 	out, log := &syncBuffer{}, &syncBuffer{}
-	t.Cleanup(carmy.SetConsoleOut(out))
-	t.Cleanup(carmy.SetConsoleTerminal(false))
+	b := carmy.SetConsoleOut(carmy.New(), out, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- carmy.New().Logger(slog.New(slog.NewTextHandler(log, nil))).Listen(ctx, "127.0.0.1:0") }()
+	go func() { done <- b.Logger(slog.New(slog.NewTextHandler(log, nil))).Listen(ctx, "127.0.0.1:0") }()
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -151,6 +151,7 @@ func TestConsoleSecretNotLogged(t *testing.T) {
 }
 
 func TestListenWithAuthenticatorPrintsNoSecret(t *testing.T) {
+	t.Parallel()
 	printed, _ := listen(t, carmy.New().Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("x"), Principal: "p"})))
 	if strings.Contains(printed, "token=") {
 		t.Fatalf("printed %q; a server with an authenticator has no console secret", printed)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestConsolePage(t *testing.T) {
+	t.Parallel()
 	srv, _, _ := approvalServer(t, carmy.New())
 	get := func(path string, header ...string) (*http.Response, string) {
 		t.Helper()
@@ -63,6 +64,7 @@ func TestConsolePage(t *testing.T) {
 // header, never by a cookie: opening the console URL sets none, and a
 // wrong secret makes no approver.
 func TestConsoleSecretExchange(t *testing.T) {
+	t.Parallel()
 	srv, reg, _ := approvalServer(t, carmy.New())
 	_, secret, _ := strings.Cut(reg.ConsoleURL(srv.URL), "?token=")
 	for _, tt := range []struct {
@@ -95,6 +97,7 @@ func TestConsoleSecretExchange(t *testing.T) {
 }
 
 func TestConsoleExecutions(t *testing.T) {
+	t.Parallel()
 	srv, _, _ := approvalServer(t, carmy.New().Authenticate(carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("agent"), Principal: "agent", Permissions: []string{"confirm:delete_note"}},
 		carmy.Token{SHA256: carmy.HashToken("other"), Principal: "other"},

@@ -36,6 +36,7 @@ func ctDeep(ctx context.Context) ctSeen { return ctFrom(ctx) }
 type ctKey struct{}
 
 func TestContextFromInsideTools(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		fn   any
@@ -102,6 +103,7 @@ func TestContextFromInsideTools(t *testing.T) {
 }
 
 func TestContextFromOutsideTools(t *testing.T) {
+	t.Parallel()
 	var nilCtx context.Context
 	tests := []struct {
 		name string
@@ -123,6 +125,7 @@ func TestContextFromOutsideTools(t *testing.T) {
 }
 
 func TestContextFromAfterTheCall(t *testing.T) {
+	t.Parallel()
 	// A context kept by the tool still answers ContextFrom after the call,
 	// and is done.
 	kept := make(chan context.Context, 1)
@@ -147,6 +150,7 @@ func TestContextFromAfterTheCall(t *testing.T) {
 }
 
 func TestContextDoesNotLeakBetweenCalls(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func(ctx carmy.Context) (ctSeen, error) { return ctFrom(ctx), nil },
 		carmy.Read, carmy.Name("who"), carmy.Register(false))))
 	a, err := carmy.Invoke[ctSeen](context.Background(), r, "who", nil, carmy.WithPrincipal("alice"), carmy.WithPermissions("x"), carmy.WithMetadata("k", "v"))
@@ -163,6 +167,7 @@ func TestContextDoesNotLeakBetweenCalls(t *testing.T) {
 }
 
 func TestContextPermissionsAreACopy(t *testing.T) {
+	t.Parallel()
 	perms := []string{"read:orders"}
 	got := make(chan carmy.Permissions, 1)
 	r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func(ctx carmy.Context) error {
@@ -180,6 +185,7 @@ func TestContextPermissionsAreACopy(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   []string

@@ -9,6 +9,7 @@ import (
 )
 
 func TestEffectConversionIsIdentity(t *testing.T) {
+	t.Parallel()
 	if carmy.Effect(carmy.Write) != carmy.Write {
 		t.Fatalf("carmy.Effect(carmy.Write) = %v, want %v", carmy.Effect(carmy.Write), carmy.Write)
 	}
@@ -21,6 +22,7 @@ func TestEffectConversionIsIdentity(t *testing.T) {
 }
 
 func TestEffectString(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		effect carmy.Effect
 		want   string
@@ -43,6 +45,7 @@ func TestEffectString(t *testing.T) {
 }
 
 func TestParseEffect(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    carmy.Effect
@@ -82,6 +85,7 @@ func TestParseEffect(t *testing.T) {
 }
 
 func TestEffectTextRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, e := range []carmy.Effect{carmy.None, carmy.Read, carmy.Write, carmy.ExternalWrite, carmy.Destructive} {
 		t.Run(e.String(), func(t *testing.T) {
 			text, err := e.MarshalText()
@@ -116,6 +120,7 @@ func TestEffectTextRoundTrip(t *testing.T) {
 }
 
 func TestEffectTextErrors(t *testing.T) {
+	t.Parallel()
 	t.Run("marshal unset", func(t *testing.T) {
 		if b, err := carmy.Effect(0).MarshalText(); err == nil {
 			t.Errorf("Effect(0).MarshalText() = %q, nil; want an error", b)
@@ -145,6 +150,7 @@ func TestEffectTextErrors(t *testing.T) {
 }
 
 func TestEffectReadOnly(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		effect carmy.Effect
 		want   bool

@@ -11,6 +11,7 @@ import (
 )
 
 func TestCodeOf(t *testing.T) {
+	t.Parallel()
 	notFound := carmy.Errorf(carmy.CodeNotFound, "order 7 not found")
 	tests := []struct {
 		name string
@@ -35,6 +36,7 @@ func TestCodeOf(t *testing.T) {
 }
 
 func TestCodeStrings(t *testing.T) {
+	t.Parallel()
 	// Codes are part of the wire format.
 	tests := []struct {
 		code carmy.Code
@@ -62,6 +64,7 @@ func TestCodeStrings(t *testing.T) {
 }
 
 func TestErrorfRetryableDefaults(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		code      carmy.Code
 		retryable bool
@@ -98,6 +101,7 @@ func TestErrorfRetryableDefaults(t *testing.T) {
 }
 
 func TestErrorfWrapKeepsCauseInErr(t *testing.T) {
+	t.Parallel()
 	cause := errors.New("dial tcp 10.0.0.7:5432: connection refused")
 	tests := []struct {
 		name   string
@@ -145,6 +149,7 @@ func TestErrorfWrapKeepsCauseInErr(t *testing.T) {
 }
 
 func TestErrorString(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		err  *carmy.Error
@@ -176,6 +181,7 @@ func TestErrorString(t *testing.T) {
 }
 
 func TestErrorAs(t *testing.T) {
+	t.Parallel()
 	orig := carmy.Errorf(carmy.CodePermissionDenied, "no")
 	wrapped := fmt.Errorf("ctx: %w", orig)
 	var e *carmy.Error
@@ -185,6 +191,7 @@ func TestErrorAs(t *testing.T) {
 }
 
 func TestBuildErrorString(t *testing.T) {
+	t.Parallel()
 	cause := errors.New("has no effect")
 	tests := []struct {
 		name string

@@ -7,6 +7,7 @@ import (
 )
 
 func TestExecutionIDs(t *testing.T) {
+	t.Parallel()
 	prev := ""
 	for range 20000 {
 		s, err := newExecutionID()

@@ -23,6 +23,7 @@ type Checked struct {
 // loopback server: each misbehaviour gets the answer it deserves, and the
 // healthy tool keeps answering throughout.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	cancelled := make(chan struct{})
 	entered := make(chan struct{}, 1)
@@ -128,6 +129,7 @@ func TestFaults(t *testing.T) {
 // TestInternalErrorsAreLogged: the cause a caller never sees is in the
 // host's log, under the execution id the caller was given.
 func TestInternalErrorsAreLogged(t *testing.T) {
+	t.Parallel()
 	var logs strings.Builder
 	var mu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))

@@ -193,9 +193,8 @@ func (r *Registry) Serve(ctx context.Context, ln net.Listener, drain time.Durati
 
 // The server's timeouts against slow and idle clients: a client has
 // readHeaderTimeout to send a request's headers, and a kept-alive
-// connection is closed after idleTimeout without a request. Variables so
-// that tests can shorten them.
-var (
+// connection is closed after idleTimeout without a request.
+const (
 	readHeaderTimeout = 10 * time.Second
 	idleTimeout       = 2 * time.Minute
 )
@@ -203,8 +202,8 @@ var (
 func (r *Registry) serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
 	srv := &http.Server{
 		Handler:           r.Handler(),
-		ReadHeaderTimeout: readHeaderTimeout, // against clients that trickle headers
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: r.tuning.readHeader(), // against clients that trickle headers
+		IdleTimeout:       r.tuning.idle(),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn),
 	}

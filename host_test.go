@@ -112,6 +112,7 @@ func hostDo(t *testing.T, client *http.Client, method, url, token, body string) 
 // before anything listens; authentication or an explicit allowance lifts
 // the refusal. Only loopback addresses ever carry traffic here.
 func TestListenExposure(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	tool := carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("noop"), carmy.Register(false))
 	// A free port, to show that nothing took it.
 	probe, err := net.Listen("tcp", "127.0.0.1:0")
@@ -192,6 +193,7 @@ func TestListenExposure(t *testing.T) {
 // callers get their results; calls racing the shutdown either get a whole
 // result or no connection; Serve returns nil and nothing keeps listening.
 func TestServeGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	const calls = 24
 	var inside atomic.Int32
 	echo := carmy.Tool(func(ctx context.Context, in HostEcho) (HostEcho, error) {
@@ -213,9 +215,13 @@ func TestServeGracefulShutdown(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- reg.Serve(ctx, ln, 5*time.Second) }()
 
-	transport := &http.Transport{MaxIdleConnsPerHost: calls}
-	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	// Each call dials a connection of its own. A transport that keeps
+	// connections alive may dial one for a call that then goes out on a
+	// connection an earlier call freed (on a busy machine the first calls
+	// end before the last start): the dialed one stays unused, and a
+	// server that shuts down waits 5 seconds for a new connection's first
+	// request.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String() + "/tools/slow_echo"
 	type outcome struct {
 		n, status int
@@ -293,6 +299,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 
 // A call that outlives the drain timeout is cut off, and Serve says so.
 func TestServeDrainTimeout(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
 	stuck := carmy.Tool(func(context.Context) error {
 		close(entered)
@@ -346,9 +353,9 @@ func TestServeDrainTimeout(t *testing.T) {
 // A client that trickles its headers is cut off after the read-header
 // timeout; an idle kept-alive connection is closed after the idle timeout.
 func TestServerTimeouts(t *testing.T) {
+	t.Parallel()
 	const timeout = 100 * time.Millisecond
-	defer carmy.SetServerTimeouts(timeout, timeout)()
-	reg, err := carmy.New().Build()
+	reg, err := carmy.SetServerTimeouts(carmy.New(), timeout, timeout).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,6 +447,7 @@ func TestServerTimeouts(t *testing.T) {
 // App().Run serves on the address of carmy.toml with its tokens, body limit
 // and default timeout, and stops on SIGTERM.
 func TestAppRun(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	config := fmt.Sprintf(`listen = "127.0.0.1:0"
 body_limit = "1KiB"
 timeout = "7s"
@@ -536,6 +544,7 @@ permissions = ["orders:write"]
 // App().Run on a taken port returns the bind error and never logs that it
 // serves: "carmy: serving" comes only once the listener is bound.
 func TestAppRunTakenPort(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -572,6 +581,7 @@ var (
 // Registered gives App's tools without App's configuration: a carmy.toml
 // that App could not build with does not matter to it.
 func TestRegistered(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	path := filepath.Join(t.TempDir(), "carmy.toml")
 	if err := os.WriteFile(path, []byte("listen = 42\n"), 0o600); err != nil {
 		t.Fatal(err)

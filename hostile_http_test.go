@@ -231,6 +231,7 @@ func noLeak(t *testing.T, a boundaryAnswer) {
 // client can send to every route, and checks the answer. Every row fails
 // if the protection it names is removed.
 func TestHostileHTTP(t *testing.T) {
+	t.Parallel()
 	tokens := carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"},
 		carmy.Token{SHA256: carmy.HashToken(bobToken), Principal: "bob"},
@@ -425,6 +426,7 @@ func openSession(t *testing.T, srv *httptest.Server) string {
 // them, with no preflight: a page of another site is refused everywhere,
 // the server's own page and an allowed origin are served.
 func TestBrowserOrigins(t *testing.T) {
+	t.Parallel()
 	srv, _ := boundaryServer(t, carmy.New().AllowOrigins("https://app.example"))
 	browsers := []struct {
 		name    string
@@ -496,6 +498,7 @@ func TestBrowserOrigins(t *testing.T) {
 // refuses a foreign Host; on another address, the Host is not checked;
 // with no address known, it is checked.
 func TestDNSRebinding(t *testing.T) {
+	t.Parallel()
 	srv, _ := boundaryServer(t, carmy.New())
 	for _, r := range []boundaryRequest{
 		{method: http.MethodGet, path: "/tools"},
@@ -560,6 +563,7 @@ func TestDNSRebinding(t *testing.T) {
 // a server with an authenticator, whose callers a rebound page cannot
 // borrow, checks requests that arrived on a loopback address.
 func TestHostCheckedWherever(t *testing.T) {
+	t.Parallel()
 	container := &net.TCPAddr{IP: net.IPv4(172, 17, 0, 2), Port: 3000}
 	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("t"), Principal: "p"})
 	for _, tt := range []struct {
@@ -619,10 +623,10 @@ func rawExchange(t *testing.T, srv *httptest.Server, head, body string, wait tim
 // after the body's deadline otherwise; a call that outlives the body's
 // deadline is not cut off.
 func TestSlowBody(t *testing.T) {
+	t.Parallel()
 	const deadline = 200 * time.Millisecond
-	defer carmy.SetBodyReadTimeout(deadline)()
 	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})
-	srv, _ := boundaryServer(t, carmy.New().Authenticate(tokens))
+	srv, _ := boundaryServer(t, carmy.SetBodyReadTimeout(carmy.New(), deadline).Authenticate(tokens))
 	headAt := func(host, path, token string, length int) string {
 		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", path, host, token, length)
 	}
@@ -671,6 +675,7 @@ func TestSlowBody(t *testing.T) {
 // the code, the tool and the remote address, never with a token or an
 // input; a client's protocol mistakes are not errors.
 func TestBoundaryLogs(t *testing.T) {
+	t.Parallel()
 	const secret, input = "s3cret-guess", "INPUT-MARKER"
 	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})
 	srv, logs := boundaryServer(t, carmy.New().Authenticate(tokens))
@@ -728,6 +733,7 @@ func TestBoundaryLogs(t *testing.T) {
 // a bearer token given to two principals is a Build error, and a store
 // URL's password never shows in an error.
 func TestBoundaryBuild(t *testing.T) {
+	t.Parallel()
 	store.Register("carmytest-unreachable", func(url string) (store.IdempotencyStore, store.Locker, error) {
 		return nil, nil, fmt.Errorf("cannot reach %s", url)
 	})
@@ -820,6 +826,7 @@ func (l *largestBody) RoundTrip(req *http.Request) (*http.Response, error) {
 // errors huge stay within 64 KiB over MCP as over HTTP, and Go callers get
 // the same 20 field errors and a count of the rest.
 func TestErrorAnswerLimits(t *testing.T) {
+	t.Parallel()
 	srv, _ := boundaryServer(t, carmy.New())
 	measured := &largestBody{}
 	client := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, nil)

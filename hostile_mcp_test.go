@@ -221,6 +221,7 @@ func (r rawReply) toolError() string {
 // TestHostileMCPHTTP sends what a hostile or broken client might over
 // /mcp, and checks the answer and that nothing ran that should not.
 func TestHostileMCPHTTP(t *testing.T) {
+	t.Parallel()
 	f := newMCPFixture(t, carmy.New().BodyLimit(64<<10))
 	alice := f.client(t, "alice-secret").open()
 	saveArgs := `{"text":"x"}`
@@ -295,6 +296,7 @@ func TestHostileMCPHTTP(t *testing.T) {
 // who learned alice's session id, can neither call on it, nor read its
 // stream, nor delete it, nor answer its confirmation prompt.
 func TestMCPSessionsOtherPrincipal(t *testing.T) {
+	t.Parallel()
 	f := newMCPFixture(t, carmy.New().ElicitConfirmation())
 	alice := f.client(t, "alice-secret").open()
 	bob := f.client(t, "bob-secret")
@@ -381,6 +383,7 @@ func TestMCPSessionsOtherPrincipal(t *testing.T) {
 // keeps one open, and a principal past the limit loses its least recently
 // used session, never another principal's.
 func TestMCPSessionLimits(t *testing.T) {
+	t.Parallel()
 	list := `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
 	alive := func(c *rawMCP) bool {
 		c.t.Helper()
@@ -388,30 +391,68 @@ func TestMCPSessionLimits(t *testing.T) {
 		return rep.status == http.StatusOK
 	}
 	t.Run("idle timeout", func(t *testing.T) {
-		f := newMCPFixture(t, carmy.New().SessionTimeout(250*time.Millisecond))
-		idle := f.client(t, "alice-secret").open()
-		busy := f.client(t, "alice-secret").open()
-		for range 12 {
-			time.Sleep(50 * time.Millisecond)
-			if !alive(busy) {
-				t.Fatal("a session in use was closed")
+		t.Parallel()
+		// The busy session is used every fifth of the timeout. A machine
+		// that holds the test longer than the timeout between two uses
+		// rightly closes it: then the test tries a longer timeout.
+		for timeout := 250 * time.Millisecond; ; timeout *= 4 {
+			f := newMCPFixture(t, carmy.New().SessionTimeout(timeout))
+			idle := f.client(t, "alice-secret").open()
+			used := time.Now()
+			busy := f.client(t, "alice-secret").open()
+			held := false
+			for range 12 {
+				time.Sleep(timeout / 5)
+				sent := time.Now()
+				if !alive(busy) {
+					if gap := time.Since(used); gap < timeout {
+						t.Fatalf("a session used %v ago was closed; the timeout is %v", gap, timeout)
+					}
+					held = true
+					break
+				}
+				used = sent
 			}
-		}
-		if alive(idle) {
-			t.Fatal("a session idle for twice the timeout is still open")
+			if held && timeout < 10*time.Second {
+				t.Logf("the machine held the test longer than the timeout of %v between two uses; trying %v", timeout, 4*timeout)
+				continue
+			}
+			if held {
+				t.Fatal("the busy session closed at every timeout tried")
+			}
+			if alive(idle) {
+				t.Fatal("a session idle for twice the timeout is still open")
+			}
+			return
 		}
 	})
 	t.Run("a call in progress is not idle", func(t *testing.T) {
-		f := newMCPFixture(t, carmy.New().SessionTimeout(100*time.Millisecond))
-		c := f.client(t, "alice-secret").open()
-		if rep := c.post(callBody(4, "hold", `{"for_ms":300}`, "")); rep.toolError() != "" || rep.status != http.StatusOK {
-			t.Fatalf("hold: %d %s", rep.status, rep.text)
-		}
-		if !alive(c) {
-			t.Fatal("the session closed during a call")
+		t.Parallel()
+		// The call lasts three timeouts; the timeout runs again from its
+		// end. A machine that holds the test longer than the timeout after
+		// the call rightly closes the session: then the test tries a
+		// longer timeout.
+		for timeout := 100 * time.Millisecond; ; timeout *= 4 {
+			f := newMCPFixture(t, carmy.New().SessionTimeout(timeout))
+			c := f.client(t, "alice-secret").open()
+			ended := time.Now().Add(3 * timeout) // at the earliest
+			if rep := c.post(callBody(4, "hold", fmt.Sprintf(`{"for_ms":%d}`, 3*timeout.Milliseconds()), "")); rep.toolError() != "" || rep.status != http.StatusOK {
+				t.Fatalf("hold: %d %s", rep.status, rep.text)
+			}
+			if alive(c) {
+				return
+			}
+			if gap := time.Since(ended); gap < timeout {
+				t.Fatalf("the session closed during a call, or %v after it; the timeout is %v", gap, timeout)
+			}
+			if timeout > 2*time.Second {
+				t.Fatal("the session closed after the call at every timeout tried")
+			}
+			t.Logf("the machine held the test longer than the timeout of %v after the call; trying %v", timeout, 4*timeout)
 		}
 	})
 	t.Run("an open stream is not idle", func(t *testing.T) {
+		t.Parallel()
 		f := newMCPFixture(t, carmy.New().SessionTimeout(200*time.Millisecond))
 		c := f.client(t, "alice-secret").open()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -442,6 +483,7 @@ func TestMCPSessionLimits(t *testing.T) {
 		}
 	})
 	t.Run("least recently used goes first", func(t *testing.T) {
+		t.Parallel()
 		f := newMCPFixture(t, carmy.New().MaxSessions(2))
 		a1 := f.client(t, "alice-secret").open()
 		a2 := f.client(t, "alice-secret").open()
@@ -461,6 +503,7 @@ func TestMCPSessionLimits(t *testing.T) {
 		}
 	})
 	t.Run("settings must be positive", func(t *testing.T) {
+		t.Parallel()
 		_, err := carmy.New().SessionTimeout(0).MaxSessions(-1).Build()
 		if err == nil || !strings.Contains(err.Error(), "SessionTimeout") || !strings.Contains(err.Error(), "MaxSessions") {
 			t.Fatalf("Build: %v", err)
@@ -471,6 +514,7 @@ func TestMCPSessionLimits(t *testing.T) {
 // TestMCPCancellation: a call whose client went away has its tool's
 // context cancelled, so that a serialized tool is free for others.
 func TestMCPCancellation(t *testing.T) {
+	t.Parallel()
 	t.Run("the HTTP request ends", func(t *testing.T) {
 		f := newMCPFixture(t, nil)
 		alice := f.client(t, "alice-secret").open()
@@ -540,6 +584,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // document the digest is over, indented, with characters that could hide
 // or disguise text escaped.
 func TestMCPConfirmationPrompt(t *testing.T) {
+	t.Parallel()
 	f := newMCPFixture(t, carmy.New().ElicitConfirmation())
 	alice := f.client(t, "alice-secret").open()
 	// Out of order, a float notation, an escape sequence, a right-to-left
@@ -603,6 +648,7 @@ const stdioInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"prot
 // its error and the server goes on; every request read before the input
 // ends is answered.
 func TestHostileMCPStdio(t *testing.T) {
+	t.Parallel()
 	list := `{"jsonrpc":"2.0","id":99,"method":"tools/list"}`
 	save := func(id int, meta string) string { return callBody(id, "save_note", `{"text":"x"}`, meta) }
 	type answer struct {
@@ -666,6 +712,7 @@ func TestHostileMCPStdio(t *testing.T) {
 // for the client's answer to a confirmation prompt, which can no longer
 // come, the server ends instead of waiting, and the tool does not run.
 func TestMCPStdioEndWhileAsking(t *testing.T) {
+	t.Parallel()
 	h := &hostTools{}
 	init := strings.Replace(stdioInit, `"capabilities":{}`, `"capabilities":{"elicitation":{}}`, 1)
 	start := time.Now()
@@ -689,6 +736,7 @@ func TestMCPStdioEndWhileAsking(t *testing.T) {
 // refused as invalid params, answering the request's id, in the protocol's
 // words: never the SDK's Go types, nor the params quoted back.
 func TestMCPParamsInProtocolWords(t *testing.T) {
+	t.Parallel()
 	bad := []struct{ name, msg string }{
 		{"a tool name that is a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5,"arguments":{"text":"x"}}}`},
 		{"params that are an array", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["save_note"]}`},

@@ -29,6 +29,7 @@ const hrRule = "1 to 255 printable ASCII characters (! to ~)"
 // ASCII, '!' to '~', whatever the transport; anything else is refused as
 // invalid_input naming the rule, before anything runs, without echoing it.
 func TestHostileRequestIDs(t *testing.T) {
+	t.Parallel()
 	printable := make([]byte, 0, 94)
 	for c := byte('!'); c <= '~'; c++ {
 		printable = append(printable, c)
@@ -104,6 +105,7 @@ func TestHostileRequestIDs(t *testing.T) {
 // TestHostileRequestIDOverHTTP: the Idempotency-Key header keeps the same
 // rule, answered with 400.
 func TestHostileRequestIDOverHTTP(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	tool := carmy.Tool(func() error { runs.Add(1); return nil }, carmy.Write, carmy.Name("rid"), carmy.ParallelSafe(), carmy.Register(false))
 	reg := rtRegistry(t, carmy.New().Tool(tool))
@@ -150,6 +152,7 @@ type hrDigestIn struct {
 // member left out, notation and order do not count, and every number is
 // kept exact, never rounded to float64.
 func TestHostileDigest(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		a, b string
@@ -240,6 +243,7 @@ func (h *hrHeld) run(ctx context.Context) error {
 // tool's timeout, then is answered unavailable, retryable, busy; a waiter
 // whose caller gives up first is cancelled.
 func TestHostileBusy(t *testing.T) {
+	t.Parallel()
 	const timeout = 150 * time.Millisecond
 	h := &hrHeld{started: make(chan struct{}), release: make(chan struct{})}
 	logs := &hrCapture{}
@@ -328,6 +332,7 @@ func (s *hrLeaseStore) Begin(ctx context.Context, key store.Key, digest string, 
 // execution (at most the timeout), so that no healthy call's request id
 // is taken by another execution.
 func TestHostileReservationLease(t *testing.T) {
+	t.Parallel()
 	const timeout = time.Minute
 	for _, parallel := range []bool{false, true} {
 		t.Run(fmt.Sprintf("parallel-safe=%v", parallel), func(t *testing.T) {
@@ -361,6 +366,7 @@ type hrOut struct {
 // TestHostileReplays: every caller gets its own copy of a recorded
 // outcome, and a replayed error says it is a replay of which execution.
 func TestHostileReplays(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	var lastID atomic.Value
 	ok := carmy.Tool(func(ctx carmy.Context) (hrOut, error) {
@@ -510,6 +516,7 @@ type hrSecretIn struct {
 // confirmation, conflict; busy above) are logged at warn with principal,
 // tool and code, never the input or a token.
 func TestHostileRefusalsAreLogged(t *testing.T) {
+	t.Parallel()
 	const secret, token = "SECRET-INPUT-VALUE", "sk-live-TOKEN"
 	tests := []struct {
 		name string
@@ -653,6 +660,7 @@ func hrAssertNoLeak(t *testing.T, err error) {
 // host down, and no answer to a hostile input, for any type of the corpus,
 // holds a Go type name, a file path or a stack.
 func TestHostileNoLeaks(t *testing.T) {
+	t.Parallel()
 	logs := &hrCapture{}
 	var runs atomic.Int32
 	text := carmy.Tool(func(hrTextIn) error { runs.Add(1); return nil }, carmy.Write, carmy.Name("text"), carmy.ParallelSafe(), carmy.Register(false))
@@ -716,6 +724,7 @@ func TestHostileNoLeaks(t *testing.T) {
 // exactly once; every caller of an id that got an answer got the same
 // execution.
 func TestHostileIdempotencyUnderLoad(t *testing.T) {
+	t.Parallel()
 	const calls, ids = 1000, 8
 	var mu sync.Mutex
 	executions := map[string]int{}

@@ -38,6 +38,7 @@ func nested(depth int) string {
 // through Execute and through the HTTP API, and checks the exact outcome
 // and that the tool ran only when the input was valid.
 func TestHostileInput(t *testing.T) {
+	t.Parallel()
 	const mib = 1 << 20
 	type tc struct {
 		name   string

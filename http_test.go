@@ -112,6 +112,7 @@ func errCode(r response) string {
 }
 
 func TestHTTPToolsList(t *testing.T) {
+	t.Parallel()
 	srv, _ := hostServer(t, nil)
 	res, err := http.Get(srv.URL + "/tools")
 	if err != nil {
@@ -140,6 +141,7 @@ func TestHTTPToolsList(t *testing.T) {
 }
 
 func TestHTTPCall(t *testing.T) {
+	t.Parallel()
 	srv, h := hostServer(t, carmy.New().BodyLimit(256))
 	url := srv.URL + "/tools/"
 	tests := []struct {
@@ -228,6 +230,7 @@ func TestHTTPCall(t *testing.T) {
 }
 
 func TestHTTPAuthentication(t *testing.T) {
+	t.Parallel()
 	tokens := carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("alice-secret"), Principal: "alice", Permissions: []string{"confirm:burn_note"}},
 		carmy.Token{SHA256: carmy.HashToken("bob-secret"), Principal: "bob"},

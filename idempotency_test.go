@@ -59,6 +59,7 @@ func place(reg *carmy.Registry, input, requestID, principal string) (carmy.Resul
 }
 
 func TestIdempotencyReplaysTheFirstOutcome(t *testing.T) {
+	t.Parallel()
 	c := &counter{}
 	reg := counterRegistry(t, c, nil)
 	first, err := place(reg, `{"sku":"A","quantity":2}`, "r1", "alice")
@@ -80,6 +81,7 @@ func TestIdempotencyReplaysTheFirstOutcome(t *testing.T) {
 }
 
 func TestIdempotencyConflict(t *testing.T) {
+	t.Parallel()
 	c := &counter{}
 	reg := counterRegistry(t, c, nil)
 	if _, err := place(reg, `{"sku":"A","quantity":2}`, "r1", "alice"); err != nil {
@@ -95,6 +97,7 @@ func TestIdempotencyConflict(t *testing.T) {
 }
 
 func TestIdempotencyKeyIncludesPrincipalAndTool(t *testing.T) {
+	t.Parallel()
 	c := &counter{}
 	reg := counterRegistry(t, c, nil)
 	for _, p := range []string{"alice", "bob", ""} {
@@ -109,6 +112,7 @@ func TestIdempotencyKeyIncludesPrincipalAndTool(t *testing.T) {
 }
 
 func TestIdempotencyRecordsOnlyFinalOutcomes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		err      error
@@ -145,6 +149,7 @@ func TestIdempotencyRecordsOnlyFinalOutcomes(t *testing.T) {
 }
 
 func TestIdempotencyExactlyOnceUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	c := &counter{fail: func(int32) error { time.Sleep(time.Millisecond); return nil }}
 	reg := counterRegistry(t, c, nil)
 	const calls, ids = 1000, 50
@@ -186,6 +191,7 @@ func TestIdempotencyExactlyOnceUnderConcurrency(t *testing.T) {
 }
 
 func TestIdempotencyWaiterGetsTheOutcomeAndRespectsItsCancellation(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{})
 	c := &counter{fail: func(n int32) error {
@@ -229,6 +235,7 @@ func TestIdempotencyWaiterGetsTheOutcomeAndRespectsItsCancellation(t *testing.T)
 }
 
 func TestIdempotencyRecordsALateSuccess(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	finished := make(chan struct{})
 	c := &counter{fail: func(n int32) error {
@@ -253,6 +260,7 @@ func TestIdempotencyRecordsALateSuccess(t *testing.T) {
 }
 
 func TestIdempotencyTTLAndLimit(t *testing.T) {
+	t.Parallel()
 	t.Run("records expire", func(t *testing.T) {
 		c := &counter{}
 		reg := counterRegistry(t, c, carmy.New().IdempotencyTTL(20*time.Millisecond))
@@ -344,6 +352,7 @@ func (s shortLease) Begin(ctx context.Context, key store.Key, digest string, _ t
 // turn and runs, however short its lease: a retry during that time waits
 // and gets the replay, and the tool runs once.
 func TestIdempotencyReservationOutlivesItsLeaseWhileItsExecutionLives(t *testing.T) {
+	t.Parallel()
 	const lease = 50 * time.Millisecond
 	holding, release := make(chan struct{}), make(chan struct{})
 	c := &counter{fail: func(n int32) error {

@@ -24,6 +24,7 @@ type approvalCase struct {
 // call waits for the person's decision, then runs once or gets the denial.
 // Others get the approval URL in the refusal's text.
 func TestMCPApprovalByURL(t *testing.T) {
+	t.Parallel()
 	tests := []approvalCase{
 		{"approved", true, "accept", "approve", "", 1},
 		{"denied", true, "accept", "deny", "permission_denied", 0},

@@ -13,6 +13,7 @@ import (
 // (sessionless) advertise what carmy does, tools without list changes and
 // logging, and nothing else.
 func TestMCPCapabilities(t *testing.T) {
+	t.Parallel()
 	srv, _ := hostServer(t, nil)
 	tests := []struct {
 		name, version, body string
@@ -42,6 +43,7 @@ func TestMCPCapabilities(t *testing.T) {
 // TestMCPUnknownTool: a call of a tool that does not exist names the
 // closest one, as over HTTP, in both generations.
 func TestMCPUnknownTool(t *testing.T) {
+	t.Parallel()
 	srv, _ := hostServer(t, nil)
 	for _, version := range []string{"2025-06-18", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {

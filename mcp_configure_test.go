@@ -13,6 +13,7 @@ import (
 // TestConfigureMCP: resources, prompts and completions a host adds with
 // the SDK's own API are served beside carmy's tools, in both generations.
 func TestConfigureMCP(t *testing.T) {
+	t.Parallel()
 	f := &featureTools{}
 	reg, err := carmy.New().Tool(f.defs()...).
 		ConfigureMCP(func(s *mcp.Server) {

@@ -17,6 +17,7 @@ import (
 // (a progress token sends it there): success, a tool error, an unknown
 // field, content blocks and a question for the user alike.
 func TestMCPFastPath(t *testing.T) {
+	t.Parallel()
 	f := &featureTools{}
 	reg, err := carmy.New().Tool(f.defs()...).Tool((&hostTools{}).defs()...).Build()
 	if err != nil {

@@ -95,6 +95,7 @@ func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 // registry's logger with the execution id, Content comes back as values,
 // and Elicit says nobody can be asked.
 func TestToolFeaturesInProcess(t *testing.T) {
+	t.Parallel()
 	logs := &logRecorder{}
 	f := &featureTools{}
 	reg, err := carmy.New().Logger(slog.New(logs)).Tool(f.defs()...).Build()
@@ -129,6 +130,7 @@ func TestToolFeaturesInProcess(t *testing.T) {
 // TestContentOverHTTP: over HTTP the output is the blocks as MCP writes
 // them.
 func TestContentOverHTTP(t *testing.T) {
+	t.Parallel()
 	f := &featureTools{}
 	reg, err := carmy.New().Tool(f.defs()...).Build()
 	if err != nil {
@@ -166,6 +168,7 @@ func TestContentOverHTTP(t *testing.T) {
 // log messages reach a client that asked for them, content blocks are the
 // result's content, and Elicit asks the user.
 func TestToolFeaturesOverMCP(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			f := &featureTools{}
@@ -280,6 +283,7 @@ func TestToolFeaturesOverMCP(t *testing.T) {
 // TestElicitWithoutCapability: a client that cannot elicit gets the
 // tool's unavailable error, and is not asked.
 func TestElicitWithoutCapability(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			f := &featureTools{}

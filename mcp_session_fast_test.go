@@ -103,6 +103,7 @@ func (p *stdioPeer) until(id any) []string {
 // client set, a question to the user and its answer, a call before
 // initialize, an unknown tool.
 func TestMCPSessionFastPathStdio(t *testing.T) {
+	// Serial: FastAnswered counts the calls of every registry.
 	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`
 	sessionlessMeta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
 	call := func(id int, tool, args, meta string) string {
@@ -206,6 +207,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // cancelled by notifications/cancelled, and by its client going away, as
 // the SDK's are: over stdio, and over HTTP in a session.
 func TestMCPSessionFastPathCancel(t *testing.T) {
+	t.Parallel()
 	t.Run("stdio", func(t *testing.T) {
 		var started, cancelled atomic.Int32
 		reg, err := carmy.New().Tool(waitTool(&started, &cancelled)).Build()
@@ -313,6 +315,7 @@ func (s *httpSession) postCtx(ctx context.Context, body string) *http.Response {
 // SDK's path, and get the same answers as from a registry the SDK serves
 // alone.
 func TestMCPSessionFastPathHTTP(t *testing.T) {
+	t.Parallel()
 	call := func(tool, args, meta string) string {
 		if meta != "" {
 			meta = "," + meta

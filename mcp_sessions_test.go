@@ -21,6 +21,7 @@ import (
 // abandons them. At most MaxSessions stay open, and once the idle timeout
 // passed, the goroutines and the heap are back where they were.
 func TestMCPSessionsAbandoned(t *testing.T) {
+	// Serial: it measures the whole process's goroutines and heap.
 	const timeout = 200 * time.Millisecond
 	reg, err := carmy.New().SessionTimeout(timeout).Authenticate(carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("alice-secret"), Principal: "alice"},

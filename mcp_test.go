@@ -60,6 +60,7 @@ func errorObject(t *testing.T, r *mcp.CallToolResult) map[string]any {
 }
 
 func TestMCPToolsList(t *testing.T) {
+	t.Parallel()
 	srv, _ := hostServer(t, nil)
 	s, err := mcpSession(t, srv.URL, "", nil)
 	if err != nil {
@@ -139,6 +140,7 @@ func TestMCPToolsList(t *testing.T) {
 }
 
 func TestMCPCall(t *testing.T) {
+	t.Parallel()
 	srv, h := hostServer(t, nil)
 	s, err := mcpSession(t, srv.URL, "", nil)
 	if err != nil {
@@ -213,6 +215,7 @@ func TestMCPCall(t *testing.T) {
 }
 
 func TestMCPAuthentication(t *testing.T) {
+	t.Parallel()
 	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("alice-secret"), Principal: "alice"})
 	srv, _ := hostServer(t, carmy.New().Authenticate(tokens))
 	if _, err := mcpSession(t, srv.URL, "", nil); err == nil {
@@ -232,6 +235,7 @@ func TestMCPAuthentication(t *testing.T) {
 }
 
 func TestMCPElicitation(t *testing.T) {
+	t.Parallel()
 	for _, enabled := range []bool{false, true} {
 		name := map[bool]string{false: "off by default", true: "opted in"}[enabled]
 		t.Run(name, func(t *testing.T) {
@@ -265,6 +269,7 @@ func TestMCPElicitation(t *testing.T) {
 }
 
 func TestMCPStdio(t *testing.T) {
+	t.Parallel()
 	h := &hostTools{}
 	reg, err := carmy.New().Tool(h.defs()...).StdioIdentity(carmy.Identity{Principal: "local"}).Build()
 	if err != nil {

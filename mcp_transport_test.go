@@ -27,6 +27,7 @@ type transportGreeting struct {
 // identity, an invalid input is a tool error with carmy's error object, and
 // ServeMCP returns nil when the client goes away.
 func TestServeMCPInMemory(t *testing.T) {
+	t.Parallel()
 	greet := func(ctx carmy.Context, in transportGreet) (transportGreeting, error) {
 		return transportGreeting{Text: "hello " + in.Name, Principal: ctx.Principal}, nil
 	}
@@ -95,6 +96,7 @@ func TestServeMCPInMemory(t *testing.T) {
 // TestServeMCPContextDone: ServeMCP returns nil when its context ends, the
 // usual way to stop it, and logs nothing about it.
 func TestServeMCPContextDone(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	reg, err := carmy.New().Logger(slog.New(slog.NewTextHandler(&logs, nil))).Build()
 	if err != nil {

@@ -18,6 +18,7 @@ type Secret struct {
 }
 
 func TestMiddlewareSeesEveryOutcome(t *testing.T) {
+	t.Parallel()
 	var seen []string
 	record := func(label string) carmy.Middleware {
 		return func(next carmy.CallFunc) carmy.CallFunc {
@@ -48,6 +49,7 @@ func TestMiddlewareSeesEveryOutcome(t *testing.T) {
 }
 
 func TestAuthorize(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	read := carmy.Tool(func() error { runs.Add(1); return nil }, carmy.Read, carmy.Name("read"), carmy.Register(false))
 	write := carmy.Tool(func() error { runs.Add(1); return nil }, carmy.Write, carmy.Name("write"), carmy.Register(false))
@@ -93,6 +95,7 @@ func TestAuthorize(t *testing.T) {
 }
 
 func TestLogging(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
 	tool := carmy.Tool(func(in Secret) error { return nil }, carmy.Write, carmy.Name("login"), carmy.Register(false))
@@ -133,6 +136,7 @@ func TestLogging(t *testing.T) {
 // Middleware sees every outcome of a found tool, whatever refused it: a
 // malformed request id is refused inside the chain, as an invalid input is.
 func TestMiddlewareSeesEveryRefusal(t *testing.T) {
+	t.Parallel()
 	var seen []string
 	note := func(next carmy.CallFunc) carmy.CallFunc {
 		return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {

@@ -34,6 +34,7 @@ type ownPage struct {
 func echoOwn(_ context.Context, in ownInput) (ownInput, error) { return in, nil }
 
 func TestInvokeOwnTypes(t *testing.T) {
+	t.Parallel()
 	reg, err := carmy.New().Tool(carmy.Tool(echoOwn, carmy.Read, carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +65,7 @@ func TestInvokeOwnTypes(t *testing.T) {
 }
 
 func TestToolMetadataJSON(t *testing.T) {
+	t.Parallel()
 	m := carmy.ToolMetadata{Name: "x", Effect: carmy.Read, Timeout: 90 * time.Second, InputSchema: json.RawMessage(`{"type":"object"}`)}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -91,6 +93,7 @@ func greet(_ context.Context, in struct {
 // A string output over MCP is the text block itself; its structured
 // content keeps the JSON.
 func TestMCPStringOutput(t *testing.T) {
+	t.Parallel()
 	reg, err := carmy.New().Tool(carmy.Tool(greet, carmy.Read, carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +148,7 @@ func (declaredTool) Execute(_ carmy.Context, in declaredIn) (declaredOut, error)
 }
 
 func TestImplDeclaredSchemas(t *testing.T) {
+	t.Parallel()
 	in := json.RawMessage(`{"type":"object","additionalProperties":false,"required":["items"],"properties":{"items":{"type":"array","items":{"type":"object","required":["sku","amount"],"properties":{"sku":{"type":"string","minLength":1},"amount":{"type":"integer"}}}}}}`)
 	out := json.RawMessage(`{"type":"object","required":["total"],"properties":{"total":{"type":"integer","maximum":1000}}}`)
 	if _, err := carmy.New().Tool(carmy.Impl(declaredTool{carmy.ToolMetadata{Name: "sum", Effect: carmy.Read}})).Build(); err == nil || !strings.Contains(err.Error(), "own JSON encoding") {
@@ -196,6 +200,7 @@ func (countTool) Execute(_ carmy.Context, in countIn) (int, error) { return len(
 // A value a written-out schema allows but the Go type cannot hold is
 // refused at its path, without naming Go types.
 func TestImplDeclaredSchemaLooserThanType(t *testing.T) {
+	t.Parallel()
 	reg, err := carmy.New().Tool(carmy.Impl[countIn, int](countTool{})).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +218,7 @@ type priced struct {
 }
 
 func TestOpaqueTypes(t *testing.T) {
+	t.Parallel()
 	reg, err := carmy.New().Tool(carmy.Tool(func(_ context.Context, in priced) (priced, error) { return in, nil }, carmy.Read, carmy.Name("price"), carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -251,6 +257,7 @@ type crossInput struct {
 // Cross-field rules hold in embedded structs, unnamed structs and structs
 // inside slices, not only at the top.
 func TestCrossFieldRules(t *testing.T) {
+	t.Parallel()
 	reg, err := carmy.New().Tool(carmy.Tool(func(context.Context, crossInput) error { return nil }, carmy.Write, carmy.Name("cross"), carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -311,6 +318,7 @@ type requiredIn struct {
 // required means what the validator means: non-zero for values, non-nil
 // for pointers.
 func TestRequiredMeaning(t *testing.T) {
+	t.Parallel()
 	reg, err := carmy.New().Tool(carmy.Tool(func(context.Context, requiredIn) error { return nil }, carmy.Write, carmy.Name("req"), carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)

@@ -57,6 +57,7 @@ func (l *ledger) transfer(ctx carmy.Context, in Transfer) (string, error) {
 // within its bounds; and B's latency over HTTP stays near its quiet figure.
 // docs/reliability.md reports the figures (go test -v -run TestHostileNeighbours).
 func TestHostileNeighbours(t *testing.T) {
+	// Serial: it compares latencies, which other tests' load would distort.
 	l := &ledger{quiet: map[string]int{}}
 	mem := store.NewMemoryStore(neighbourLimit, neighbourGlobal)
 	// A's flood evicts A's own records here, whatever their age: the

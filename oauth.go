@@ -37,8 +37,8 @@ type OAuthConfig struct {
 const oauthStartTimeout = 15 * time.Second
 
 // keyRefreshInterval is the least time between two fetches of the key set
-// that reach the issuer. A variable so that tests can shorten it.
-var keyRefreshInterval = 5 * time.Second
+// that reach the issuer.
+const keyRefreshInterval = 5 * time.Second
 
 // OAuth returns an [Authenticator] that makes the server an OAuth 2.1
 // resource server: it accepts JWT access tokens that cfg.Issuer signed for
@@ -70,7 +70,13 @@ var keyRefreshInterval = 5 * time.Second
 // error="invalid_token" when a token was sent) and a token that lacks a
 // required scope gets 403 with error="insufficient_scope" and the scope.
 func OAuth(ctx context.Context, cfg OAuthConfig) (Authenticator, error) {
-	v, err := oauthrs.New(ctx, oauthrs.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Scopes: cfg.Scopes, HTTPClient: cfg.HTTPClient, KeyRefreshInterval: keyRefreshInterval})
+	return oauth(ctx, cfg, keyRefreshInterval)
+}
+
+// oauth is [OAuth] with the least time between two key fetches, which
+// tests shorten for their own authenticator.
+func oauth(ctx context.Context, cfg OAuthConfig, keyRefresh time.Duration) (Authenticator, error) {
+	v, err := oauthrs.New(ctx, oauthrs.Config{Issuer: cfg.Issuer, Audience: cfg.Audience, Scopes: cfg.Scopes, HTTPClient: cfg.HTTPClient, KeyRefreshInterval: keyRefresh})
 	if err != nil {
 		return nil, oauthError(err)
 	}

@@ -160,6 +160,17 @@ func newOAuth(t testing.TB, iss *testIssuer, scopes ...string) carmy.Authenticat
 	return a
 }
 
+// newOAuthRefreshing is newOAuth fetching the issuer's keys again at most
+// once per interval.
+func newOAuthRefreshing(t testing.TB, iss *testIssuer, interval time.Duration) carmy.Authenticator {
+	t.Helper()
+	a, err := carmy.OAuthKeyRefresh(context.Background(), carmy.OAuthConfig{Issuer: iss.URL, Audience: testAudience}, interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func authenticate(a carmy.Authenticator, token string) (carmy.Identity, error) {
 	req := httptest.NewRequest("GET", "/tools", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -169,6 +180,7 @@ func authenticate(a carmy.Authenticator, token string) (carmy.Identity, error) {
 // Every token of the issue's list: the good ones pass with their sub and
 // scopes, every bad one is refused with the code that gives its status.
 func TestOAuthTokens(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	a := newOAuth(t, iss, "tools")
 	good := iss.claims("alice", "tools confirm:burn_note")
@@ -251,6 +263,7 @@ func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 // The principal is sub; the permissions are the scope claim's entries, an
 // scp claim's (string or array), then a permissions array claim's.
 func TestOAuthPermissions(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	a := newOAuth(t, iss)
 	base := iss.claims("svc-7", "")
@@ -291,9 +304,9 @@ func TestOAuthPermissions(t *testing.T) {
 // refused while the issuer does not publish it, accepted once it does,
 // without a restart; a key the issuer dropped stops working.
 func TestOAuthKeyRotation(t *testing.T) {
-	defer carmy.SetKeyRefreshInterval(0)()
+	t.Parallel()
 	iss := newTestIssuer(t)
-	a := newOAuth(t, iss)
+	a := newOAuthRefreshing(t, iss, 0)
 	start := iss.fetches.Load()
 	claims := iss.claims("alice", "")
 	old := sign(t, jose.ES256, ecKey(), "es", claims)
@@ -345,11 +358,11 @@ func eventually(f func() bool) bool {
 // per interval: a flood of forged tokens is not a flood of requests to the
 // issuer.
 func TestOAuthKeyFetchLimit(t *testing.T) {
+	t.Parallel()
 	const interval = 200 * time.Millisecond
-	defer carmy.SetKeyRefreshInterval(interval)()
 	iss := newTestIssuer(t)
 	started := time.Now()
-	a := newOAuth(t, iss)
+	a := newOAuthRefreshing(t, iss, interval)
 	if n := iss.fetches.Load(); n != 1 {
 		t.Errorf("%d key fetches at start, want 1", n)
 	}
@@ -389,6 +402,7 @@ func TestOAuthKeyFetchLimit(t *testing.T) {
 }
 
 func TestOAuthIssuerDown(t *testing.T) {
+	t.Parallel()
 	t.Run("at start", func(t *testing.T) {
 		iss := newTestIssuer(t)
 		iss.Close()
@@ -432,6 +446,7 @@ func TestOAuthIssuerDown(t *testing.T) {
 }
 
 func TestOAuthConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg  carmy.OAuthConfig
 		want string
@@ -461,6 +476,7 @@ func oauthServer(t *testing.T, iss *testIssuer, scopes ...string) (*httptest.Ser
 // What a caller of the HTTP API and of /mcp gets back, token by token:
 // status, WWW-Authenticate, and where the metadata is.
 func TestOAuthHTTPChallenges(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	srv, _ := oauthServer(t, iss, "tools")
 	rootMeta := srv.URL + "/.well-known/oauth-protected-resource"
@@ -571,6 +587,7 @@ func jsonEqual(a, b any) bool {
 
 // An audience that is a URL says where the server is, behind any proxy.
 func TestOAuthAudienceURL(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	const aud = "https://tools.example.com/mcp"
 	a, err := carmy.OAuth(context.Background(), carmy.OAuthConfig{Issuer: iss.URL, Audience: aud})
@@ -593,6 +610,7 @@ func TestOAuthAudienceURL(t *testing.T) {
 
 // Without OAuth nothing is published and 401 answers are as before.
 func TestOAuthMetadataOnlyWithOAuth(t *testing.T) {
+	t.Parallel()
 	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})
 	srv, _ := hostServer(t, carmy.New().Authenticate(tokens))
 	if r := do(t, "GET", srv.URL+"/.well-known/oauth-protected-resource", ""); r.status != 404 {
@@ -606,6 +624,7 @@ func TestOAuthMetadataOnlyWithOAuth(t *testing.T) {
 // A token's sub and scopes reach the tools: scopes grant confirmations,
 // and idempotency records are the sub's own.
 func TestOAuthCalls(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	srv, h := oauthServer(t, iss, "tools")
 	tok := func(sub string, kv ...any) string {
@@ -676,6 +695,7 @@ func TestOAuthCalls(t *testing.T) {
 // carmy.toml's [oauth] (here through CARMY_OAUTH_*) makes App's builder a
 // resource server at Build, and lets it listen beyond loopback.
 func TestOAuthApp(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	iss := newTestIssuer(t)
 	t.Setenv("CARMY_CONFIG", writeConfig(t, ""))
 	t.Setenv("CARMY_OAUTH_ISSUER", iss.URL)

@@ -33,6 +33,7 @@ var outputCount = flag.Int("output.n", 100, "values TestOutputPromise encodes pe
 // members. A changed value may break a rule; the runtime must then refuse
 // it as internal rather than send it.
 func TestOutputPromise(t *testing.T) {
+	t.Parallel()
 	b := carmy.New().Logger(slog.New(slog.DiscardHandler))
 	var cur any
 	next := func() any { return cur }

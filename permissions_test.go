@@ -205,6 +205,7 @@ func mcpArgs(input string) map[string]any {
 // tool a caller cannot see is refused as permission_denied, naming what is
 // missing, before its input is read, and never runs.
 func TestPermissionsEveryDoor(t *testing.T) {
+	t.Parallel()
 	w := newPermWorld()
 	var tokens []carmy.Token
 	for _, c := range permCallers {
@@ -378,6 +379,7 @@ func TestPermissionsEveryDoor(t *testing.T) {
 // its message and in details.missing, and the metadata lists what a call
 // needs.
 func TestPermissionRefusal(t *testing.T) {
+	t.Parallel()
 	w := newPermWorld()
 	reg, err := w.builder().Build()
 	if err != nil {
@@ -421,6 +423,7 @@ func TestPermissionRefusal(t *testing.T) {
 // scope, an unknown effect and an empty permission are Build errors, each
 // reported.
 func TestPermissionsBuildErrors(t *testing.T) {
+	t.Parallel()
 	run := func(PermIn) error { return nil }
 	tests := []struct {
 		name string
@@ -456,6 +459,7 @@ func (permImpl) Execute(carmy.Context, PermIn) (int, error) { return 1, nil }
 // TestRequiresHandWritten: a hand-written tool's metadata declares its
 // permissions, which the effect's join; Requires given twice adds up.
 func TestRequiresHandWritten(t *testing.T) {
+	t.Parallel()
 	twice := carmy.Tool(func(PermIn) error { return nil }, carmy.Read, carmy.Name("twice"), carmy.Requires("b", "a"), carmy.Requires("c", "a"), carmy.Register(false))
 	reg, err := carmy.New().Tool(carmy.Impl[PermIn, int](permImpl{requires: []string{"z"}}), twice).
 		EffectPermissions(map[carmy.Effect]string{carmy.Read: "tools:read"}).Build()
@@ -478,6 +482,7 @@ func TestRequiresHandWritten(t *testing.T) {
 // tool's metadata and no execution; a policy that panics leaves the tool
 // out of the list, and the list still comes.
 func TestToolsForPolicy(t *testing.T) {
+	t.Parallel()
 	run := func(PermIn) error { return nil }
 	var seen []string
 	reg, err := carmy.New().Tool(
@@ -520,6 +525,7 @@ func TestToolsForPolicy(t *testing.T) {
 // refusal of the host's policy has no such challenge, as more scopes
 // would not help.
 func TestPermissionsOAuth(t *testing.T) {
+	t.Parallel()
 	iss := newTestIssuer(t)
 	w := newPermWorld()
 	reg, err := w.builder().Authenticate(newOAuth(t, iss, "tools")).Build()
@@ -581,6 +587,7 @@ func TestPermissionsOAuth(t *testing.T) {
 // TestUnknownToolSuggestsVisible: the refusal of an unknown tool suggests
 // and lists only tools the caller may call.
 func TestUnknownToolSuggestsVisible(t *testing.T) {
+	t.Parallel()
 	w := newPermWorld()
 	reg, err := w.builder().Build()
 	if err != nil {
@@ -616,6 +623,7 @@ func TestUnknownToolSuggestsVisible(t *testing.T) {
 // decision of the runtime like any other: middleware sees it and the
 // audit records it.
 func TestPermissionRefusalDecided(t *testing.T) {
+	t.Parallel()
 	w := newPermWorld()
 	var mu sync.Mutex
 	var seen, audited []string
@@ -654,6 +662,7 @@ func TestPermissionRefusalDecided(t *testing.T) {
 // TestPermissionsMCPMeta: tools/list carries the permissions a tool needs
 // in its _meta, and leaves them out for a tool that needs none.
 func TestPermissionsMCPMeta(t *testing.T) {
+	t.Parallel()
 	w := newPermWorld()
 	reg, err := w.builder().StdioIdentity(carmy.Identity{Principal: "root", Permissions: []string{"admin", "tools:read", "tools:write"}}).Build()
 	if err != nil {
@@ -707,6 +716,7 @@ func BenchmarkExecutePermissions(b *testing.B) {
 // TestEffectPermissionsFromConfig: carmy.toml's [effect_permissions] table
 // is Builder.EffectPermissions; a bad value or key names its line.
 func TestEffectPermissionsFromConfig(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
 	t.Setenv("CARMY_CONFIG", writeConfig(t, "[effect_permissions]\nread = \"tools:read\"\nwrite = \"tools:write\"\n"))
 	edit := carmy.Tool(func(PermIn) error { return nil }, carmy.Write, carmy.Name("config_edit"), carmy.Requires("edits"), carmy.Register(false))
 	reg, err := carmy.App().Tool(edit).Build()

@@ -98,6 +98,7 @@ var formatMessages = []string{
 }
 
 func TestPromise(t *testing.T) {
+	t.Parallel()
 	b := carmy.New()
 	type target struct {
 		corpus, tool string
@@ -939,6 +940,7 @@ func (g *gen) anyValue(depth int) {
 
 // TestPromiseGenerator checks the generator's own helpers.
 func TestPromiseGenerator(t *testing.T) {
+	t.Parallel()
 	g := &gen{r: rand.New(rand.NewPCG(1, 2))}
 	for range 200 {
 		v := big.NewInt(g.r.Int64N(2000) - 1000)

@@ -152,6 +152,7 @@ type Registry struct {
 	loopback      loopbackConsole // the console for a stdio client's user
 	streams       context.Context // done once the server shuts down
 	endStreams    context.CancelFunc
+	tuning        tuning
 
 	closers   []func() error
 	closeOnce sync.Once

@@ -18,6 +18,7 @@ type AddNote struct {
 }
 
 func TestRequestIDFromInput(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int32
 	add := carmy.Tool(func(c carmy.Context, in AddNote) (string, error) { runs.Add(1); return c.RequestID, nil },
 		carmy.Write, carmy.Name("add_note"), carmy.Register(false))
@@ -81,6 +82,7 @@ func TestRequestIDFromInput(t *testing.T) {
 }
 
 func TestRequestIDTagChecks(t *testing.T) {
+	t.Parallel()
 	type inner struct {
 		ID string `json:"id" carmy:"request_id"`
 	}

@@ -81,6 +81,7 @@ type rtOrderIn struct {
 func rtEchoOrder(in rtOrderIn) (rtOrderIn, error) { return in, nil }
 
 func TestExecuteStrictDecoding(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(carmy.Tool(rtEchoOrder, carmy.None, carmy.Name("echo"), carmy.Register(false))))
 	type want map[string]string // path → substring of its message
 	tests := []struct {
@@ -254,6 +255,7 @@ func (rtImplPtrHandler) Execute(ctx carmy.Context, in *rtImplIn) (*string, error
 }
 
 func TestExecuteAbsentInputIsEmptyObject(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(
 		carmy.Tool(func(in rtOptIn) (rtOptIn, error) { return in, nil }, carmy.None, carmy.Name("optional"), carmy.Register(false)),
 		carmy.Tool(func(ctx context.Context) (string, error) { return "ran", nil }, carmy.None, carmy.Name("no_input"), carmy.Register(false)),
@@ -310,6 +312,7 @@ func TestExecuteAbsentInputIsEmptyObject(t *testing.T) {
 }
 
 func TestExecuteRequiredPointer(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func(in rtReqPtrIn) (int, error) { return *in.N, nil }, carmy.None, carmy.Name("req_ptr"), carmy.Register(false))))
 	tests := []struct {
 		input string
@@ -339,6 +342,7 @@ func TestExecuteRequiredPointer(t *testing.T) {
 }
 
 func TestExecuteUnknownTool(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(carmy.Tool(rtEchoOrder, carmy.None, carmy.Name("create_order"), carmy.Register(false))))
 	tests := []struct {
 		name, tool, want string
@@ -360,6 +364,7 @@ func TestExecuteUnknownTool(t *testing.T) {
 }
 
 func TestExecuteExecutionIDs(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func(ctx carmy.Context) (string, error) { return ctx.ExecutionID, nil },
 		carmy.None, carmy.Name("id"), carmy.ParallelSafe(), carmy.Register(false))))
 	const n = 64
@@ -408,6 +413,7 @@ func TestExecuteExecutionIDs(t *testing.T) {
 }
 
 func TestExecutePanic(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&rtLockedWriter{w: &logs, mu: &logMu}, nil))
@@ -449,6 +455,7 @@ func TestExecutePanic(t *testing.T) {
 }
 
 func TestExecutePanicValues(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		fn   func(ctx context.Context) (int, error)
@@ -481,6 +488,7 @@ func TestExecutePanicValues(t *testing.T) {
 }
 
 func TestExecuteGoexit(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func(ctx context.Context) (int, error) {
 		runtime.Goexit()
 		return 0, nil
@@ -509,6 +517,7 @@ type rtRuledOut struct {
 }
 
 func TestExecuteOutputThatCannotBeEncoded(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		def  *carmy.ToolDef
@@ -549,6 +558,7 @@ type rtSecretError struct{ secret string }
 func (e *rtSecretError) Error() string { return "db password " + e.secret + " rejected" }
 
 func TestExecuteToolErrors(t *testing.T) {
+	t.Parallel()
 	plain := errors.New("disk on fire at /var/lib/orders")
 	typed := &rtSecretError{secret: "hunter2"}
 	notFound := carmy.Errorf(carmy.CodeNotFound, "order %d does not exist", 7)
@@ -610,6 +620,7 @@ type rtListOut struct {
 }
 
 func TestExecuteOutputs(t *testing.T) {
+	t.Parallel()
 	hello := "hello"
 	tests := []struct {
 		name string
@@ -640,6 +651,7 @@ func TestExecuteOutputs(t *testing.T) {
 }
 
 func TestExecuteTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		timeout func(*carmy.Builder, *[]carmy.Option) // sets a 50ms deadline somewhere
@@ -699,6 +711,7 @@ func TestExecuteTimeout(t *testing.T) {
 }
 
 func TestExecuteCallerCancellation(t *testing.T) {
+	t.Parallel()
 	t.Run("during execution, tool ignores its context", func(t *testing.T) {
 		started, release, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func(ctx context.Context) (string, error) {
@@ -784,6 +797,7 @@ func rtInfo(ctx carmy.Context, in rtTextIn) (rtCallInfo, error) {
 }
 
 func TestInvoke(t *testing.T) {
+	t.Parallel()
 	r := rtRegistry(t, carmy.New().Tool(
 		carmy.Tool(rtInfo, carmy.Read, carmy.Name("info"), carmy.ParallelSafe(), carmy.Register(false)),
 		carmy.Tool(func(in rtTextIn) (rtTextIn, error) { return in, nil }, carmy.None, carmy.Name("echo_text"), carmy.Register(false)),
@@ -871,6 +885,7 @@ func TestInvoke(t *testing.T) {
 }
 
 func TestImpl(t *testing.T) {
+	t.Parallel()
 	given := json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`)
 	r := rtRegistry(t, carmy.New().Tool(
 		carmy.Impl(rtImplHandler{carmy.ToolMetadata{Name: "impl_default", Description: "Upper-cases", Effect: carmy.None, Idempotent: true}}),

@@ -26,6 +26,7 @@ const goldenDir = "testdata/schemas"
 // validator, every $ref resolves, every $defs entry is used, and the root
 // is inline.
 func TestSchemaGolden(t *testing.T) {
+	t.Parallel()
 	if *update {
 		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
 			t.Fatal(err)

@@ -24,6 +24,7 @@ func (g *gauge) enter() {
 func (g *gauge) leave() { g.inside.Add(-1) }
 
 func TestSerialization(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		parallel bool
@@ -78,6 +79,7 @@ func TestSerialization(t *testing.T) {
 }
 
 func TestSerializationWaitRespectsCancellation(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
 	var runs atomic.Int32
@@ -129,6 +131,7 @@ func TestSerializationWaitRespectsCancellation(t *testing.T) {
 }
 
 func TestDeadlines(t *testing.T) {
+	t.Parallel()
 	block := func(release chan struct{}) func() error {
 		return func() error { <-release; return nil } // ignores its context
 	}

@@ -23,6 +23,7 @@ func (s *sharedStore) Acquire(ctx context.Context, name string, lease time.Durat
 }
 
 func TestStoreThatIsALockerSerializes(t *testing.T) {
+	t.Parallel()
 	mem := store.NewMemoryStore(0, 0)
 	defer mem.(io.Closer).Close()
 	s := &sharedStore{IdempotencyStore: mem, Locker: store.NewMemoryLocker()}

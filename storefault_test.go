@@ -45,6 +45,7 @@ func (s *flakyStore) Release(ctx context.Context, key store.Key, token string) e
 // meanwhile finds the request in flight and waits, and gets the outcome,
 // replayed; the tool runs once.
 func TestOutcomeRecordedAfterTheStoreComesBack(t *testing.T) {
+	t.Parallel()
 	mem := store.NewMemoryStore(0, 0)
 	t.Cleanup(func() { _ = mem.(interface{ Close() error }).Close() })
 	s := &flakyStore{IdempotencyStore: mem}
@@ -108,6 +109,7 @@ func TestOutcomeRecordedAfterTheStoreComesBack(t *testing.T) {
 // Builder.PublicURL makes approval links name the address clients use,
 // not the Host a proxy rewrote.
 func TestPublicURLNamesApprovalLinks(t *testing.T) {
+	t.Parallel()
 	srv, _, _ := approvalServer(t, carmy.New().PublicURL("https://tools.example.com/"))
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
 	link := detail(body, "approval_url")

@@ -70,6 +70,7 @@ func tdOnly(t *testing.T, def *carmy.ToolDef) carmy.ToolMetadata {
 }
 
 func TestToolNameDerivation(t *testing.T) {
+	t.Parallel()
 	var n tdNamer
 	svc := &tdSvc{}
 	tests := []struct {
@@ -101,6 +102,7 @@ func TestToolNameDerivation(t *testing.T) {
 }
 
 func TestToolClosuresNeedAName(t *testing.T) {
+	t.Parallel()
 	var nested func() error
 	func() { nested = func() error { return nil } }()
 	var inRange func() error
@@ -132,6 +134,7 @@ func TestToolClosuresNeedAName(t *testing.T) {
 }
 
 func TestToolDescriptionFromComments(t *testing.T) {
+	t.Parallel()
 	// Tool records the function; the description is read at Build, after
 	// every init has registered the comments that carmy gen extracted.
 	plain := carmy.Tool(tdCommented, carmy.Read, carmy.Register(false))
@@ -158,6 +161,7 @@ func TestToolDescriptionFromComments(t *testing.T) {
 }
 
 func TestToolNameOverride(t *testing.T) {
+	t.Parallel()
 	var n tdNamer
 	tests := []struct {
 		name string
@@ -180,6 +184,7 @@ func TestToolNameOverride(t *testing.T) {
 }
 
 func TestToolUnicodeDerivedNameIsRejected(t *testing.T) {
+	t.Parallel()
 	_, err := carmy.New().Tool(carmy.Tool(tdUnicodeNameÉté, carmy.Read, carmy.Register(false))).Build()
 	if err == nil || !strings.Contains(err.Error(), "invalid name") {
 		t.Fatalf("Build error = %v, want an invalid name (names are ASCII)", err)
@@ -187,6 +192,7 @@ func TestToolUnicodeDerivedNameIsRejected(t *testing.T) {
 }
 
 func TestToolOptionsInMetadata(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		def     *carmy.ToolDef
@@ -289,6 +295,7 @@ func tdMetaEqual(a, b carmy.ToolMetadata) bool {
 }
 
 func TestToolDefIsSharedByBuilders(t *testing.T) {
+	t.Parallel()
 	def := carmy.Tool(tdFetchHTTPStatus, carmy.Read, carmy.Register(false))
 	for i := range 2 {
 		r, err := carmy.New().Tool(def).Build()

@@ -62,6 +62,7 @@ func traceServer(t *testing.T) (*httptest.Server, func() map[string]string, map[
 // The caller's W3C trace context reaches the call's metadata from HTTP
 // headers and from MCP _meta; the host's own map is never changed.
 func TestTraceContextReachesMetadata(t *testing.T) {
+	t.Parallel()
 	srv, last, hostMD := traceServer(t)
 	post := func(headers map[string]string) {
 		req, _ := http.NewRequest("POST", srv.URL+"/tools/ping", nil)
@@ -132,6 +133,7 @@ func TestTraceContextReachesMetadata(t *testing.T) {
 
 // A traceparent from the host's authenticator wins over the caller's.
 func TestTraceContextHostWins(t *testing.T) {
+	t.Parallel()
 	var got map[string]string
 	ping := carmy.Tool(func(c carmy.Context) error { got = c.Metadata; return nil }, carmy.Read, carmy.Name("ping"), carmy.Register(false))
 	reg, err := carmy.New().Tool(ping).Authenticate(carmy.AuthenticatorFunc(func(*http.Request) (carmy.Identity, error) {

@@ -44,6 +44,7 @@ var validatorCount = flag.Int("validator.n", 250, "inputs TestValidatorPromise c
 // since the schema reads it as not 0 while the validator sees the 0 that
 // encoding/json decodes.
 func TestValidatorPromise(t *testing.T) {
+	t.Parallel()
 	var got any
 	b := carmy.New()
 	for _, c := range corpus.ValidatorTypes {

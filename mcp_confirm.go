@@ -351,7 +351,7 @@ func (r *Registry) localConsole(ctx context.Context) (string, error) {
 			lc.err = err
 			return
 		}
-		srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
+		srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: r.tuning.readHeader(), IdleTimeout: r.tuning.idle()}
 		go func() { _ = srv.Serve(ln) }()
 		context.AfterFunc(r.streams, func() { _ = srv.Close() })
 		lc.base = "http://" + ln.Addr().String()

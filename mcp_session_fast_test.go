@@ -103,7 +103,7 @@ func (p *stdioPeer) until(id any) []string {
 // client set, a question to the user and its answer, a call before
 // initialize, an unknown tool.
 func TestMCPSessionFastPathStdio(t *testing.T) {
-	// Serial: FastAnswered counts the calls of every registry.
+	t.Parallel()
 	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`
 	sessionlessMeta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}`
 	call := func(id int, tool, args, meta string) string {

@@ -16,6 +16,12 @@ const batchMax = 512
 // batchIdle is how long the batcher waits for more work before it exits.
 const batchIdle = time.Second
 
+// batchGather is how long the batcher lets renewals gather before it sends
+// them: renewals fall due every third of a lease, seconds apart, so a
+// millisecond costs them nothing and lets those due together share a
+// round trip however the scheduler orders their goroutines.
+const batchGather = time.Millisecond
+
 // batcher sends the renewals of a store's leases in pipelines: every
 // renewal that falls due while one pipeline is on its way goes in the
 // next, so that a host holding thousands of leases renews them in a few
@@ -72,6 +78,7 @@ func (b *batcher) loop() {
 	idle := time.NewTimer(batchIdle)
 	defer idle.Stop()
 	for {
+		time.Sleep(batchGather)
 		b.mu.Lock()
 		n := min(len(b.queue), batchMax)
 		calls := b.queue[:n:n]
@@ -100,7 +107,7 @@ func (b *batcher) loop() {
 }
 
 // send runs calls in one pipeline, within the latest of their deadlines.
-// A script Redis does not know (it restarted) is loaded and run again.
+// A script Redis does not know is loaded and run again.
 func (b *batcher) send(calls []*scriptCall) {
 	live := calls[:0:0]
 	var deadline time.Time
@@ -124,22 +131,46 @@ func (b *batcher) send(calls []*scriptCall) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	client := b.s.upkeep.get()
-	p := client.Pipeline()
-	cmds := make([]*redis.Cmd, len(live))
+	results := pipeline(ctx, client, live)
+	// A Redis that restarted, or never ran these scripts, knows none of
+	// them: load each once and send what it refused again, together.
+	var again []*scriptCall
+	loaded := map[*redis.Script]bool{}
 	for i, c := range live {
-		cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
-	}
-	_, _ = p.Exec(ctx) // each command carries its own error
-	for i, c := range live {
-		n, err := cmds[i].Int64()
-		if err != nil && isNoScript(err) {
-			n, err = c.script.Run(ctx, client, c.keys, c.args...).Int64()
+		if err := results[i].Err(); err != nil && isNoScript(err) {
+			if !loaded[c.script] {
+				loaded[c.script] = c.script.Load(ctx, client).Err() == nil
+			}
+			again = append(again, c)
 		}
+	}
+	retried := pipeline(ctx, client, again)
+	for i, c := range live {
+		cmd := results[i]
+		if len(again) > 0 && again[0] == c {
+			cmd, again, retried = retried[0], again[1:], retried[1:]
+		}
+		n, err := cmd.Int64()
 		if errors.Is(err, redis.Nil) {
 			n, err = 0, nil
 		}
 		c.finish(n, err)
 	}
+}
+
+// pipeline sends calls in one pipeline and returns their commands, each
+// with its answer or its error.
+func pipeline(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) []*redis.Cmd {
+	if len(calls) == 0 {
+		return nil
+	}
+	p := client.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
+	}
+	_, _ = p.Exec(ctx) // each command carries its own error
+	return cmds
 }
 
 func (c *scriptCall) finish(n int64, err error) {

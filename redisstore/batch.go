@@ -38,21 +38,26 @@ type batcher struct {
 	wake    chan struct{} // buffered: a call was queued
 }
 
-// scriptCall is one script to run in the next pipeline, and its answer.
-type scriptCall struct {
-	ctx    context.Context
+// scriptRun is a script with its keys and arguments.
+type scriptRun struct {
 	script *redis.Script
 	keys   []string
 	args   []any
-	n      int64
-	err    error
-	done   chan struct{}
+}
+
+// scriptCall is one script to run in the next pipeline, and its answer.
+type scriptCall struct {
+	scriptRun
+	ctx  context.Context
+	n    int64
+	err  error
+	done chan struct{}
 }
 
 // run runs script in the next pipeline and returns its integer answer, or
 // ctx's error when ctx is done first.
 func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (int64, error) {
-	c := &scriptCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	c := &scriptCall{scriptRun: scriptRun{script, keys, args}, ctx: ctx, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	if !b.running {
@@ -130,44 +135,58 @@ func (b *batcher) send(calls []*scriptCall) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	client := b.s.upkeep.get()
-	results := pipeline(ctx, client, live)
-	// A Redis that restarted, or never ran these scripts, knows none of
-	// them: load each once and send what it refused again, together.
-	var again []*scriptCall
-	loaded := map[*redis.Script]bool{}
+	runs := make([]scriptRun, len(live))
 	for i, c := range live {
-		if err := results[i].Err(); err != nil && isNoScript(err) {
-			if !loaded[c.script] {
-				loaded[c.script] = c.script.Load(ctx, client).Err() == nil
-			}
-			again = append(again, c)
-		}
+		runs[i] = c.scriptRun
 	}
-	retried := pipeline(ctx, client, again)
-	for i, c := range live {
-		cmd := results[i]
-		if len(again) > 0 && again[0] == c {
-			cmd, again, retried = retried[0], again[1:], retried[1:]
-		}
+	for i, cmd := range evalScripts(ctx, b.s.upkeep.get(), runs) {
 		n, err := cmd.Int64()
 		if errors.Is(err, redis.Nil) {
 			n, err = 0, nil
 		}
-		c.finish(n, err)
+		live[i].finish(n, err)
 	}
 }
 
-// pipeline sends calls in one pipeline and returns their commands, each
-// with its answer or its error.
-func pipeline(ctx context.Context, client redis.UniversalClient, calls []*scriptCall) []*redis.Cmd {
-	if len(calls) == 0 {
+// evalScripts runs scripts in one pipeline and returns their commands, in
+// order, each with its answer or its error. A Redis that restarted, or
+// never ran these scripts, knows none of them: it loads each once and
+// sends what Redis refused again, together.
+func evalScripts(ctx context.Context, client redis.UniversalClient, runs []scriptRun) []*redis.Cmd {
+	if len(runs) == 0 {
 		return nil
 	}
+	cmds := pipeline(ctx, client, runs)
+	var again []int
+	loaded := map[*redis.Script]bool{}
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && isNoScript(err) {
+			if !loaded[runs[i].script] {
+				loaded[runs[i].script] = true
+				_ = runs[i].script.Load(ctx, client).Err() // a failure shows in the commands sent again
+			}
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds
+	}
+	retry := make([]scriptRun, len(again))
+	for j, i := range again {
+		retry[j] = runs[i]
+	}
+	for j, cmd := range pipeline(ctx, client, retry) {
+		cmds[again[j]] = cmd
+	}
+	return cmds
+}
+
+// pipeline sends runs in one pipeline and returns their commands.
+func pipeline(ctx context.Context, client redis.UniversalClient, runs []scriptRun) []*redis.Cmd {
 	p := client.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
-	for i, c := range calls {
-		cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
+	cmds := make([]*redis.Cmd, len(runs))
+	for i, r := range runs {
+		cmds[i] = r.script.EvalSha(ctx, p, r.keys, r.args...)
 	}
 	_, _ = p.Exec(ctx) // each command carries its own error
 	return cmds

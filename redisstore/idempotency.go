@@ -320,7 +320,8 @@ func (s *Store) Complete(ctx context.Context, key store.Key, token string, rec s
 	if r := s.renewalOf(token); r != nil {
 		epoch, began = r.epoch, r.began
 	}
-	ok, err := completeScript.Run(ctx, s.client, s.guarded(s.idemKey(key), s.recordsKey(key.Principal)), token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error,
+	k, records := s.idemKey(key), s.recordsKey(key.Principal)
+	ok, err := completeScript.Run(ctx, s.client, s.guarded(k, records), token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error,
 		millis(ttl), s.channel, s.limit, s.windowMillis(), s.knownEpoch(), newToken(), began, epoch).Int64()
 	if err != nil {
 		return failure(ctx, err)
@@ -329,7 +330,7 @@ func (s *Store) Complete(ctx context.Context, key store.Key, token string, rec s
 	if ok != 1 {
 		return lost()
 	}
-	s.remember(entry{key: s.idemKey(key), records: s.recordsKey(key.Principal), token: token, rec: rec, at: time.Now(), ttl: ttl})
+	s.remember(entry{key: k, records: records, token: token, rec: rec, at: time.Now(), ttl: ttl})
 	return nil
 }
 

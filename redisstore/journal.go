@@ -187,31 +187,23 @@ func (s *Store) restore(ctx context.Context) (int, error) {
 	if len(entries) == 0 {
 		return 0, nil
 	}
-	c := s.upkeep.get()
-	if err := restoreScript.Load(ctx, c).Err(); err != nil {
-		return 0, err
-	}
 	restored := 0
 	const batch = 256
 	for start := 0; start < len(entries); start += batch {
-		p := c.Pipeline()
-		cmds := make([]*redis.Cmd, 0, batch)
 		now := time.Now()
+		runs := make([]scriptRun, 0, batch)
 		for _, e := range entries[start:min(start+batch, len(entries))] {
-			left := e.at.Add(e.ttl).Sub(now)
-			if left <= 0 {
-				continue
+			if left := e.at.Add(e.ttl).Sub(now); left > 0 {
+				runs = append(runs, scriptRun{restoreScript, []string{e.key, e.records}, []any{
+					e.rec.Digest, e.rec.ExecutionID, e.rec.Output, e.rec.Error, e.token, millis(left), now.Sub(e.at).Milliseconds()}})
 			}
-			cmds = append(cmds, restoreScript.EvalSha(ctx, p, []string{e.key, e.records},
-				e.rec.Digest, e.rec.ExecutionID, e.rec.Output, e.rec.Error, e.token, millis(left), now.Sub(e.at).Milliseconds()))
 		}
-		if _, err := p.Exec(ctx); err != nil {
-			return restored, err
-		}
-		for _, c := range cmds {
-			if n, _ := c.Int64(); n == 1 {
-				restored++
+		for _, cmd := range evalScripts(ctx, s.upkeep.get(), runs) {
+			n, err := cmd.Int64()
+			if err != nil {
+				return restored, err
 			}
+			restored += int(n)
 		}
 	}
 	return restored, nil

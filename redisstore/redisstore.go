@@ -323,7 +323,7 @@ func (s *Store) Close() error {
 		close(s.closed)
 		s.watching.Wait()
 		s.hub.close()
-		s.upkeep.close(s.client)
+		s.upkeep.close()
 		if s.owned {
 			s.closeErr = s.client.Close()
 		}

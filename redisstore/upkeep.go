@@ -18,12 +18,13 @@ const upkeepPoolSize = 4
 // would let another host run the same request. For a client whose options
 // cannot be copied (a Ring), it is the caller's client.
 type upkeep struct {
+	caller redis.UniversalClient
 	own    redis.UniversalClient // nil when the caller's client serves
-	client atomic.Pointer[redis.UniversalClient]
+	closed atomic.Bool
 }
 
 func newUpkeep(c redis.UniversalClient) *upkeep {
-	u := &upkeep{}
+	u := &upkeep{caller: c}
 	// The copies leave out the caller's MaintNotificationsConfig: its
 	// client writes that config (under a lock of its own) while it
 	// connects, so reading it here would race.
@@ -39,25 +40,24 @@ func newUpkeep(c redis.UniversalClient) *upkeep {
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.PipelinePoolSize = upkeepPoolSize, 0, upkeepPoolSize, 0, 1
 		u.own = redis.NewClusterClient(&o)
 	}
-	if u.own != nil {
-		u.client.Store(&u.own)
-	} else {
-		u.client.Store(&c)
-	}
 	return u
 }
 
-// get returns the client to use now.
-func (u *upkeep) get() redis.UniversalClient { return *u.client.Load() }
-
-// close hands the upkeep to the caller's client c and closes the store's
-// own pool: leases still held after the store closes are renewed through
-// c (a renewal in flight on the closed pool fails once and is tried
-// again).
-func (u *upkeep) close(c redis.UniversalClient) {
-	if u.own == nil {
-		return
+// get returns the client to use now: the store's own pool until the store
+// closes, the caller's after.
+func (u *upkeep) get() redis.UniversalClient {
+	if u.own == nil || u.closed.Load() {
+		return u.caller
 	}
-	u.client.Store(&c)
-	_ = u.own.Close()
+	return u.own
+}
+
+// close hands the upkeep to the caller's client and closes the store's own
+// pool: leases still held after the store closes are renewed through the
+// caller's client (a renewal in flight on the closed pool fails once and
+// is tried again).
+func (u *upkeep) close() {
+	if u.own != nil && !u.closed.Swap(true) {
+		_ = u.own.Close()
+	}
 }

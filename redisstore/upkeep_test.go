@@ -45,3 +45,28 @@ func TestRenewalsDoNotWaitForTheCallersPool(t *testing.T) {
 		t.Fatalf("after four leases with the client's pool busy, the reservation holds %q; want its token: it was not renewed", tok)
 	}
 }
+
+// Closing a store closes its own pool, not the leases it holds: they go on
+// being renewed, through the caller's client, until released.
+func TestLeasesOutliveClose(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	c := newClient(t)
+	prefix := testPrefix(t, c)
+	s := New(c, WithPrefix(prefix), WithLogger(quiet))
+	ctx := context.Background()
+	key := store.Key{Principal: "agent", Tool: "pay", RequestID: "closing"}
+	r, err := s.Begin(ctx, key, "digest", lease)
+	if err != nil || !r.Owned {
+		t.Fatalf("Begin = %+v, %v", r, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * lease)
+	if tok := c.HGet(ctx, s.idemKey(key), "t").Val(); tok != r.Token {
+		t.Fatalf("five leases after Close, the reservation holds %q; want its token", tok)
+	}
+	if err := s.Release(ctx, key, r.Token); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -109,6 +109,10 @@ func New() *Builder {
 //	read = "tools:read"                # keys: none, read, write, external_write, destructive
 //	write = "tools:write"
 //
+//	[rate_limits]                      # calls per principal and tool (see RateLimit)
+//	default = "120/min"                # every tool, as Builder.RateLimit: N/second, min, hour, day or a duration
+//	create_order = "10/min"            # one tool, replacing its own RateLimit; "unlimited" exempts it
+//
 //	# [oauth]                          # instead of [[tokens]]: accept an issuer's access tokens (see OAuth)
 //	# issuer = "https://auth.example.com"
 //	# audience = "https://tools.example.com/mcp"

@@ -473,3 +473,46 @@ func TestLimitsInTheStore(t *testing.T) {
 		}
 	})
 }
+
+// carmy.toml's [rate_limits]: a default for every tool, and entries for
+// named tools, which replace even a tool's own limit; a bad value or an
+// entry naming no tool is a Build error naming the key.
+func TestRateLimitConfig(t *testing.T) {
+	t.Setenv("CARMY_CONFIG", writeConfig(t, "[rate_limits]\ndefault = \"1/hour\"\ncreate_order = \"2/min\"\n"))
+	reg, _ := limitedOrders(t, newLimitClock(), carmy.App(), carmy.RateLimit(50, time.Minute))
+	for i, want := range []carmy.Code{"", "", carmy.CodeRateLimited} {
+		if code, _ := callAs(t, reg, "alice", "create_order", anOrder); code != want {
+			t.Fatalf("create_order call %d = %q; want %q, by its entry of 2 a minute", i+1, code, want)
+		}
+	}
+	for i, want := range []carmy.Code{"", carmy.CodeRateLimited} {
+		if code, _ := callAs(t, reg, "alice", "list_orders", ""); code != want {
+			t.Fatalf("list_orders call %d = %q; want %q, by the default of 1 an hour", i+1, code, want)
+		}
+	}
+
+	t.Run("unlimited", func(t *testing.T) {
+		t.Setenv("CARMY_CONFIG", writeConfig(t, "[rate_limits]\ndefault = \"1/hour\"\nlist_orders = \"unlimited\"\n"))
+		reg, _ := limitedOrders(t, newLimitClock(), carmy.App())
+		for range 5 {
+			if code, _ := callAs(t, reg, "alice", "list_orders", ""); code != "" {
+				t.Fatalf("list_orders = %s; its entry says unlimited", code)
+			}
+		}
+	})
+
+	for _, tc := range []struct{ file, want string }{
+		{"[rate_limits]\n\ncreate_order = \"0/min\"\n", `:3: rate_limits.create_order: "0/min": the number of calls must be a positive integer`},
+		{"[rate_limits]\ndefault = \"10000/1ms\"\n", `:2: rate_limits.default: that is more than one call per microsecond`},
+		{"[rate_limits]\ncreate_ordr = \"10/min\"\n", `:2: rate_limits.create_ordr: there is no tool named "create_ordr"`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			path := writeConfig(t, tc.file)
+			t.Setenv("CARMY_CONFIG", path)
+			_, err := carmy.App().Tool(carmy.Tool(func() error { return nil }, carmy.Write, carmy.Name("create_order"), carmy.Register(false))).Build()
+			if err == nil || !strings.Contains(err.Error(), path+tc.want) {
+				t.Fatalf("Build = %v; want %q", err, path+tc.want)
+			}
+		})
+	}
+}

@@ -180,8 +180,9 @@ func TestConcurrencyLimiter(t *testing.T, newLimiter func(t *testing.T) store.Co
 
 	t.Run("a slot outlives its lease while its holder lives", func(t *testing.T) {
 		l := newLimiter(t)
-		s := acquire(t, l, alice, 1, short)
-		time.Sleep(3 * short)
+		const lease = 10 * short // long enough that a busy machine renews it in time
+		s := acquire(t, l, alice, 1, lease)
+		time.Sleep(2 * lease) // the lease is renewed meanwhile
 		full(t, l, alice, 1)
 		_ = s.Release(ctx)
 		acquire(t, l, alice, 1, long).Release(ctx)

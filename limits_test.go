@@ -516,3 +516,45 @@ func TestRateLimitConfig(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLimits measures what a limit costs a call of the in-process
+// limiter, next to the same call without one, in one run:
+//
+//	unlimited  no limit: the call path of every tool without one
+//	rate       a RateLimit that never refuses: one GCRA decision
+//	in-flight  a MaxInFlight that never refuses: a slot taken and given back
+//	refused    a call past its rate: refused before its input is read
+//
+//	go test -run '^$' -bench BenchmarkLimits -benchmem -count 10 .
+func BenchmarkLimits(b *testing.B) {
+	create := func(in OrderIn) (OrderOut, error) { return OrderOut{ID: 1}, nil }
+	tool := func(name string, opts ...carmy.Option) *carmy.ToolDef {
+		return carmy.Tool(create, carmy.Write, append([]carmy.Option{carmy.Name(name), carmy.ParallelSafe(), carmy.Register(false)}, opts...)...)
+	}
+	reg, err := carmy.New().Logger(quietLogger()).Tool(
+		tool("unlimited"),
+		tool("rate", carmy.RateLimit(1_000_000_000, time.Hour)),
+		tool("in-flight", carmy.MaxInFlight(1_000_000)),
+		tool("refused", carmy.RateLimit(1, time.Hour)),
+	).Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reg.Close()
+	ctx := context.Background()
+	for _, name := range []string{"unlimited", "rate", "in-flight", "refused"} {
+		b.Run(name, func(b *testing.B) {
+			c := carmy.Call{Tool: name, Principal: "alice", Input: json.RawMessage(anOrder)}
+			want := carmy.Code("")
+			if name == "refused" {
+				_, _ = reg.Execute(ctx, c)
+				want = carmy.CodeRateLimited
+			}
+			for b.Loop() {
+				if _, err := reg.Execute(ctx, c); carmy.CodeOf(err) != want {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -90,3 +90,30 @@ func TestMemoryLimiterForgetsRefilledKeys(t *testing.T) {
 		t.Fatalf("the limiter remembers %d keys after every allowance refilled; want 1", n)
 	}
 }
+
+// BenchmarkMemoryLimiter measures one decision of the in-process limiter,
+// the whole cost a limit adds to a call without a shared store:
+//
+//	go test -run '^$' -bench BenchmarkMemoryLimiter -benchmem ./store
+func BenchmarkMemoryLimiter(b *testing.B) {
+	ctx := context.Background()
+	l := store.NewMemoryLimiter(nil)
+	key := store.LimitKey{Principal: "alice", Tool: "create_order"}
+	b.Run("allow", func(b *testing.B) {
+		rate := store.Rate{Calls: 1_000_000_000, Per: time.Hour}
+		for b.Loop() {
+			if d, err := l.Allow(ctx, key, rate); err != nil || !d.Allowed {
+				b.Fatal(d, err)
+			}
+		}
+	})
+	b.Run("slot", func(b *testing.B) {
+		for b.Loop() {
+			s, err := l.AcquireSlot(ctx, key, 1, time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = s.Release(ctx)
+		}
+	})
+}

@@ -22,9 +22,9 @@ import (
 // per, with a burst of n: a principal that made no call for a period may
 // make n at once, and then one every per/n. A call past the limit is
 // refused with [CodeRateLimited], retryable, its details.retry_after_ms
-// saying when the next call would be allowed; it runs nothing and its
-// input is not read. Every call that reaches the limit counts, a replay of
-// a recorded outcome too. n and per must be positive.
+// saying when the next call would be allowed; it runs nothing, its input
+// is not read, and it is not counted. Every call allowed counts, one that
+// replays a recorded outcome too. n and per must be positive.
 //
 // The limit is this tool's own: it replaces the one [Builder.RateLimit]
 // gives every tool, and an entry for the tool in carmy.toml's

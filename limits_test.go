@@ -558,3 +558,49 @@ func BenchmarkLimits(b *testing.B) {
 		})
 	}
 }
+
+// Which refusal a call past its limit gets when other refusals apply too,
+// and a replay of a recorded outcome is a call that counts.
+func TestRateLimitAgainstOtherRefusals(t *testing.T) {
+	t.Parallel()
+	clock := newLimitClock()
+	b := carmy.New().Logger(quietLogger())
+	carmy.SetLimitClock(b, clock.Now)
+	reg, err := b.Tool(
+		carmy.Tool(func(in OrderIn) (OrderOut, error) { return OrderOut{ID: 7}, nil }, carmy.Destructive, carmy.Name("cancel_order"),
+			carmy.RequireConfirmation(), carmy.Requires("orders"), carmy.RateLimit(2, time.Hour), carmy.Register(false)),
+	).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	granted := []string{"orders", "confirm:cancel_order"}
+	run := func(c carmy.Call) (carmy.Result, carmy.Code) {
+		c.Tool, c.Principal = "cancel_order", "alice"
+		res, err := reg.Execute(context.Background(), c)
+		return res, carmy.CodeOf(err)
+	}
+	first, code := run(carmy.Call{Input: json.RawMessage(anOrder), RequestID: "r-1", Permissions: granted})
+	if code != "" {
+		t.Fatalf("first call = %s", code)
+	}
+	if res, code := run(carmy.Call{Input: json.RawMessage(anOrder), RequestID: "r-1", Permissions: granted}); code != "" || !res.Replayed || res.ExecutionID != first.ExecutionID {
+		t.Fatalf("the retry = %+v, %s; want the replay", res, code)
+	}
+	for _, tt := range []struct {
+		name string
+		call carmy.Call
+		want carmy.Code
+	}{
+		{"a malformed request id first", carmy.Call{Input: json.RawMessage(anOrder), RequestID: "bad id", Permissions: granted}, carmy.CodeInvalidInput},
+		{"then the permission", carmy.Call{Input: json.RawMessage(anOrder)}, carmy.CodePermissionDenied},
+		{"then the limit: a replay is a call", carmy.Call{Input: json.RawMessage(anOrder), RequestID: "r-1", Permissions: granted}, carmy.CodeRateLimited},
+		{"the limit before the input", carmy.Call{Input: json.RawMessage(`{"sku":1}`), Permissions: granted}, carmy.CodeRateLimited},
+		{"the limit before confirmation", carmy.Call{Input: json.RawMessage(anOrder), Permissions: []string{"orders"}}, carmy.CodeRateLimited},
+		{"the limit before a conflicting request id", carmy.Call{Input: json.RawMessage(`{"sku":"B-2"}`), RequestID: "r-1", Permissions: granted}, carmy.CodeRateLimited},
+	} {
+		if _, code := run(tt.call); code != tt.want {
+			t.Errorf("%s: %s; want %s", tt.name, code, tt.want)
+		}
+	}
+}

@@ -36,6 +36,8 @@ type Builder struct {
 	ttl        time.Duration
 	limit      int
 	window     time.Duration // 0: the store's own
+	rate       store.Rate    // Builder.RateLimit, or carmy.toml's default
+	toolRates  map[string]toolRate
 	publicURL  string
 	audit      []auditSource
 	errs       []error
@@ -106,6 +108,10 @@ func New() *Builder {
 //	[effect_permissions]               # the permission a call needs by its tool's effect (see Builder.EffectPermissions)
 //	read = "tools:read"                # keys: none, read, write, external_write, destructive
 //	write = "tools:write"
+//
+//	[rate_limits]                      # calls per principal and tool (see RateLimit)
+//	default = "120/min"                # every tool, as Builder.RateLimit: N/second, min, hour, day or a duration
+//	create_order = "10/min"            # one tool, replacing its own RateLimit; "unlimited" exempts it
 //
 //	# [oauth]                          # instead of [[tokens]]: accept an issuer's access tokens (see OAuth)
 //	# issuer = "https://auth.example.com"
@@ -363,10 +369,12 @@ func (b *Builder) Build() (*Registry, error) {
 			continue
 		}
 		sites[t.meta.Name] = d.site
+		b.setLimits(t)
 		r.requiring = r.requiring || len(t.meta.Requires) > 0
 		r.tools[t.meta.Name] = t
 		r.names = append(r.names, t.meta.Name)
 	}
+	errs = append(errs, b.checkToolRates(r)...)
 	if err := errors.Join(errs...); err != nil {
 		for _, c := range storeClosers {
 			_ = c()
@@ -386,6 +394,7 @@ func (b *Builder) Build() (*Registry, error) {
 		o.v.LocateAt(b.publicURL)
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
+	r.limiter, r.slots = limitersOf(r.store, b.tuning.limitClock)
 	r.console = newConsoleAuth(r.auth != nil)
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;

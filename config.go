@@ -87,6 +87,7 @@ func (b *Builder) configure() {
 		}
 		b.effectPerms, b.effectPermsSite = perms, e.Site
 	}
+	b.configureRateLimits(c.RateLimits)
 	if c.IdempotencyWindow > 0 {
 		b.window = c.IdempotencyWindow
 	}

@@ -41,6 +41,10 @@ const (
 	CodeTimeout Code = "timeout"
 	// CodeUnavailable: something the tool needs is down; try again later.
 	CodeUnavailable Code = "unavailable"
+	// CodeRateLimited: the caller made as many calls of the tool as its
+	// limits allow ([RateLimit], [MaxInFlight]); call again once
+	// details.retry_after_ms (milliseconds) has passed.
+	CodeRateLimited Code = "rate_limited"
 	// CodeInternal: a bug or an unexpected failure; the cause is logged and
 	// never sent.
 	CodeInternal Code = "internal"
@@ -49,7 +53,7 @@ const (
 // retryableByDefault reports whether calling again, unchanged, may succeed.
 func (c Code) retryableByDefault() bool {
 	switch c {
-	case CodeTimeout, CodeCancelled, CodeUnavailable, CodeInternal:
+	case CodeTimeout, CodeCancelled, CodeUnavailable, CodeRateLimited, CodeInternal:
 		return true
 	}
 	return false
@@ -80,8 +84,8 @@ type Error struct {
 	// for CodeConfirmationRequired. Values must be JSON-encodable.
 	Details map[string]any `json:"details,omitempty"`
 	// Retryable tells the caller that the same call may succeed later.
-	// [Errorf] sets it from the code: timeout, cancelled, unavailable and
-	// internal are retryable.
+	// [Errorf] sets it from the code: timeout, cancelled, unavailable,
+	// rate_limited and internal are retryable.
 	Retryable bool `json:"retryable"`
 	// Err is the cause. It is logged and never sent to callers.
 	Err error `json:"-"`

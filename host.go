@@ -285,6 +285,9 @@ type tuning struct {
 	// person reads it; nil is standard error, a terminal when it is one.
 	consoleOut      io.Writer
 	consoleTerminal bool
+
+	// limitClock is the clock of the in-process limiter; nil is time.Now.
+	limitClock func() time.Time
 }
 
 func (t *tuning) bodyRead() time.Duration {

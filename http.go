@@ -219,6 +219,8 @@ func StatusOf(err error) int {
 		return http.StatusGatewayTimeout
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeRateLimited:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }
@@ -248,6 +250,9 @@ func writeErrorStatus(w http.ResponseWriter, status int, err error) {
 	}
 	if e.Retryable && (status == http.StatusServiceUnavailable) {
 		w.Header().Set("Retry-After", strconv.Itoa(1))
+	}
+	if after, ok := retryAfterSeconds(e); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(after, 10))
 	}
 	writeJSON(w, status, map[string]*Error{"error": e})
 }

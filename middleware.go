@@ -46,6 +46,9 @@ type Request struct {
 	digest string
 	// peer is the MCP client the call came from, for the tool's Context.
 	peer *mcpserve.Peer
+	// slot is the call's place under the tool's MaxInFlight, until the
+	// execution takes it.
+	slot store.Slot
 }
 
 // Logging returns middleware that logs one record per call: execution id,

@@ -51,7 +51,7 @@ func (r *Registry) auditRecord(t *tool, req *Request, d AuditDecision, execID st
 		Effect:      t.meta.Effect,
 		Code:        code,
 	}
-	if len(r.auditors) > 0 && (d != AuditRefused || code != CodeInvalidInput) {
+	if len(r.auditors) > 0 && (d != AuditRefused || code != CodeInvalidInput && code != CodeRateLimited) {
 		_, rec.Digest, _ = req.canonical(t)
 	}
 	if a := req.approval; a != nil {

@@ -122,6 +122,8 @@ type Registry struct {
 	requiring bool // some tool requires a permission
 	store     store.IdempotencyStore
 	locker    store.Locker
+	limiter   store.RateLimiter        // of the tools with a RateLimit
+	slots     store.ConcurrencyLimiter // of the tools with a MaxInFlight
 	ttl       time.Duration
 	publicURL string // Builder.PublicURL: the base of approval links
 	overruns  atomic.Int64

@@ -33,6 +33,10 @@ type tool struct {
 	content bool     // the output is Content: MCP content blocks
 	// requestID is the input field tagged carmy:"request_id", if any.
 	requestID *shape.Field
+	// rate and maxInFlight are the tool's limits per principal; zero for
+	// none.
+	rate        store.Rate
+	maxInFlight int
 }
 
 // leaseMargin is added to a tool's timeout to make the leases of its
@@ -60,7 +64,9 @@ const deadlineGrace = 10 * time.Millisecond
 // [CodeUnknownTool], with the closest name suggested), then, inside any
 // middleware: refuse a malformed request id (a request id is 1 to 255
 // printable ASCII characters, '!' to '~'), check the permissions the tool
-// requires and ask the host's policy (before the input is read), decode
+// requires and ask the host's policy (before the input is read), hold the
+// caller to the tool's limits ([RateLimit], [MaxInFlight]; a call past
+// them is [CodeRateLimited], its input unread), decode
 // and validate the input, check confirmation, deduplicate by request id, wait for the
 // tool's turn when it is not parallel-safe, execute under the deadline,
 // encode the output and record the outcome. Every failure is an [*Error],
@@ -110,6 +116,9 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		if p := recover(); p != nil {
 			res, err = Result{}, r.panicked(t, "", p)
 		}
+		if req.slot != nil { // not handed to an execution
+			r.releaseSlot(ctx, t, req.slot)
+		}
 	}()
 	c := &req.Call
 	if err := checkRequestID(c.RequestID); err != nil {
@@ -136,6 +145,13 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	// learns nothing of its input's rules.
 	if e := r.permit(cc, t); e != nil {
 		return Result{}, r.refused(ctx, t, c, e)
+	}
+	// Before the input is read too: a caller past its limits costs no
+	// decoding, and learns of its limits, not of its input's mistakes.
+	if t.rate.Calls > 0 || t.maxInFlight > 0 {
+		if err := r.limit(ctx, t, req); err != nil {
+			return Result{}, err
+		}
 	}
 	in, err := t.decode(c.Input)
 	if err != nil {
@@ -184,7 +200,8 @@ func (r *Registry) refused(ctx context.Context, t *tool, c *Call, e *Error) *Err
 	return e
 }
 
-// storeError explains a failure of the idempotency store or the locker.
+// storeError explains a failure of the store (idempotency, limits) or the
+// locker.
 func (r *Registry) storeError(ctx context.Context, t *tool, err error) error {
 	if ctx.Err() != nil {
 		return stopError(ctx, t)
@@ -197,7 +214,7 @@ func (r *Registry) storeError(ctx context.Context, t *tool, err error) error {
 		r.logger.Warn("carmy: call refused by the idempotency store", "tool", t.meta.Name, "reason", e.Details["reason"])
 		return e
 	}
-	r.logger.Error("carmy: idempotency store or locker failed", "tool", t.meta.Name, "error", err)
+	r.logger.Error("carmy: the store or locker failed", "tool", t.meta.Name, "error", err)
 	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s cannot run now: a service it depends on is unavailable; try again", t.meta.Name), Retryable: true, Err: err}
 }
 
@@ -237,7 +254,8 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	ev.Context = execCtx
 	cc.Context = ev
 	req.ExecutionID, req.decision = cc.ExecutionID, AuditExecuted
-	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, resv: resv, lock: lock, done: make(chan outcome, 1)}
+	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, resv: resv, lock: lock, slot: req.slot, done: make(chan outcome, 1)}
+	req.slot = nil // the execution's now, released when the tool's code returns
 	r.workers.run(j)
 	select {
 	case o := <-j.done:
@@ -303,6 +321,7 @@ type job struct {
 	ctx       context.Context
 	resv      *reservation
 	lock      store.Lock
+	slot      store.Slot   // of MaxInFlight, if any
 	done      chan outcome // buffered: the worker never waits for the caller
 	abandoned atomic.Bool
 }
@@ -328,6 +347,7 @@ func (j *job) run() {
 				r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
 			}
 		}
+		r.releaseSlot(j.ctx, t, j.slot)
 		j.done <- o
 	}()
 	o = r.invoke(j.ctx, j.execCtx, t, cc, j.in)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/shape"
+	"github.com/carmy-dev/carmy/store"
 )
 
 // ToolDef is a tool declared with [Tool] or [Impl], ready to be added to a
@@ -58,6 +59,8 @@ type options struct {
 	timeout                  time.Duration
 	register                 bool
 	requires                 []string
+	rate                     store.Rate // RateLimit
+	maxInFlight              int
 	set                      map[string]any
 	conflicts                []error
 }

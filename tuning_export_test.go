@@ -32,3 +32,10 @@ func SetServerTimeouts(b *Builder, readHeader, idle time.Duration) *Builder {
 func OAuthKeyRefresh(ctx context.Context, cfg OAuthConfig, interval time.Duration) (Authenticator, error) {
 	return oauth(ctx, cfg, interval)
 }
+
+// SetLimitClock makes the in-process limiter of b's registry read the time
+// from now.
+func SetLimitClock(b *Builder, now func() time.Time) *Builder {
+	b.tuning.limitClock = now
+	return b
+}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/carmy-dev/carmy"
 )
@@ -17,6 +18,10 @@ import (
 //	replay       a call with a request id already recorded: one look-up
 //	serialized   a tool that is not parallel-safe: take and release the lock
 //	idempotent-parallel  the idempotent call from GOMAXPROCS goroutines at once
+//	rate-limited a plain call of a tool with a RateLimit that never refuses:
+//	             one GCRA decision
+//	max-in-flight a plain call of a tool with a MaxInFlight that never
+//	             refuses: a slot taken, renewed while held, and given back
 //
 // The Redis half needs CARMY_REDIS_URL (see redisURL); docs/deployment.md
 // has the numbers and the command.
@@ -27,6 +32,10 @@ func BenchmarkExecute(b *testing.B) {
 				carmy.Write, carmy.Name("echo"), carmy.ParallelSafe(), carmy.Register(false)),
 			carmy.Tool(func(ctx carmy.Context, in countIn) (uint64, error) { return ctx.Fence, nil },
 				carmy.Write, carmy.Name("serial"), carmy.Register(false)),
+			carmy.Tool(func(ctx carmy.Context, in countIn) (int, error) { return in.N, nil },
+				carmy.Write, carmy.Name("echo_limited"), carmy.ParallelSafe(), carmy.RateLimit(1_000_000_000, time.Hour), carmy.Register(false)),
+			carmy.Tool(func(ctx carmy.Context, in countIn) (int, error) { return in.N, nil },
+				carmy.Write, carmy.Name("echo_slotted"), carmy.ParallelSafe(), carmy.MaxInFlight(1_000_000), carmy.Register(false)),
 		}
 	}
 	run := func(b *testing.B, reg *carmy.Registry) {
@@ -57,6 +66,16 @@ func BenchmarkExecute(b *testing.B) {
 		b.Run("serialized", func(b *testing.B) {
 			for b.Loop() {
 				call(b, carmy.Call{Tool: "serial", Input: input})
+			}
+		})
+		b.Run("rate-limited", func(b *testing.B) {
+			for b.Loop() {
+				call(b, carmy.Call{Tool: "echo_limited", Input: input, Principal: "alice"})
+			}
+		})
+		b.Run("max-in-flight", func(b *testing.B) {
+			for b.Loop() {
+				call(b, carmy.Call{Tool: "echo_slotted", Input: input, Principal: "alice"})
 			}
 		})
 		b.Run("idempotent-parallel", func(b *testing.B) {

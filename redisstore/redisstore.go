@@ -5,9 +5,11 @@
 //
 // It is a module of its own, so that programs that do not use Redis never
 // depend on go-redis. A [Store] is a [store.IdempotencyStore], a
-// [store.Locker] and a [store.ApprovalStore] (so that a call approved on one
-// host runs once, on any); give it to the builder as store and locker, and
-// the builder keeps its approvals there too:
+// [store.Locker], a [store.ApprovalStore] (so that a call approved on one
+// host runs once, on any), and a [store.RateLimiter] and
+// [store.ConcurrencyLimiter] (so that a principal's limits hold across
+// hosts); give it to the builder as store and locker, and the builder
+// keeps its approvals and limits there too:
 //
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
 //	s := redisstore.New(client)
@@ -42,6 +44,13 @@
 //   - prefix + "appr:{appr}:" + id, prefix + "apprkey:{appr}:" + ... and
 //     prefix + "apprs:{appr}": the approvals, their index by call and their
 //     list (see approvals.go), kept an hour past their expiry.
+//   - prefix + "rate:{" + principal + ":" + tool + "}" (each part
+//     query-escaped): a principal's rate limit on a tool, GCRA's
+//     theoretical arrival time in microseconds of Redis time, expiring when
+//     the allowance is full again.
+//   - prefix + "slots:{" + principal + ":" + tool + "}": a sorted set of the
+//     tokens of the calls holding a slot of the tool's MaxInFlight, by the
+//     end of their lease, which their hosts renew while the calls run.
 //   - prefix + "marker": a hash naming the Redis server (its run id) and
 //     the time of the last loss of state found, by which the store sees
 //     that Redis restarted or lost its data (not kept in Redis Cluster).

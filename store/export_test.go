@@ -5,3 +5,10 @@ package store
 func NewMemoryApprovalsWithLimits(limit, global int) ApprovalStore {
 	return newMemoryApprovals(limit, global)
 }
+
+// LimiterKeys returns how many keys l remembers rates of.
+func LimiterKeys(l *MemoryLimiter) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.tats)
+}

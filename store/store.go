@@ -5,9 +5,11 @@
 // pass an implementation to Builder.Store and Builder.Locker.
 //
 // The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
-// [ApprovalStore]) and their record types, the in-memory implementations a
-// builder uses by default ([NewMemoryStore], [NewMemoryLocker],
-// [NewMemoryApprovals]), and the registry of store
+// [ApprovalStore], and the limits of [RateLimiter] and
+// [ConcurrencyLimiter]) and their record types, the in-memory
+// implementations a builder uses by default ([NewMemoryStore],
+// [NewMemoryLocker], [NewMemoryApprovals], [NewMemoryLimiter]), and the
+// registry of store
 // implementations by URL scheme ([Register], [Open]). The storetest package
 // checks that an implementation keeps the promises the runtime relies on.
 //

@@ -207,6 +207,12 @@ func checkTool(pass *analysis.Pass, d declaration) {
 				spread = true
 				continue
 			}
+			if fn.Name() == "RateLimit" && len(oc.Args) == 2 {
+				if p := rateProblem(pass.TypesInfo, oc.Args[0], oc.Args[1]); p != "" {
+					problems = append(problems, p)
+				}
+				continue
+			}
 			if len(oc.Args) != 1 {
 				continue
 			}
@@ -235,6 +241,13 @@ func checkTool(pass *analysis.Pass, d declaration) {
 						continue
 					}
 					record("Timeout", time.Duration(ns).String())
+				}
+			case "MaxInFlight":
+				if v == nil {
+					continue
+				}
+				if n, exact := constant.Int64Val(constant.ToInt(v)); exact && n <= 0 {
+					problems = append(problems, fmt.Sprintf("MaxInFlight(%d) must be positive", n))
 				}
 			}
 		}
@@ -636,4 +649,31 @@ func kindOf(t types.Type) reflect.Kind {
 		return reflect.Struct
 	}
 	return reflect.Invalid
+}
+
+// rateProblem is Build's problem with carmy.RateLimit(n, per) of constant
+// arguments, "" when there is none or they are not constant.
+func rateProblem(info *types.Info, nArg, perArg ast.Expr) string {
+	nv, pv := constValue(info, nArg), constValue(info, perArg)
+	if nv == nil || pv == nil {
+		return ""
+	}
+	n, exactN := constant.Int64Val(constant.ToInt(nv))
+	ns, exactP := constant.Int64Val(constant.ToInt(pv))
+	if !exactN || !exactP {
+		return ""
+	}
+	per := time.Duration(ns)
+	var why string
+	switch {
+	case n <= 0:
+		why = "the number of calls must be positive"
+	case per <= 0:
+		why = "the period must be positive"
+	case per/time.Duration(n) < time.Microsecond:
+		why = "that is more than one call per microsecond; limit calls over a longer period"
+	default:
+		return ""
+	}
+	return fmt.Sprintf("RateLimit(%d, %v): %s", n, per, why)
 }

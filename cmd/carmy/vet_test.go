@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/carmy-dev/carmy"
 	"golang.org/x/tools/go/analysis/analysistest"
@@ -154,6 +155,10 @@ func speaksLikeBuild(t *testing.T, diagnostics []string) {
 		carmy.Tool(42, carmy.Read, carmy.Name("not_func"), r),
 		carmy.Tool(vOK, carmy.Read, carmy.Name("first"), carmy.Name("second"), r),
 		carmy.Tool(vOK, carmy.Read, carmy.Name("no_time"), carmy.Timeout(0), r),
+		carmy.Tool(vOK, carmy.Read, carmy.Name("no_calls"), carmy.RateLimit(0, time.Minute), r),
+		carmy.Tool(vOK, carmy.Read, carmy.Name("no_period"), carmy.RateLimit(10, 0), r),
+		carmy.Tool(vOK, carmy.Read, carmy.Name("too_fast"), carmy.RateLimit(10_000, time.Millisecond), r),
+		carmy.Tool(vOK, carmy.Read, carmy.Name("no_slots"), carmy.MaxInFlight(0), r),
 
 		carmy.Tool(vOK, carmy.Read, carmy.Name("ok"), r),
 		carmy.Tool(func(in VIn) error { return nil }, carmy.Write, carmy.Name("named_closure"), r),

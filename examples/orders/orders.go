@@ -7,6 +7,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/carmy-dev/carmy"
 )
@@ -143,9 +144,15 @@ type CancelOrder struct {
 // The tools of the example. Each is declared once, at package level, next
 // to its function; newRegistry puts them together.
 var (
+	// An agent in a loop must not place a thousand orders a minute: each
+	// principal may place 20 a minute (a burst of 20, then one every 3 s)
+	// with at most 2 being placed at once. A call past either limit is
+	// refused with rate_limited, telling the model when to call again.
 	createOrderTool = carmy.Tool(createOrder, carmy.Write,
 		carmy.Description("Place an order for a product. Returns the new order with its order_id."),
 		carmy.ParallelSafe(),
+		carmy.RateLimit(createOrderRate, time.Minute),
+		carmy.MaxInFlight(2),
 	)
 	getOrderTool = carmy.Tool(getOrder, carmy.Read,
 		carmy.Description("Read one order by its order_id."),
@@ -165,6 +172,9 @@ var (
 		carmy.ParallelSafe(),
 	)
 )
+
+// createOrderRate is how many orders one principal may place a minute.
+const createOrderRate = 20
 
 // tools lists every tool of the example, in the order main shows them.
 var tools = []*carmy.ToolDef{createOrderTool, getOrderTool, listOrdersTool, cancelOrderTool, whoamiTool}

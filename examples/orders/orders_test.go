@@ -419,3 +419,26 @@ func TestRun(t *testing.T) {
 		}
 	}
 }
+
+// Each principal may place createOrderRate orders a minute; the next call
+// is refused, in words a model acts on, and another principal is not.
+func TestCreateOrderRateLimit(t *testing.T) {
+	reg, store := setup(t)
+	ctx := context.Background()
+	for i := range createOrderRate {
+		if _, err := carmy.Invoke[Order](ctx, reg, "create_order", CreateOrder{SKU: "A-100", Quantity: 1}, carmy.WithPrincipal("loop-agent")); err != nil {
+			t.Fatalf("order %d = %v", i+1, err)
+		}
+	}
+	_, err := carmy.Invoke[Order](ctx, reg, "create_order", CreateOrder{SKU: "A-100", Quantity: 1}, carmy.WithPrincipal("loop-agent"))
+	e := asError(t, err, carmy.CodeRateLimited)
+	if !e.Retryable || !strings.Contains(e.Message, "call create_order again in 3 s") {
+		t.Errorf("refusal %v; want it retryable, telling the model to wait 3 s", e)
+	}
+	if n := len(store.List("")); n != createOrderRate {
+		t.Errorf("%d orders placed; want %d", n, createOrderRate)
+	}
+	if _, err := carmy.Invoke[Order](ctx, reg, "create_order", CreateOrder{SKU: "A-100", Quantity: 1}, carmy.WithPrincipal("alice")); err != nil {
+		t.Errorf("alice's order = %v; the loop agent's limit is not hers", err)
+	}
+}

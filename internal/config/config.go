@@ -50,6 +50,7 @@ type Settings struct {
 	EffectPermissions    EffectPermissions
 	IdempotencyWindow    time.Duration // the age below which no idempotency record is evicted
 	PublicURL            string        // the address clients use, for links and OAuth metadata
+	RateLimits           RateLimits    // [rate_limits]
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -166,9 +167,9 @@ func FromEnv() (Settings, error) {
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "public_url", "tokens", "oauth", "effect_permissions"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "public_url", "tokens", "oauth", "effect_permissions", "rate_limits"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, public_url, [[tokens]], [oauth] and [effect_permissions]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, public_url, [[tokens]], [oauth], [effect_permissions] and [rate_limits]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -305,6 +306,7 @@ func parse(path, src string) (Settings, error) {
 	c.Tokens = parseTokens(&d, fail)
 	c.OAuth = parseOAuth(&d, path, fail)
 	c.EffectPermissions = parseEffectPermissions(&d, path, fail)
+	c.RateLimits = parseRateLimits(&d, path, fail)
 	if c.OAuth.Issuer != "" && len(c.Tokens) > 0 {
 		fail(d.line("oauth"), "[oauth] and [[tokens]] both authenticate callers; keep one")
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -103,6 +104,12 @@ func TestLoadConfig(t *testing.T) {
 			Tokens: []config.Token{
 				{SHA256: hash(aliceToken), Principal: "alice", Permissions: []string{"confirm:cancel_order", "orders:write"}},
 				{SHA256: hash(bobToken), Principal: "bob"},
+			},
+			RateLimits: config.RateLimits{
+				Default: &config.Rate{Calls: 100, Per: time.Minute, Key: "rate_limits.default", Site: filepath.Join("testdata", "full.toml") + ":28"},
+				Tools: map[string]config.Rate{
+					"create_order": {Calls: 10, Per: 30 * time.Second, Key: "rate_limits.create_order", Site: filepath.Join("testdata", "full.toml") + ":29"},
+				},
 			},
 		}},
 		{"inline_tokens.toml", config.Settings{
@@ -492,6 +499,41 @@ func TestEffectPermissions(t *testing.T) {
 		{"effect_permissions = \"tools\"\n", "carmy.toml:1: effect_permissions must be a table"},
 		{"[effect_permissions]\nread = 1\n", `carmy.toml:1: effect_permissions.read must be a permission such as "tools:read", not the integer 1`},
 		{"[effect_permissions]\nreads = \"x\"\n", `carmy.toml:1: unknown key "effect_permissions.reads"`},
+	} {
+		path := writeConfig(t, tc.file)
+		_, err := config.Load(path)
+		if err == nil || !strings.Contains(strings.ReplaceAll(err.Error(), path, "carmy.toml"), tc.want) {
+			t.Errorf("%q: %v; want %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+func TestRateLimits(t *testing.T) {
+	path := writeConfig(t, "[rate_limits]\ndefault = \"100/min\"\ncreate_order = \" 5 / second \"\n\"orders.export\" = \"1/24h\"\nlist_orders = \"unlimited\"\nsearch = \"30/1m30s\"\n")
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := func(calls int, per time.Duration, key string, line int) config.Rate {
+		return config.Rate{Calls: calls, Per: per, Key: "rate_limits." + key, Site: fmt.Sprintf("%s:%d", path, line)}
+	}
+	def := rate(100, time.Minute, "default", 2)
+	want := config.RateLimits{Default: &def, Tools: map[string]config.Rate{
+		"create_order":  rate(5, time.Second, "create_order", 3),
+		"orders.export": rate(1, 24*time.Hour, "orders.export", 4),
+		"list_orders":   rate(0, 0, "list_orders", 5),
+		"search":        rate(30, 90*time.Second, "search", 6),
+	}}
+	if !reflect.DeepEqual(c.RateLimits, want) {
+		t.Errorf("Load = %+v\nwant %+v", c.RateLimits, want)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"rate_limits = \"10/min\"\n", "carmy.toml:1: rate_limits must be a table"},
+		{"[rate_limits]\ncreate_order = 10\n", `carmy.toml:2: rate_limits.create_order must be a rate such as "10/min"`},
+		{"[rate_limits]\ndefault = \"0/min\"\n", `carmy.toml:2: rate_limits.default: "0/min": the number of calls must be a positive integer`},
+		{"[rate_limits]\n\ncreate_order = \"10/fortnight\"\n", `carmy.toml:3: rate_limits.create_order: "10/fortnight": the period must be`},
+		{"[rate_limits]\ncreate_order = \"10/-1s\"\n", `carmy.toml:2: rate_limits.create_order: "10/-1s": the period must be`},
+		{"[rate_limits]\ncreate_order = \"ten\"\n", `carmy.toml:2: rate_limits.create_order: "ten" is not a rate`},
 	} {
 		path := writeConfig(t, tc.file)
 		_, err := config.Load(path)

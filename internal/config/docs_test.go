@@ -18,7 +18,7 @@ func TestHostingDocsListEveryKey(t *testing.T) {
 		switch k {
 		case "tokens":
 			row = "| `[[tokens]]` |"
-		case "oauth", "effect_permissions":
+		case "oauth", "effect_permissions", "rate_limits":
 			row = "| `[" + k + "]` |"
 		}
 		if !strings.Contains(string(doc), "\n"+row) {

@@ -1,6 +1,7 @@
 // Package storetest checks that a [store.IdempotencyStore], a
-// [store.Locker] or a [store.ApprovalStore] keeps the promises the runtime
-// relies on, in the manner of
+// [store.Locker], a [store.ApprovalStore], a [store.RateLimiter] or a
+// [store.ConcurrencyLimiter] keeps the promises the runtime relies on, in
+// the manner of
 // testing/slogtest: call its functions from a test of your store.
 //
 //	func TestMyStore(t *testing.T) {
@@ -421,10 +422,11 @@ func mustOwn(t *testing.T, s store.IdempotencyStore, key store.Key, digest strin
 	return r.Token
 }
 
-// Abandoner is an optional capability of a [store.Lock] with a lease: Abandon
-// stops renewing the lock without releasing it, as the death of its host
-// would. TestLocker uses it to check that the lock of a host that died frees
-// itself when its lease runs out; locks without it (in-process locks, whose
+// Abandoner is an optional capability of a [store.Lock] or a [store.Slot]
+// with a lease: Abandon stops renewing it without releasing it, as the
+// death of its host would. TestLocker and TestConcurrencyLimiter use it to
+// check that the lock or slot of a host that died frees itself when its
+// lease runs out; those without it (in-process locks and slots, whose
 // holder cannot vanish without returning) skip that case.
 type Abandoner interface {
 	Abandon()

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/carmy-dev/carmy"
 )
@@ -71,14 +72,18 @@ var (
 	_ = carmy.Tool(vOK, carmy.Effect(0), carmy.Name("zero_effect")) // want `^carmy: tool "zero_effect" has no effect \(effect\(0\)\)`
 	_ = carmy.Tool(vOK, 9, carmy.Name("effect_nine"))               // want `^carmy: tool "effect_nine" has no effect \(effect\(9\)\)`
 
-	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("bad name!"))                   // want `^carmy: tool "bad name!" has the invalid name "bad name!"; a name is 1 to 128 ASCII letters, digits, '_', '-' or '.'$`
-	_ = carmy.Tool(vOK, carmy.Read, carmy.Name(""))                            // want `^carmy: tool has the invalid name ""`
-	_ = carmy.Tool(créer, carmy.Read)                                          // want `^carmy: tool "créer" has the invalid name "créer"`
-	_ = carmy.Tool(func(in VIn) error { return nil }, carmy.Read)              // want `^carmy: tool is a closure or anonymous function, which has no usable name; give it one with carmy.Name$`
-	_ = carmy.Tool(nil, carmy.Read, carmy.Name("nil_fn"))                      // want `^carmy: tool "nil_fn" has a nil function; pass a func such as func\(ctx context.Context, in Input\) \(Output, error\)$`
-	_ = carmy.Tool(42, carmy.Read, carmy.Name("not_func"))                     // want `^carmy: tool "not_func" is given a int, not a function; pass a func`
-	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("first"), carmy.Name("second")) // want `^carmy: tool "first" option Name is given twice with different values \(first and second\); keep one$`
-	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("no_time"), carmy.Timeout(0))   // want `^carmy: tool "no_time" Timeout\(0s\) must be positive$`
+	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("bad name!"))                                           // want `^carmy: tool "bad name!" has the invalid name "bad name!"; a name is 1 to 128 ASCII letters, digits, '_', '-' or '.'$`
+	_ = carmy.Tool(vOK, carmy.Read, carmy.Name(""))                                                    // want `^carmy: tool has the invalid name ""`
+	_ = carmy.Tool(créer, carmy.Read)                                                                  // want `^carmy: tool "créer" has the invalid name "créer"`
+	_ = carmy.Tool(func(in VIn) error { return nil }, carmy.Read)                                      // want `^carmy: tool is a closure or anonymous function, which has no usable name; give it one with carmy.Name$`
+	_ = carmy.Tool(nil, carmy.Read, carmy.Name("nil_fn"))                                              // want `^carmy: tool "nil_fn" has a nil function; pass a func such as func\(ctx context.Context, in Input\) \(Output, error\)$`
+	_ = carmy.Tool(42, carmy.Read, carmy.Name("not_func"))                                             // want `^carmy: tool "not_func" is given a int, not a function; pass a func`
+	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("first"), carmy.Name("second"))                         // want `^carmy: tool "first" option Name is given twice with different values \(first and second\); keep one$`
+	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("no_time"), carmy.Timeout(0))                           // want `^carmy: tool "no_time" Timeout\(0s\) must be positive$`
+	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("no_calls"), carmy.RateLimit(0, time.Minute))           // want `^carmy: tool "no_calls" RateLimit\(0, 1m0s\): the number of calls must be positive$`
+	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("no_period"), carmy.RateLimit(10, 0))                   // want `^carmy: tool "no_period" RateLimit\(10, 0s\): the period must be positive$`
+	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("too_fast"), carmy.RateLimit(10_000, time.Millisecond)) // want `^carmy: tool "too_fast" RateLimit\(10000, 1ms\): that is more than one call per microsecond`
+	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("no_slots"), carmy.MaxInFlight(0))                      // want `^carmy: tool "no_slots" MaxInFlight\(0\) must be positive$`
 
 	// Correct declarations: nothing to report.
 	_ = carmy.Tool(vOK, carmy.Read, carmy.Name("ok"))

@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
+
+	"github.com/carmy-dev/carmy/internal/toolsrc"
 )
 
 //go:embed scaffold/*.tmpl
@@ -147,8 +149,8 @@ func cloneDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("not a carmy clone: %w", err)
 	}
-	if got := modfile.ModulePath(mod); got != carmyPath {
-		return "", fmt.Errorf("not a carmy clone: its go.mod is module %q, want %s", got, carmyPath)
+	if got := modfile.ModulePath(mod); got != toolsrc.CarmyPath {
+		return "", fmt.Errorf("not a carmy clone: its go.mod is module %q, want %s", got, toolsrc.CarmyPath)
 	}
 	return modfile.AutoQuote(filepath.ToSlash(abs)), nil
 }
@@ -188,17 +190,17 @@ func carmyVersion() string {
 		return ""
 	}
 	v := ""
-	if bi.Main.Path == carmyPath {
+	if bi.Main.Path == toolsrc.CarmyPath {
 		v = bi.Main.Version
 	}
 	for _, d := range bi.Deps {
-		if d.Path == carmyPath {
+		if d.Path == toolsrc.CarmyPath {
 			v = d.Version
 		}
 	}
 	// The zero pseudo-version is what a go.mod requires when a replace
 	// directive points at a directory: nothing a new module could fetch.
-	if module.Check(carmyPath, v) != nil || strings.Contains(v, "+") || strings.HasPrefix(v, "v0.0.0-00010101000000-") {
+	if module.Check(toolsrc.CarmyPath, v) != nil || strings.Contains(v, "+") || strings.HasPrefix(v, "v0.0.0-00010101000000-") {
 		return ""
 	}
 	return v
@@ -217,8 +219,8 @@ func tidyScaffold(dir string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Contains(mod, []byte("require "+carmyPath+" ")) {
-		if err := goCmd("get", carmyPath+"@latest"); err != nil {
+	if !bytes.Contains(mod, []byte("require "+toolsrc.CarmyPath+" ")) {
+		if err := goCmd("get", toolsrc.CarmyPath+"@latest"); err != nil {
 			return err
 		}
 	}

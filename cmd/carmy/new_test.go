@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/carmy-dev/carmy/internal/toolsrc"
+
+	"github.com/carmy-dev/carmy/internal/modtest"
 )
 
 // TestNew checks the files carmy new writes, without the go command: a
@@ -36,9 +40,9 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"module example.com/hello\n", "\ngo 1.26.0\n", "\ntool " + carmyPath + "/cmd/carmy\n"}
+	want := []string{"module example.com/hello\n", "\ngo 1.26.0\n", "\ntool " + toolsrc.CarmyPath + "/cmd/carmy\n"}
 	if v := carmyVersion(); v != "" {
-		want = append(want, "\nrequire "+carmyPath+" "+v+"\n")
+		want = append(want, "\nrequire "+toolsrc.CarmyPath+" "+v+"\n")
 	} else if strings.Contains(string(mod), "require") {
 		t.Errorf("a development build requires a version of carmy:\n%s", mod)
 	}
@@ -84,8 +88,8 @@ func TestCarmyVersion(t *testing.T) {
 // it, and its program says it serves only once it does.
 func TestNewFromClone(t *testing.T) {
 	t.Parallel()
-	needGo(t)
-	root := checkoutRoot(t)
+	modtest.NeedGo(t)
+	root := modtest.CheckoutRoot(t)
 	parent := t.TempDir()
 	cmd := carmyCmd(t, parent, "new", "-carmy", root, "example.com/hello")
 	cmd.Env = append(cmd.Env, "GOWORK=off")
@@ -97,14 +101,14 @@ func TestNewFromClone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"\nrequire " + carmyPath + " " + zeroVersion + "\n", "\nreplace " + carmyPath + " => " + filepath.ToSlash(root) + "\n"} {
+	for _, w := range []string{"\nrequire " + toolsrc.CarmyPath + " " + zeroVersion + "\n", "\nreplace " + toolsrc.CarmyPath + " => " + filepath.ToSlash(root) + "\n"} {
 		if !strings.Contains(string(mod), w) {
 			t.Errorf("go.mod has no %q:\n%s", w, mod)
 		}
 	}
-	gen, err := os.ReadFile(filepath.Join(dir, genFile))
+	gen, err := os.ReadFile(filepath.Join(dir, toolsrc.GenFile))
 	if err != nil {
-		t.Fatalf("carmy new did not generate %s: %v", genFile, err)
+		t.Fatalf("carmy new did not generate %s: %v", toolsrc.GenFile, err)
 	}
 	for _, w := range []string{`"main.greet":`, `"Greet someone by name."`, `"main.Greet.Name":`, `"main.Greeting.Message":`} {
 		if !strings.Contains(string(gen), w) {
@@ -118,17 +122,17 @@ func TestNewFromClone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "carmy.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := goCmd(t, dir, "test", "-count=1", "./...")
+	out := modtest.Go(t, dir, "test", "-count=1", "./...")
 	if !strings.Contains(out, "ok  \texample.com/hello") {
 		t.Errorf("go test in the new module, with a carmy.toml:\n%s", out)
 	}
 	if err := os.Remove(filepath.Join(dir, "carmy.toml")); err != nil {
 		t.Fatal(err)
 	}
-	goCmd(t, dir, "vet", "./...")
+	modtest.Go(t, dir, "vet", "./...")
 	// go generate runs go tool carmy gen: the file is current.
-	goCmd(t, dir, "generate", "./...")
-	if again, err := os.ReadFile(filepath.Join(dir, genFile)); err != nil || string(again) != string(gen) {
+	modtest.Go(t, dir, "generate", "./...")
+	if again, err := os.ReadFile(filepath.Join(dir, toolsrc.GenFile)); err != nil || string(again) != string(gen) {
 		t.Errorf("go generate changed carmy_gen.go (%v):\n%s", err, again)
 	}
 	if code, stdout, stderr := output(t, carmyBinCmd(t, dir, "vet", "./...")); code != 0 {
@@ -138,7 +142,7 @@ func TestNewFromClone(t *testing.T) {
 	// go run . on a taken port: exit status 1 with the bind error, and no
 	// line saying it serves.
 	bin := filepath.Join(t.TempDir(), "hello")
-	goCmd(t, dir, "build", "-o", bin, ".")
+	modtest.Go(t, dir, "build", "-o", bin, ".")
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -44,11 +44,15 @@ module is written to a new directory named after its last element (or to
   go.mod        the module, requiring carmy, with carmy as a tool
                 (go tool carmy ...)
   main.go       one tool, greet, served over HTTP and MCP by carmy.App().Run,
-                with the //go:generate go tool carmy gen line
-  main_test.go  a test that calls the tool through a registry
+                or over MCP on stdin/stdout with -stdio (RunStdio), for a
+                desktop client that starts it; with the
+                //go:generate go tool carmy gen line
+  main_test.go  tests that call the tool through a registry and check its
+                descriptions
   carmy_gen.go  the doc comments of the tool, for its schemas (by carmy gen,
                 below)
-  README.md     how to run, call, extend and check it
+  README.md     how to run, call, extend and check it, and a Claude
+                Desktop or Cursor configuration for -stdio
   .gitignore
 
 With -carmy, go.mod requires carmy from a clone on this machine, through

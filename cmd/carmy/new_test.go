@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +38,31 @@ func TestNew(t *testing.T) {
 	}
 	if !strings.Contains(string(main), "\n//go:generate go tool carmy gen\n") {
 		t.Error("main.go has no go:generate line")
+	}
+	if !strings.Contains(string(main), `flag.Bool("stdio"`) || !strings.Contains(string(main), ".RunStdio") {
+		t.Error("main.go has no -stdio flag serving with RunStdio")
+	}
+	// The README's desktop client configuration is JSON that starts the
+	// program with -stdio.
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)```json\n(.*?)```").FindSubmatch(readme)
+	var config struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if block == nil {
+		t.Fatalf("README.md shows no desktop client configuration:\n%s", readme)
+	}
+	if err := json.Unmarshal(block[1], &config); err != nil {
+		t.Fatalf("README.md's client configuration is not JSON (%v):\n%s", err, block[1])
+	}
+	if s := config.MCPServers["hello"]; !strings.HasSuffix(s.Command, "/hello") || !slices.Equal(s.Args, []string{"-stdio"}) {
+		t.Errorf("README.md's client configuration does not start the program with -stdio: %+v", config)
 	}
 	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
@@ -84,8 +112,11 @@ func TestCarmyVersion(t *testing.T) {
 // carmy new -carmy <clone> writes a module whose go.mod points at the
 // clone (here, this checkout), tidies it and generates carmy_gen.go; its
 // tests pass even with a carmy.toml that no test could use (an OAuth
-// issuer nobody serves), go vet, go generate and carmy vet are content with
-// it, and its program says it serves only once it does.
+// issuer nobody serves), among them TestDescriptions, which sees the doc
+// comments in the package main's test binary, as carmy schema does; go
+// vet, go generate and carmy vet are content with it; its program serves
+// its tools over stdio with -stdio, and says it serves HTTP only once it
+// does.
 func TestNewFromClone(t *testing.T) {
 	t.Parallel()
 	modtest.NeedGo(t)
@@ -129,6 +160,17 @@ func TestNewFromClone(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "carmy.toml")); err != nil {
 		t.Fatal(err)
 	}
+	// carmy schema derives the schemas in a test binary of the package
+	// main: the descriptions of carmy_gen.go reach it too.
+	code, stdout, stderr := output(t, carmyCmd(t, dir, "schema", "-tool", "greet", "."))
+	if code != 0 {
+		t.Fatalf("carmy schema: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, w := range []string{`"description": "Name of the person to greet."`, `"description": "Message is the greeting itself."`} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("carmy schema -tool greet has no %s:\n%s", w, stdout)
+		}
+	}
 	modtest.Go(t, dir, "vet", "./...")
 	// go generate runs go tool carmy gen: the file is current.
 	modtest.Go(t, dir, "generate", "./...")
@@ -143,6 +185,13 @@ func TestNewFromClone(t *testing.T) {
 	// line saying it serves.
 	bin := filepath.Join(t.TempDir(), "hello")
 	modtest.Go(t, dir, "build", "-o", bin, ".")
+
+	// -stdio serves the same tools to a client that starts the program.
+	tools := listStdio(t, bin)
+	if len(tools) != 1 || tools[0].Name != "greet" || tools[0].Description != "Greet someone by name." {
+		t.Errorf("the new program over -stdio lists %+v, want greet with its doc comment", tools)
+	}
+
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +200,7 @@ func TestNewFromClone(t *testing.T) {
 	run := exec.Command(bin)
 	run.Dir = dir
 	run.Env = append(os.Environ(), "CARMY_LISTEN="+taken.Addr().String(), "CARMY_CONFIG=")
-	code, stdout, stderr := output(t, run)
+	code, stdout, stderr = output(t, run)
 	if code != 1 || strings.Contains(stdout+stderr, "serving") || !strings.Contains(stderr, taken.Addr().String()) {
 		t.Errorf("the new program on a taken port: exit %d, want 1, the bind error and no serving line\n%s%s", code, stdout, stderr)
 	}
@@ -172,4 +221,38 @@ func TestNewCloneRefused(t *testing.T) {
 			t.Errorf("carmy new -carmy %s wrote %s", clone, dir)
 		}
 	}
+}
+
+// listStdio starts a program with -stdio, as a desktop client does, and
+// lists its tools over MCP: initialize, initialized, tools/list, then the
+// end of its input, after which the server answers what it read and exits.
+func listStdio(t *testing.T, bin string) []struct{ Name, Description string } {
+	t.Helper()
+	cmd := exec.Command(bin, "-stdio")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "CARMY_CONFIG=")
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`)
+	code, stdout, stderr := output(t, cmd)
+	if code != 0 {
+		t.Fatalf("%s -stdio: exit %d\n%s%s", bin, code, stdout, stderr)
+	}
+	for line := range strings.Lines(stdout) {
+		var msg struct {
+			ID     int `json:"id"`
+			Result struct {
+				Tools []struct{ Name, Description string }
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &msg); err != nil {
+			t.Fatalf("%s -stdio wrote a line that is not JSON (%v): %q\nstderr:\n%s", bin, err, line, stderr)
+		}
+		if msg.ID == 2 {
+			return msg.Result.Tools
+		}
+	}
+	t.Fatalf("%s -stdio did not answer tools/list:\n%s%s", bin, stdout, stderr)
+	return nil
 }

@@ -33,8 +33,12 @@ function whose signature carmy cannot call (two inputs, two contexts, a
 parameter that is neither a context, a carmy.State nor an input struct,
 results other than (Out, error) or error, variadic parameters), an unset
 effect (0 or carmy.Effect(0)), an invalid name (given with carmy.Name or
-derived from the function's name), a closure without carmy.Name, and an
-option given twice with different values.
+derived from the function's name), a closure without carmy.Name, an
+option given twice with different values, a Requires permission that is
+not one, and input and output types Build cannot model (a channel, a
+func, map keys that are not strings, required on a bool or a number, a
+validate or jsonschema tag carmy does not take...), which it checks with
+Build's own code.
 
 It warns of validate rules that cannot reach the schema (alphanum,
 startswith, ne, cross-field rules such as eqfield, alternatives with |,
@@ -119,6 +123,16 @@ func checkTool(pass *analysis.Pass, d toolsrc.Declaration) {
 				spread = true
 				continue
 			}
+			if fn.Name() == "Requires" {
+				for _, a := range oc.Args {
+					if v := toolsrc.ConstValue(pass.TypesInfo, a); v != nil && v.Kind() == constant.String {
+						if err := naming.CheckPermission(constant.StringVal(v)); err != nil {
+							problems = append(problems, "Requires: "+err.Error())
+						}
+					}
+				}
+				continue
+			}
 			if len(oc.Args) != 1 {
 				continue
 			}
@@ -154,6 +168,7 @@ func checkTool(pass *analysis.Pass, d toolsrc.Declaration) {
 
 	// The function.
 	var fnType types.Type
+	var typeProblems []string // Build models the types after the rest
 	isFunc, closure := false, false
 	if len(call.Args) > 0 {
 		arg := ast.Unparen(call.Args[0])
@@ -173,7 +188,11 @@ func checkTool(pass *analysis.Pass, d toolsrc.Declaration) {
 				break
 			}
 			isFunc = true
-			problems = append(problems, toolsrc.Classify(sig, d.Carmy.Pkg()).Problems...)
+			s := toolsrc.Classify(sig, d.Carmy.Pkg())
+			problems = append(problems, s.Problems...)
+			if len(s.Problems) == 0 {
+				typeProblems = checkTypes(s)
+			}
 			_, closure = arg.(*ast.FuncLit)
 		}
 	}
@@ -202,6 +221,7 @@ func checkTool(pass *analysis.Pass, d toolsrc.Declaration) {
 		}
 	}
 
+	problems = append(problems, typeProblems...)
 	prefix := "carmy: tool "
 	if name != "" {
 		prefix += fmt.Sprintf("%q ", name)

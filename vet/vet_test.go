@@ -166,16 +166,6 @@ func speaksLikeBuild(t *testing.T, diagnostics []string) {
 	}
 }
 
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
 // Functions whose derived names are checked against Build's.
 func createOrder() error    { return nil }
 func listV2Items() error    { return nil }

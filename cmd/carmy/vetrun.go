@@ -265,7 +265,12 @@ what Builder.Build would report when the program runs, in the same words:
   - an invalid name, given with carmy.Name("...") or derived from the
     function's name (snake_case), and a closure without carmy.Name;
   - an option given twice with different values, a Timeout that is not
-    positive;
+    positive, a Requires permission that is not one;
+  - an input or output type Build refuses, checked with Build's own code:
+    a channel, a func, map keys that are not strings, required on a bool
+    or a number (false or 0 would be refused), a rule that cannot hold, a
+    validate, json or jsonschema tag carmy does not take, a misplaced
+    carmy:"request_id";
   - a validate rule in a tool's input or output types that cannot reach
     the schema (alphanum, startswith, ne=0, eqfield, a|b, min on a
     duration...): enforced at run time, invisible to a model. Say it in the
@@ -314,8 +319,9 @@ is, 1 on errors (a package that does not compile). The flags are:
 
 vet sees what the source says: names, effects and options computed at run
 time, options passed as opts..., functions held in an interface, tools
-declared inside generic functions, and problems deeper than the signature
-(a channel in an input, a State[T] nobody provides) are left to Build.
+declared inside generic functions, types with their own JSON, text or
+schema methods (which only the program runs), recursive types and a
+State[T] nobody provides are left to Build.
 `
 
 // isVetTool reports whether carmy is being run by go vet -vettool: with

@@ -310,6 +310,8 @@ func writeType(b *strings.Builder, t types.Type, fullPath bool) {
 			b.WriteString("uint8")
 		case types.Rune:
 			b.WriteString("int32")
+		case types.UnsafePointer:
+			b.WriteString("unsafe.Pointer")
 		case types.UntypedBool, types.UntypedInt, types.UntypedRune, types.UntypedFloat, types.UntypedComplex, types.UntypedString:
 			writeType(b, types.Default(t), fullPath)
 		default:
@@ -388,6 +390,29 @@ func writeType(b *strings.Builder, t types.Type, fullPath bool) {
 			}
 			b.WriteByte(')')
 		}
+	case *types.Struct:
+		if t.NumFields() == 0 {
+			b.WriteString("struct {}")
+			return
+		}
+		b.WriteString("struct {")
+		for i := range t.NumFields() {
+			if i > 0 {
+				b.WriteByte(';')
+			}
+			b.WriteByte(' ')
+			f := t.Field(i)
+			if !f.Embedded() {
+				b.WriteString(f.Name())
+				b.WriteByte(' ')
+			}
+			writeType(b, f.Type(), fullPath)
+			if tag := t.Tag(i); tag != "" {
+				b.WriteByte(' ')
+				b.WriteString(strconv.Quote(tag))
+			}
+		}
+		b.WriteString(" }")
 	case *types.Interface:
 		if t.Empty() {
 			b.WriteString("interface {}")

@@ -586,20 +586,27 @@ func checkAnthropicTool(t *testing.T, tool llm.AnthropicTool, original json.RawM
 // withoutDescriptions removes every "description" member from a decoded
 // schema, in place, and returns it.
 func withoutDescriptions(v any) any {
+	eachObject(v, func(m map[string]any) {
+		if _, ok := m["description"].(string); ok {
+			delete(m, "description")
+		}
+	})
+	return v
+}
+
+// eachObject calls f with every object of a decoded JSON document.
+func eachObject(v any, f func(map[string]any)) {
 	switch v := v.(type) {
 	case map[string]any:
-		if _, ok := v["description"].(string); ok {
-			delete(v, "description")
-		}
+		f(v)
 		for _, sub := range v {
-			withoutDescriptions(sub)
+			eachObject(sub, f)
 		}
 	case []any:
 		for _, sub := range v {
-			withoutDescriptions(sub)
+			eachObject(sub, f)
 		}
 	}
-	return v
 }
 
 // TestExportWords: a rule carmy writes as a regular expression (a required
@@ -631,23 +638,11 @@ func TestExportWords(t *testing.T) {
 	}
 	descriptions := func(schema []byte) string {
 		var all []string
-		var walk func(v any)
-		walk = func(v any) {
-			switch v := v.(type) {
-			case map[string]any:
-				if d, ok := v["description"].(string); ok {
-					all = append(all, d)
-				}
-				for _, sub := range v {
-					walk(sub)
-				}
-			case []any:
-				for _, sub := range v {
-					walk(sub)
-				}
+		eachObject(decode(t, schema), func(m map[string]any) {
+			if d, ok := m["description"].(string); ok {
+				all = append(all, d)
 			}
-		}
-		walk(decode(t, schema))
+		})
 		return strings.Join(all, "\n")
 	}
 	for _, c := range []struct {

@@ -16,29 +16,18 @@ func commentsFor(pkg string, comments map[string]string) map[string]string {
 	if pkg == "" || pkg == "main" {
 		return comments
 	}
-	// A function's name spells a dot in the path's last element %2e, a
-	// type's package path does not: both are registered.
-	paths := []string{pkg}
-	if plain := strings.ReplaceAll(pkg, "%2e", "."); plain != pkg {
-		paths = append(paths, plain)
-	}
 	out := make(map[string]string, len(comments))
 	for k, v := range comments {
-		rest, ok := strings.CutPrefix(k, "main.")
-		if !ok {
-			out[k] = v
-			continue
+		if rest, ok := strings.CutPrefix(k, "main."); ok {
+			k = pkg + "." + rest
 		}
-		for _, p := range paths {
-			out[p+"."+rest] = v
-		}
+		out[k] = v
 	}
 	return out
 }
 
-// callerPackage returns the path of the package of the function that
-// called its caller, as the running binary spells it in function names;
-// "" when unknown.
+// callerPackage returns the import path of the package of the function
+// that called its caller; "" when unknown.
 func callerPackage() string {
 	var pcs [1]uintptr
 	if runtime.Callers(3, pcs[:]) == 0 { // runtime.Callers, callerPackage, its caller
@@ -56,5 +45,13 @@ func funcPackage(name string) string {
 	if dot < 0 {
 		return ""
 	}
-	return name[:slash+dot]
+	return unescapeFuncName(name[:slash+dot])
+}
+
+// unescapeFuncName writes a function's full name with its package's import
+// path as reflect and carmy gen spell it: the runtime escapes a dot in the
+// path's last element as %2e ("example.com/my%2etool.greet").
+func unescapeFuncName(name string) string {
+	slash := strings.LastIndexByte(name, '/') + 1
+	return name[:slash] + strings.ReplaceAll(name[slash:], "%2e", ".")
 }

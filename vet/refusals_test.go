@@ -93,3 +93,14 @@ func (f diagnosticsAside) Errorf(format string, args ...any) {
 	f.T.Helper()
 	f.T.Errorf(format, args...)
 }
+
+// unjoin returns the errors that errors.Join joined.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

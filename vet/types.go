@@ -24,26 +24,21 @@ import (
 // own JSON, text or schema methods, which only the program can run, or a
 // recursive one) is left to Build.
 func checkTypes(sig toolsrc.Signature) []string {
-	var problems []string
-	roots := []struct {
-		what string
+	type root struct {
+		what string // "input" or "output", as Build says
 		t    types.Type
-	}{}
+	}
+	var roots []root
 	for _, in := range sig.Inputs {
 		if p, ok := in.Underlying().(*types.Pointer); ok {
 			in = p.Elem()
 		}
-		roots = append(roots, struct {
-			what string
-			t    types.Type
-		}{"input", in})
+		roots = append(roots, root{"input", in})
 	}
 	if sig.Out != nil && !toolsrc.IsNamed(sig.Out, toolsrc.CarmyPath, "Content") {
-		roots = append(roots, struct {
-			what string
-			t    types.Type
-		}{"output", sig.Out})
+		roots = append(roots, root{"output", sig.Out})
 	}
+	var problems []string
 	for _, root := range roots {
 		r := rebuilder{names: map[string]string{}, done: map[types.Type]reflect.Type{}, busy: map[types.Type]bool{}}
 		rt, ok := r.rebuild(root.t)
@@ -74,17 +69,6 @@ func shapeOf(rt reflect.Type) (n *shape.Node, err error) {
 		}
 	}()
 	return shape.Of(rt)
-}
-
-// unjoin returns the errors that errors.Join joined.
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // knownTypes are the named types carmy models by name: vet uses them as

@@ -100,7 +100,7 @@ func (t *tool) prepareTypes(b *Builder, d *ToolDef) []error {
 	default:
 		t.in = in
 		var idProblems []error
-		t.requestID, idProblems = requestIDField(in)
+		t.requestID, idProblems = shape.RequestIDField(in)
 		problems = append(problems, idProblems...)
 		if t.meta.InputSchema == nil {
 			t.meta.InputSchema = shape.Schema(in)

@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"sync"
 	"time"
-
-	"github.com/carmy-dev/carmy/internal/shape"
 )
 
 // maxRequestIDLen is the longest request id a call may carry. A request id
@@ -41,44 +39,6 @@ func checkRequestID(id string) *Error {
 		return nil
 	}
 	return &Error{Code: CodeInvalidInput, Message: "invalid request id: " + requestIDRule + "; " + why}
-}
-
-// requestIDField finds the input field tagged carmy:"request_id", if any,
-// and reports the problems with the tag: more than one such field, a field
-// that is not a string, one below the input's top level.
-func requestIDField(in *shape.Node) (*shape.Field, []error) {
-	var found *shape.Field
-	var problems []error
-	for _, f := range in.Deref().Fields {
-		if !f.RequestID {
-			continue
-		}
-		switch {
-		case f.Node.Kind != shape.KindString:
-			problems = append(problems, fmt.Errorf("input field %s is tagged carmy:\"request_id\" but is not a string; a request id is a string", f.GoName))
-		case found != nil:
-			problems = append(problems, fmt.Errorf("input fields %s and %s are both tagged carmy:\"request_id\"; tag one", found.GoName, f.GoName))
-		default:
-			found = f
-		}
-	}
-	seen := map[*shape.Node]bool{}
-	var below func(n *shape.Node, top bool)
-	below = func(n *shape.Node, top bool) {
-		if n == nil || seen[n] {
-			return
-		}
-		seen[n] = true
-		for _, f := range n.Fields {
-			if f.RequestID && !top {
-				problems = append(problems, fmt.Errorf("input field %s, tagged carmy:\"request_id\", is not at the input's top level; move it there", f.GoName))
-			}
-			below(f.Node, false)
-		}
-		below(n.Elem, false)
-	}
-	below(in.Deref(), true)
-	return found, problems
 }
 
 // requestIDFromInput is the request id a call's input gives in the field

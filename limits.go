@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/config"
+	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -31,7 +32,7 @@ import (
 // [rate_limits] replaces it.
 func RateLimit(n int, per time.Duration) Option {
 	return optionFunc(func(o *options) {
-		if err := checkRate(n, per); err != nil {
+		if err := naming.CheckRate(int64(n), per); err != nil {
 			o.conflicts = append(o.conflicts, fmt.Errorf("RateLimit(%d, %v): %w", n, per, err))
 			return
 		}
@@ -63,25 +64,12 @@ func MaxInFlight(n int) Option {
 // per, as the tool option [RateLimit] does, for the tools that set no
 // limit of their own. It is the default of carmy.toml's [rate_limits].
 func (b *Builder) RateLimit(n int, per time.Duration) *Builder {
-	if err := checkRate(n, per); err != nil {
+	if err := naming.CheckRate(int64(n), per); err != nil {
 		b.misuse("Builder.RateLimit(%d, %v): %v", n, per, err)
 		return b
 	}
 	b.rate = store.Rate{Calls: n, Per: per}
 	return b
-}
-
-// checkRate says why n calls per period is not a rate.
-func checkRate(n int, per time.Duration) error {
-	switch {
-	case n <= 0:
-		return errors.New("the number of calls must be positive")
-	case per <= 0:
-		return errors.New("the period must be positive")
-	case per/time.Duration(n) < time.Microsecond:
-		return errors.New("that is more than one call per microsecond; limit calls over a longer period")
-	}
-	return nil
 }
 
 // toolRate is a rate limit carmy.toml sets for one tool; Calls 0 is
@@ -248,7 +236,7 @@ func (b *Builder) configureRateLimits(c config.RateLimits) {
 		if r.Calls == 0 { // unlimited
 			return store.Rate{}, true
 		}
-		if err := checkRate(r.Calls, r.Per); err != nil {
+		if err := naming.CheckRate(int64(r.Calls), r.Per); err != nil {
 			b.errs = append(b.errs, &BuildError{Site: r.Site, Err: fmt.Errorf("%s: %w", r.Key, err)})
 			return store.Rate{}, false
 		}

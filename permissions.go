@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/oauthrs"
 )
 
@@ -26,7 +27,7 @@ import (
 func Requires(perms ...string) Option {
 	return optionFunc(func(o *options) {
 		for _, p := range perms {
-			if err := checkPermission(p); err != nil {
+			if err := naming.CheckPermission(p); err != nil {
 				o.conflicts = append(o.conflicts, fmt.Errorf("Requires: %w", err))
 				continue
 			}
@@ -35,24 +36,6 @@ func Requires(perms ...string) Option {
 			}
 		}
 	})
-}
-
-// maxPermissionLen bounds a permission a tool requires.
-const maxPermissionLen = 128
-
-// checkPermission reports a permission that is not an OAuth scope token
-// (RFC 6749 §3.3), which could not travel in a token's scope claim, nor in
-// the scope of a WWW-Authenticate challenge.
-func checkPermission(p string) error {
-	if p == "" || len(p) > maxPermissionLen {
-		return fmt.Errorf("permission %q must be 1 to %d characters long", p, maxPermissionLen)
-	}
-	for _, c := range []byte(p) {
-		if c <= ' ' || c > '~' || c == '"' || c == '\\' {
-			return fmt.Errorf("permission %q may hold only printable ASCII characters other than space, '\"' and '\\'", p)
-		}
-	}
-	return nil
 }
 
 // EffectPermissions says which permission a call of a tool needs by the
@@ -82,7 +65,7 @@ func (b *Builder) EffectPermissions(perms map[Effect]string) *Builder {
 func (b *Builder) checkEffectPermissions() []error {
 	var errs []error
 	for _, e := range slices.Sorted(maps.Keys(b.effectPerms)) {
-		switch err := checkPermission(b.effectPerms[e]); {
+		switch err := naming.CheckPermission(b.effectPerms[e]); {
 		case !e.valid():
 			errs = append(errs, &BuildError{Site: b.effectPermsSite, Err: fmt.Errorf("EffectPermissions: %s is not an effect; use carmy.None, Read, Write, ExternalWrite or Destructive", e)})
 		case err != nil:
@@ -98,13 +81,13 @@ func (b *Builder) requirements(declared []string, effect Effect) ([]string, []er
 	var errs []error
 	var out []string
 	for _, p := range declared {
-		if err := checkPermission(p); err != nil {
+		if err := naming.CheckPermission(p); err != nil {
 			errs = append(errs, fmt.Errorf("Requires: %w", err))
 			continue
 		}
 		out = append(out, p)
 	}
-	if p, ok := b.effectPerms[effect]; ok && checkPermission(p) == nil {
+	if p, ok := b.effectPerms[effect]; ok && naming.CheckPermission(p) == nil {
 		out = append(out, p)
 	}
 	if len(out) == 0 {

@@ -561,5 +561,5 @@ func funcName(fn reflect.Value) string {
 	if f == nil {
 		return ""
 	}
-	return strings.ReplaceAll(strings.TrimSuffix(f.Name(), "-fm"), "[...]", "")
+	return strings.ReplaceAll(strings.TrimSuffix(unescapeFuncName(f.Name()), "-fm"), "[...]", "")
 }

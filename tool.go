@@ -367,7 +367,10 @@ func SchemaFor[T any]() json.RawMessage {
 // tool descriptions. Keys are fully qualified names: "example.com/pkg.Type",
 // "example.com/pkg.Type.Field" and "example.com/pkg.function". The file
 // that `carmy gen` writes calls it from init; tags and Description options
-// win over comments. It is safe for concurrent use.
+// win over comments. In a package main, keys "main.Name" name the package's
+// own declarations in every binary built from it, its test binary
+// included (which knows the package by its import path). It is safe for
+// concurrent use.
 func RegisterComments(comments map[string]string) {
-	shape.AddComments(comments)
+	shape.AddComments(commentsFor(callerPackage(), comments))
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/carmy-dev/carmy/internal/shape"
 )
 
 // types returns the names a schema's "type" lists, and whether "null" is
@@ -128,10 +130,14 @@ func isTypeLimit(n *jnode) bool {
 }
 
 // note restates one keyword for a description: `minLength: 1`,
-// `pattern: ^[A-Z]+$`. It returns "" for the limits of a Go type.
+// `pattern: ^[A-Z]+$`, and the rules carmy writes as a regular expression
+// in words (see words). It returns "" for the limits of a Go type.
 func note(k string, v *jnode) string {
 	if (k == "minimum" || k == "maximum") && isTypeLimit(v) {
 		return ""
+	}
+	if w := words(k, v); w != "" {
+		return w
 	}
 	if s, ok := v.str(); ok {
 		return k + ": " + s
@@ -139,23 +145,53 @@ func note(k string, v *jnode) string {
 	return k + ": " + string(v.bytes())
 }
 
+// words says a rule that carmy writes as a regular expression in words a
+// model reads: "must not be the zero time (0001-01-01T00:00:00Z)" for a
+// required time, the syntax of a duration; "" for any other keyword.
+func words(k string, v *jnode) string {
+	switch k {
+	case "pattern":
+		if p, ok := v.str(); ok {
+			return shape.PatternWords(p)
+		}
+	case "not":
+		if v.kind != '{' || len(v.keys) != 1 {
+			return ""
+		}
+		switch v.keys[0] {
+		case "pattern":
+			if p, ok := v.vals[0].str(); ok && shape.PatternWords(p) != "" {
+				return "must not be " + shape.PatternWords(p)
+			}
+		case "const":
+			return "must not be " + string(v.vals[0].bytes())
+		}
+	}
+	return ""
+}
+
 // addNotes appends notes to a schema's description, which it adds after
-// the type when there is none.
-func addNotes(s *jnode, notes []string) {
+// the type when there is none, and reports whether it changed the
+// description. A note the description already is (the syntax of a
+// duration) is not repeated.
+func addNotes(s *jnode, notes []string) bool {
+	d, _ := s.get("description").str()
+	notes = slices.DeleteFunc(notes, func(n string) bool { return n == d })
 	if len(notes) == 0 {
-		return
+		return false
 	}
 	text := strings.Join(notes, "; ")
-	if d, _ := s.get("description").str(); d != "" {
+	if d != "" {
 		text = d + " (" + text + ")"
 	}
 	if s.index("description") >= 0 {
 		s.set("description", jstr(text))
-		return
+		return true
 	}
 	at := s.index("type") + 1 // 0 without a type
 	s.keys = slices.Insert(s.keys, at, "description")
 	s.vals = slices.Insert(s.vals, at, jstr(text))
+	return true
 }
 
 // exporter rewrites one tool's input schema for one provider and collects

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/packages"
+
+	"github.com/carmy-dev/carmy/internal/toolsrc"
 )
 
 const genUsage = `usage: carmy gen [-v] [packages]
@@ -114,7 +116,7 @@ func generate(dir string, patterns []string, logf func(string, ...any)) error {
 	src := &sourceDocs{cfg: cfg, fset: fset, loaded: map[string]*packages.Package{}, docs: map[string]map[string]string{}}
 	for _, p := range pkgs {
 		src.loaded[p.PkgPath] = p
-		src.docs[p.PkgPath] = packageDocs(p.Syntax, fset)
+		src.docs[p.PkgPath] = toolsrc.PackageDocs(p.Syntax, fset)
 	}
 	for _, p := range pkgs {
 		if err := generatePackage(p, src, logf); err != nil {
@@ -130,33 +132,33 @@ func generatePackage(p *packages.Package, src *sourceDocs, logf func(string, ...
 		return nil
 	}
 	dir := filepath.Dir(p.GoFiles[0])
-	path := filepath.Join(dir, genFile)
-	decls := findDeclarations(p.Syntax, p.TypesInfo)
+	path := filepath.Join(dir, toolsrc.GenFile)
+	decls := toolsrc.FindDeclarations(p.Syntax, p.TypesInfo)
 	comments, err := src.collect(p, decls)
 	if err != nil {
 		return err
 	}
 	old, readErr := os.ReadFile(path)
 	if len(comments) == 0 {
-		if readErr == nil && bytes.HasPrefix(old, []byte(genHeader)) {
-			logf("%s: nothing to register; removing %s", p.PkgPath, genFile)
+		if readErr == nil && bytes.HasPrefix(old, []byte(toolsrc.GenHeader)) {
+			logf("%s: nothing to register; removing %s", p.PkgPath, toolsrc.GenFile)
 			return os.Remove(path)
 		}
 		logf("%s: nothing to register", p.PkgPath)
 		return nil
 	}
-	if readErr == nil && !bytes.HasPrefix(old, []byte(genHeader)) {
+	if readErr == nil && !bytes.HasPrefix(old, []byte(toolsrc.GenHeader)) {
 		return fmt.Errorf("%s exists and was not written by carmy gen; rename it", path)
 	}
-	out, err := render(p.Name, importName(p.Types), comments)
+	out, err := toolsrc.Render(p.Name, toolsrc.ImportName(p.Types), comments)
 	if err != nil {
 		return err
 	}
 	if bytes.Equal(old, out) {
-		logf("%s: %s is current (%d comments)", p.PkgPath, genFile, len(comments))
+		logf("%s: %s is current (%d comments)", p.PkgPath, toolsrc.GenFile, len(comments))
 		return nil
 	}
-	logf("%s: writing %s (%d comments)", p.PkgPath, genFile, len(comments))
+	logf("%s: writing %s (%d comments)", p.PkgPath, toolsrc.GenFile, len(comments))
 	return os.WriteFile(path, out, 0o666)
 }
 
@@ -172,7 +174,7 @@ type sourceDocs struct {
 }
 
 // collect returns the comments of a package's declarations.
-func (s *sourceDocs) collect(p *packages.Package, decls []declaration) (map[string]string, error) {
+func (s *sourceDocs) collect(p *packages.Package, decls []toolsrc.Declaration) (map[string]string, error) {
 	// Find the packages whose comments are needed and list those not yet
 	// known, all at once.
 	var missing []string
@@ -183,16 +185,16 @@ func (s *sourceDocs) collect(p *packages.Package, decls []declaration) (map[stri
 			}
 		}
 	}
-	var w typeWalker
+	var w toolsrc.TypeWalker
 	for _, d := range decls {
-		for _, t := range d.roots {
-			w.walk(t)
+		for _, t := range d.Roots {
+			w.Walk(t)
 		}
-		if d.fn != nil {
-			need(d.fn.obj.Pkg())
+		if d.Fn != nil {
+			need(d.Fn.Obj.Pkg())
 		}
 	}
-	for tn := range w.named {
+	for tn := range w.Named {
 		need(tn.Pkg())
 	}
 	if err := s.list(missing); err != nil {
@@ -200,7 +202,7 @@ func (s *sourceDocs) collect(p *packages.Package, decls []declaration) (map[stri
 	}
 	module := moduleOf(p)
 	var failure error
-	comments := collectComments(decls, func(pkg *types.Package) (map[string]string, bool) {
+	comments := toolsrc.CollectComments(decls, func(pkg *types.Package) (map[string]string, bool) {
 		if pkg == p.Types {
 			return s.docs[pkg.Path()], true
 		}
@@ -254,7 +256,7 @@ func (s *sourceDocs) docsOf(p *packages.Package) (map[string]string, error) {
 		}
 		files = append(files, f)
 	}
-	d := packageDocs(files, s.fset)
+	d := toolsrc.PackageDocs(files, s.fset)
 	s.docs[p.PkgPath] = d
 	return d, nil
 }

@@ -11,6 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/carmy-dev/carmy/internal/toolsrc"
+
+	"github.com/carmy-dev/carmy/internal/modtest"
 )
 
 // TestGenEndToEnd runs carmy gen on a fixture module, builds the program,
@@ -24,21 +28,21 @@ func TestGenEndToEnd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("carmy gen: exit %d\n%s%s", code, stdout, stderr)
 	}
-	genPath := filepath.Join(dir, genFile)
+	genPath := filepath.Join(dir, toolsrc.GenFile)
 	first, err := os.ReadFile(genPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(first, []byte(genHeader+"\n")) {
+	if !bytes.HasPrefix(first, []byte(toolsrc.GenHeader+"\n")) {
 		t.Errorf("carmy_gen.go does not start with the header:\n%s", first)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "model", genFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, "model", toolsrc.GenFile)); err == nil {
 		t.Error("carmy gen wrote a file for package model, which declares no tools")
 	}
 
 	// Deterministic: running again (in process this time) writes the same
 	// bytes, and a changed file is rewritten to them.
-	if err := os.WriteFile(genPath, append([]byte(genHeader+"\n\npackage main\n"), "// edited\n"...), 0o666); err != nil {
+	if err := os.WriteFile(genPath, append([]byte(toolsrc.GenHeader+"\n\npackage main\n"), "// edited\n"...), 0o666); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -56,7 +60,7 @@ func TestGenEndToEnd(t *testing.T) {
 
 	// Build, move the binary away from the source, delete the source.
 	bin := filepath.Join(t.TempDir(), "genapp.bin")
-	goCmd(t, dir, "build", "-o", bin, ".")
+	modtest.Go(t, dir, "build", "-o", bin, ".")
 	elsewhere := filepath.Join(t.TempDir(), "genapp")
 	if err := os.Rename(bin, elsewhere); err != nil {
 		t.Fatal(err)
@@ -180,27 +184,27 @@ func TestGenPackageWithoutComments(t *testing.T) {
 	t.Parallel()
 	dir := copyModule(t, "genapp")
 	model := filepath.Join(dir, "model")
-	stale := []byte(genHeader + "\n\npackage model\n")
-	if err := os.WriteFile(filepath.Join(model, genFile), stale, 0o666); err != nil {
+	stale := []byte(toolsrc.GenHeader + "\n\npackage model\n")
+	if err := os.WriteFile(filepath.Join(model, toolsrc.GenFile), stale, 0o666); err != nil {
 		t.Fatal(err)
 	}
 	if err := generate(dir, []string{"./model"}, t.Logf); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(model, genFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(model, toolsrc.GenFile)); err == nil {
 		t.Error("the stale carmy_gen.go of a package without tools is still there")
 	}
 
 	// A carmy_gen.go that carmy gen did not write is never overwritten.
 	mine := []byte("package main\n\n// Mine.\nvar Mine = 1\n")
-	if err := os.WriteFile(filepath.Join(dir, genFile), mine, 0o666); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, toolsrc.GenFile), mine, 0o666); err != nil {
 		t.Fatal(err)
 	}
 	err := generate(dir, []string{"."}, t.Logf)
 	if err == nil || !strings.Contains(err.Error(), "not written by carmy gen") {
 		t.Errorf("generate over a hand-written carmy_gen.go: %v", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, genFile)); !bytes.Equal(b, mine) {
+	if b, _ := os.ReadFile(filepath.Join(dir, toolsrc.GenFile)); !bytes.Equal(b, mine) {
 		t.Error("the hand-written carmy_gen.go was changed")
 	}
 }
@@ -285,7 +289,7 @@ func long() {}
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := packageDocs([]*ast.File{f}, fset)
+	got := toolsrc.PackageDocs([]*ast.File{f}, fset)
 	want := map[string]string{
 		"A":            "A is a type.",
 		"A.X":          "X is above.",
@@ -321,7 +325,7 @@ func long() {}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := packageDocs([]*ast.File{tf}, fset); len(d) != 0 {
+	if d := toolsrc.PackageDocs([]*ast.File{tf}, fset); len(d) != 0 {
 		t.Errorf("comments read from a test file: %v", d)
 	}
 }
@@ -336,7 +340,7 @@ func TestRender(t *testing.T) {
 	}
 	var outs [][]byte
 	for range 5 {
-		b, err := render("p", "carmy", comments)
+		b, err := toolsrc.Render("p", "carmy", comments)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +351,7 @@ func TestRender(t *testing.T) {
 			t.Fatal("render is not deterministic")
 		}
 	}
-	want := genHeader + `
+	want := toolsrc.GenHeader + `
 
 package p
 
@@ -364,18 +368,18 @@ func init() {
 	if string(outs[0]) != want {
 		t.Errorf("render:\n%s\nwant:\n%s", outs[0], want)
 	}
-	f, err := parser.ParseFile(token.NewFileSet(), genFile, outs[0], parser.ParseComments)
+	f, err := parser.ParseFile(token.NewFileSet(), toolsrc.GenFile, outs[0], parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !isGenerated(f) {
+	if !toolsrc.IsGenerated(f) {
 		t.Error("isGenerated does not recognise the rendered file")
 	}
-	if m, ok := registeredComments(f); !ok || len(m) != 3 || m["example.com/p.A"] != comments["example.com/p.A"] {
+	if m, ok := toolsrc.RegisteredComments(f); !ok || len(m) != 3 || m["example.com/p.A"] != comments["example.com/p.A"] {
 		t.Errorf("registeredComments = %v, %v", m, ok)
 	}
 
-	b, err := render("p", "_carmy", comments)
+	b, err := toolsrc.Render("p", "_carmy", comments)
 	if err != nil {
 		t.Fatal(err)
 	}

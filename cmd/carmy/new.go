@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
+
+	"github.com/carmy-dev/carmy/internal/toolsrc"
 )
 
 //go:embed scaffold/*.tmpl
@@ -42,11 +44,15 @@ module is written to a new directory named after its last element (or to
   go.mod        the module, requiring carmy, with carmy as a tool
                 (go tool carmy ...)
   main.go       one tool, greet, served over HTTP and MCP by carmy.App().Run,
-                with the //go:generate go tool carmy gen line
-  main_test.go  a test that calls the tool through a registry
+                or over MCP on stdin/stdout with -stdio (RunStdio), for a
+                desktop client that starts it; with the
+                //go:generate go tool carmy gen line
+  main_test.go  tests that call the tool through a registry and check its
+                descriptions
   carmy_gen.go  the doc comments of the tool, for its schemas (by carmy gen,
                 below)
-  README.md     how to run, call, extend and check it
+  README.md     how to run, call, extend and check it, and a Claude
+                Desktop or Cursor configuration for -stdio
   .gitignore
 
 With -carmy, go.mod requires carmy from a clone on this machine, through
@@ -147,8 +153,8 @@ func cloneDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("not a carmy clone: %w", err)
 	}
-	if got := modfile.ModulePath(mod); got != carmyPath {
-		return "", fmt.Errorf("not a carmy clone: its go.mod is module %q, want %s", got, carmyPath)
+	if got := modfile.ModulePath(mod); got != toolsrc.CarmyPath {
+		return "", fmt.Errorf("not a carmy clone: its go.mod is module %q, want %s", got, toolsrc.CarmyPath)
 	}
 	return modfile.AutoQuote(filepath.ToSlash(abs)), nil
 }
@@ -188,17 +194,17 @@ func carmyVersion() string {
 		return ""
 	}
 	v := ""
-	if bi.Main.Path == carmyPath {
+	if bi.Main.Path == toolsrc.CarmyPath {
 		v = bi.Main.Version
 	}
 	for _, d := range bi.Deps {
-		if d.Path == carmyPath {
+		if d.Path == toolsrc.CarmyPath {
 			v = d.Version
 		}
 	}
 	// The zero pseudo-version is what a go.mod requires when a replace
 	// directive points at a directory: nothing a new module could fetch.
-	if module.Check(carmyPath, v) != nil || strings.Contains(v, "+") || strings.HasPrefix(v, "v0.0.0-00010101000000-") {
+	if module.Check(toolsrc.CarmyPath, v) != nil || strings.Contains(v, "+") || strings.HasPrefix(v, "v0.0.0-00010101000000-") {
 		return ""
 	}
 	return v
@@ -217,8 +223,8 @@ func tidyScaffold(dir string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Contains(mod, []byte("require "+carmyPath+" ")) {
-		if err := goCmd("get", carmyPath+"@latest"); err != nil {
+	if !bytes.Contains(mod, []byte("require "+toolsrc.CarmyPath+" ")) {
+		if err := goCmd("get", toolsrc.CarmyPath+"@latest"); err != nil {
 			return err
 		}
 	}

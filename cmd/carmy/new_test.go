@@ -1,12 +1,19 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/carmy-dev/carmy/internal/toolsrc"
+
+	"github.com/carmy-dev/carmy/internal/modtest"
 )
 
 // TestNew checks the files carmy new writes, without the go command: a
@@ -32,13 +39,38 @@ func TestNew(t *testing.T) {
 	if !strings.Contains(string(main), "\n//go:generate go tool carmy gen\n") {
 		t.Error("main.go has no go:generate line")
 	}
+	if !strings.Contains(string(main), `flag.Bool("stdio"`) || !strings.Contains(string(main), ".RunStdio") {
+		t.Error("main.go has no -stdio flag serving with RunStdio")
+	}
+	// The README's desktop client configuration is JSON that starts the
+	// program with -stdio.
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)```json\n(.*?)```").FindSubmatch(readme)
+	var config struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if block == nil {
+		t.Fatalf("README.md shows no desktop client configuration:\n%s", readme)
+	}
+	if err := json.Unmarshal(block[1], &config); err != nil {
+		t.Fatalf("README.md's client configuration is not JSON (%v):\n%s", err, block[1])
+	}
+	if s := config.MCPServers["hello"]; !strings.HasSuffix(s.Command, "/hello") || !slices.Equal(s.Args, []string{"-stdio"}) {
+		t.Errorf("README.md's client configuration does not start the program with -stdio: %+v", config)
+	}
 	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"module example.com/hello\n", "\ngo 1.26.0\n", "\ntool " + carmyPath + "/cmd/carmy\n"}
+	want := []string{"module example.com/hello\n", "\ngo 1.26.0\n", "\ntool " + toolsrc.CarmyPath + "/cmd/carmy\n"}
 	if v := carmyVersion(); v != "" {
-		want = append(want, "\nrequire "+carmyPath+" "+v+"\n")
+		want = append(want, "\nrequire "+toolsrc.CarmyPath+" "+v+"\n")
 	} else if strings.Contains(string(mod), "require") {
 		t.Errorf("a development build requires a version of carmy:\n%s", mod)
 	}
@@ -80,12 +112,15 @@ func TestCarmyVersion(t *testing.T) {
 // carmy new -carmy <clone> writes a module whose go.mod points at the
 // clone (here, this checkout), tidies it and generates carmy_gen.go; its
 // tests pass even with a carmy.toml that no test could use (an OAuth
-// issuer nobody serves), go vet, go generate and carmy vet are content with
-// it, and its program says it serves only once it does.
+// issuer nobody serves), among them TestDescriptions, which sees the doc
+// comments in the package main's test binary, as carmy schema does; go
+// vet, go generate and carmy vet are content with it; its program serves
+// its tools over stdio with -stdio, and says it serves HTTP only once it
+// does.
 func TestNewFromClone(t *testing.T) {
 	t.Parallel()
-	needGo(t)
-	root := checkoutRoot(t)
+	modtest.NeedGo(t)
+	root := modtest.CheckoutRoot(t)
 	parent := t.TempDir()
 	cmd := carmyCmd(t, parent, "new", "-carmy", root, "example.com/hello")
 	cmd.Env = append(cmd.Env, "GOWORK=off")
@@ -97,14 +132,14 @@ func TestNewFromClone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"\nrequire " + carmyPath + " " + zeroVersion + "\n", "\nreplace " + carmyPath + " => " + filepath.ToSlash(root) + "\n"} {
+	for _, w := range []string{"\nrequire " + toolsrc.CarmyPath + " " + zeroVersion + "\n", "\nreplace " + toolsrc.CarmyPath + " => " + filepath.ToSlash(root) + "\n"} {
 		if !strings.Contains(string(mod), w) {
 			t.Errorf("go.mod has no %q:\n%s", w, mod)
 		}
 	}
-	gen, err := os.ReadFile(filepath.Join(dir, genFile))
+	gen, err := os.ReadFile(filepath.Join(dir, toolsrc.GenFile))
 	if err != nil {
-		t.Fatalf("carmy new did not generate %s: %v", genFile, err)
+		t.Fatalf("carmy new did not generate %s: %v", toolsrc.GenFile, err)
 	}
 	for _, w := range []string{`"main.greet":`, `"Greet someone by name."`, `"main.Greet.Name":`, `"main.Greeting.Message":`} {
 		if !strings.Contains(string(gen), w) {
@@ -118,17 +153,28 @@ func TestNewFromClone(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "carmy.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := goCmd(t, dir, "test", "-count=1", "./...")
+	out := modtest.Go(t, dir, "test", "-count=1", "./...")
 	if !strings.Contains(out, "ok  \texample.com/hello") {
 		t.Errorf("go test in the new module, with a carmy.toml:\n%s", out)
 	}
 	if err := os.Remove(filepath.Join(dir, "carmy.toml")); err != nil {
 		t.Fatal(err)
 	}
-	goCmd(t, dir, "vet", "./...")
+	// carmy schema derives the schemas in a test binary of the package
+	// main: the descriptions of carmy_gen.go reach it too.
+	code, stdout, stderr := output(t, carmyCmd(t, dir, "schema", "-tool", "greet", "."))
+	if code != 0 {
+		t.Fatalf("carmy schema: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, w := range []string{`"description": "Name of the person to greet."`, `"description": "Message is the greeting itself."`} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("carmy schema -tool greet has no %s:\n%s", w, stdout)
+		}
+	}
+	modtest.Go(t, dir, "vet", "./...")
 	// go generate runs go tool carmy gen: the file is current.
-	goCmd(t, dir, "generate", "./...")
-	if again, err := os.ReadFile(filepath.Join(dir, genFile)); err != nil || string(again) != string(gen) {
+	modtest.Go(t, dir, "generate", "./...")
+	if again, err := os.ReadFile(filepath.Join(dir, toolsrc.GenFile)); err != nil || string(again) != string(gen) {
 		t.Errorf("go generate changed carmy_gen.go (%v):\n%s", err, again)
 	}
 	if code, stdout, stderr := output(t, carmyBinCmd(t, dir, "vet", "./...")); code != 0 {
@@ -138,7 +184,14 @@ func TestNewFromClone(t *testing.T) {
 	// go run . on a taken port: exit status 1 with the bind error, and no
 	// line saying it serves.
 	bin := filepath.Join(t.TempDir(), "hello")
-	goCmd(t, dir, "build", "-o", bin, ".")
+	modtest.Go(t, dir, "build", "-o", bin, ".")
+
+	// -stdio serves the same tools to a client that starts the program.
+	tools := listStdio(t, bin)
+	if len(tools) != 1 || tools[0].Name != "greet" || tools[0].Description != "Greet someone by name." {
+		t.Errorf("the new program over -stdio lists %+v, want greet with its doc comment", tools)
+	}
+
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +200,7 @@ func TestNewFromClone(t *testing.T) {
 	run := exec.Command(bin)
 	run.Dir = dir
 	run.Env = append(os.Environ(), "CARMY_LISTEN="+taken.Addr().String(), "CARMY_CONFIG=")
-	code, stdout, stderr := output(t, run)
+	code, stdout, stderr = output(t, run)
 	if code != 1 || strings.Contains(stdout+stderr, "serving") || !strings.Contains(stderr, taken.Addr().String()) {
 		t.Errorf("the new program on a taken port: exit %d, want 1, the bind error and no serving line\n%s%s", code, stdout, stderr)
 	}
@@ -168,4 +221,38 @@ func TestNewCloneRefused(t *testing.T) {
 			t.Errorf("carmy new -carmy %s wrote %s", clone, dir)
 		}
 	}
+}
+
+// listStdio starts a program with -stdio, as a desktop client does, and
+// lists its tools over MCP: initialize, initialized, tools/list, then the
+// end of its input, after which the server answers what it read and exits.
+func listStdio(t *testing.T, bin string) []struct{ Name, Description string } {
+	t.Helper()
+	cmd := exec.Command(bin, "-stdio")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "CARMY_CONFIG=")
+	cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`)
+	code, stdout, stderr := output(t, cmd)
+	if code != 0 {
+		t.Fatalf("%s -stdio: exit %d\n%s%s", bin, code, stdout, stderr)
+	}
+	for line := range strings.Lines(stdout) {
+		var msg struct {
+			ID     int `json:"id"`
+			Result struct {
+				Tools []struct{ Name, Description string }
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &msg); err != nil {
+			t.Fatalf("%s -stdio wrote a line that is not JSON (%v): %q\nstderr:\n%s", bin, err, line, stderr)
+		}
+		if msg.ID == 2 {
+			return msg.Result.Tools
+		}
+	}
+	t.Fatalf("%s -stdio did not answer tools/list:\n%s%s", bin, stdout, stderr)
+	return nil
 }

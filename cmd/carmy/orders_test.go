@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/carmy-dev/carmy/internal/toolsrc"
+
+	"github.com/carmy-dev/carmy/internal/modtest"
 )
 
 // TestExampleOrders runs every command on carmy's example, examples/orders,
@@ -17,8 +21,8 @@ import (
 // the example's server.
 func TestExampleOrders(t *testing.T) {
 	t.Parallel()
-	needGo(t)
-	root := checkoutRoot(t)
+	modtest.NeedGo(t)
+	root := modtest.CheckoutRoot(t)
 	src := filepath.Join(root, "examples", "orders")
 	dir := t.TempDir()
 	entries, err := os.ReadDir(src)
@@ -31,7 +35,7 @@ func TestExampleOrders(t *testing.T) {
 		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
 			continue
 		}
-		hadGen = hadGen || name == genFile
+		hadGen = hadGen || name == toolsrc.GenFile
 		b, err := os.ReadFile(filepath.Join(src, name))
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +48,7 @@ func TestExampleOrders(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	pointAtCheckout(t, dir, root)
+	modtest.PointAtCheckout(t, dir, root)
 
 	// vet: the example's tools are sound; its comments need a generated
 	// file, unless it has a current one.
@@ -64,7 +68,7 @@ func TestExampleOrders(t *testing.T) {
 
 	// Serve the example and talk to it.
 	bin := filepath.Join(t.TempDir(), "orders")
-	goCmd(t, dir, "build", "-o", bin, ".")
+	modtest.Go(t, dir, "build", "-o", bin, ".")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

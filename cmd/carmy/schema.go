@@ -19,6 +19,9 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/packages"
+
+	"github.com/carmy-dev/carmy/internal/naming"
+	"github.com/carmy-dev/carmy/internal/toolsrc"
 )
 
 const schemaUsage = `usage: carmy schema [-tool name] [package]
@@ -169,16 +172,16 @@ func dumpSource(p *packages.Package, notef func(string, ...any)) ([]byte, map[st
 		}
 		return name
 	}
-	carmyName := qualify(types.NewPackage(carmyPath, "carmy"))
+	carmyName := qualify(types.NewPackage(toolsrc.CarmyPath, "carmy"))
 	var body strings.Builder
 	requires := map[string][]string{}
-	for _, d := range findDeclarations(p.Syntax, p.TypesInfo) {
-		if d.fun != "Tool" || len(d.call.Args) == 0 {
+	for _, d := range toolsrc.FindDeclarations(p.Syntax, p.TypesInfo) {
+		if d.Fun != "Tool" || len(d.Call.Args) == 0 {
 			continue
 		}
-		at := p.Fset.Position(d.call.Pos())
+		at := p.Fset.Position(d.Call.Pos())
 		name, ok := staticName(p.TypesInfo, d)
-		sig, isSig := typeOf(p.TypesInfo, d.call.Args[0]).(*types.Signature)
+		sig, isSig := toolsrc.TypeOf(p.TypesInfo, d.Call.Args[0]).(*types.Signature)
 		switch {
 		case !isSig:
 			notef("%s: the tool's function is not known before run time; left out", at)
@@ -186,26 +189,26 @@ func dumpSource(p *packages.Package, notef func(string, ...any)) ([]byte, map[st
 		case !ok:
 			notef("%s: the tool's name is computed at run time; left out", at)
 			continue
-		case hasTypeParam(sig):
+		case toolsrc.HasTypeParam(sig):
 			notef("%s: tool %s has type parameters; left out", at, name)
 			continue
 		}
-		s := classify(sig, d.carmy.Pkg())
-		if len(s.problems) > 0 || len(s.inputs) > 1 {
+		s := toolsrc.Classify(sig, d.Carmy.Pkg())
+		if len(s.Problems) > 0 || len(s.Inputs) > 1 {
 			notef("%s: tool %s has an invalid signature (run carmy vet); left out", at, name)
 			continue
 		}
 		in := "struct{}"
-		if len(s.inputs) == 1 {
-			t := s.inputs[0]
+		if len(s.Inputs) == 1 {
+			t := s.Inputs[0]
 			if ptr, ok := types.Unalias(t).(*types.Pointer); ok {
 				t = ptr.Elem()
 			}
 			in = types.TypeString(t, qualify)
 		}
 		out := "[]byte(`{\"type\":\"null\"}`)"
-		if s.out != nil {
-			out = fmt.Sprintf("%s.SchemaFor[%s]()", carmyName, types.TypeString(s.out, qualify))
+		if s.Out != nil {
+			out = fmt.Sprintf("%s.SchemaFor[%s]()", carmyName, types.TypeString(s.Out, qualify))
 		}
 		fmt.Fprintf(&body, "\tadd(%q, %s.SchemaFor[%s](), %s)\n", name, carmyName, in, out)
 		requires[name] = staticRequires(p.TypesInfo, d, func() {
@@ -247,14 +250,14 @@ func %s(t *carmyschematesting.T) {
 // staticRequires returns the permissions a tool declares with constant
 // arguments of carmy.Requires, sorted, each once; computed ones call
 // computed.
-func staticRequires(info *types.Info, d declaration, computed func()) []string {
+func staticRequires(info *types.Info, d toolsrc.Declaration, computed func()) []string {
 	var out []string
-	for _, o := range d.call.Args[min(2, len(d.call.Args)):] {
+	for _, o := range d.Call.Args[min(2, len(d.Call.Args)):] {
 		oc, ok := ast.Unparen(o).(*ast.CallExpr)
 		if !ok {
 			continue
 		}
-		if fn := carmyCall(info, oc); fn == nil || fn.Name() != "Requires" {
+		if fn := toolsrc.CarmyCall(info, oc); fn == nil || fn.Name() != "Requires" {
 			continue
 		}
 		if oc.Ellipsis.IsValid() {
@@ -262,7 +265,7 @@ func staticRequires(info *types.Info, d declaration, computed func()) []string {
 			continue
 		}
 		for _, a := range oc.Args {
-			v := constValue(info, a)
+			v := toolsrc.ConstValue(info, a)
 			if v == nil || v.Kind() != constant.String {
 				computed()
 				continue
@@ -276,22 +279,22 @@ func staticRequires(info *types.Info, d declaration, computed func()) []string {
 
 // staticName returns a tool's name when the source says it: a constant
 // carmy.Name option, or the name derived from a declared function.
-func staticName(info *types.Info, d declaration) (string, bool) {
-	for _, o := range d.call.Args[min(2, len(d.call.Args)):] {
+func staticName(info *types.Info, d toolsrc.Declaration) (string, bool) {
+	for _, o := range d.Call.Args[min(2, len(d.Call.Args)):] {
 		oc, ok := ast.Unparen(o).(*ast.CallExpr)
 		if !ok {
 			return "", false // options from elsewhere may name it
 		}
-		if fn := carmyCall(info, oc); fn != nil && fn.Name() == "Name" && len(oc.Args) == 1 {
-			v := constValue(info, oc.Args[0])
+		if fn := toolsrc.CarmyCall(info, oc); fn != nil && fn.Name() == "Name" && len(oc.Args) == 1 {
+			v := toolsrc.ConstValue(info, oc.Args[0])
 			if v == nil || v.Kind() != constant.String {
 				return "", false
 			}
 			return constant.StringVal(v), true
 		}
 	}
-	if d.call.Ellipsis.IsValid() || d.fn == nil {
+	if d.Call.Ellipsis.IsValid() || d.Fn == nil {
 		return "", false
 	}
-	return snakeCase(d.fn.obj.Name()), true
+	return naming.SnakeCase(d.Fn.Obj.Name()), true
 }

@@ -14,6 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/tools/go/analysis/unitchecker"
+
+	"github.com/carmy-dev/carmy/vet"
 )
 
 // runVet is carmy vet: it runs the analyzer through the go command's vet
@@ -246,4 +250,101 @@ func splitPosn(posn string) (file string, line, col int) {
 		line, col = nums[1], nums[0]
 	}
 	return file, line, col
+}
+
+const vetUsage = `usage: carmy vet [flags] [packages]
+
+carmy vet checks carmy.Tool calls before run time. It reports, at the call,
+what Builder.Build would report when the program runs, in the same words:
+
+  - a function carmy cannot call: two inputs, two contexts, *carmy.Context,
+    a parameter that is neither a context, a carmy.State[T] nor an input
+    struct, results other than (Out, error) or error, variadic parameters,
+    nil or a value that is not a function;
+  - an unset effect: 0 or carmy.Effect(0);
+  - an invalid name, given with carmy.Name("...") or derived from the
+    function's name (snake_case), and a closure without carmy.Name;
+  - an option given twice with different values, a Timeout that is not
+    positive, a Requires permission that is not one;
+  - an input or output type Build refuses, checked with Build's own code:
+    a channel, a func, map keys that are not strings, required on a bool
+    or a number (false or 0 would be refused), a rule that cannot hold, a
+    validate, json or jsonschema tag carmy does not take, a misplaced
+    carmy:"request_id";
+  - a validate rule in a tool's input or output types that cannot reach
+    the schema (alphanum, startswith, ne=0, eqfield, a|b, min on a
+    duration...): enforced at run time, invisible to a model. Say it in the
+    field's description, or use a rule the schema states. It is reported
+    at the field when the field is declared in the package, else at the
+    carmy.Tool call;
+  - a pointer with rules but without omitempty, omitnil or required: carmy
+    lets a nil pointer through, where the validator would refuse it.
+
+It also reports a package whose tools' types or functions have doc comments
+but whose carmy_gen.go is missing or out of date, since their descriptions
+would silently be missing from the schemas: run go generate.
+
+A finding is silenced at its site with a directive naming its check, on
+the finding's line or alone on the line above it; the rest of the line
+may say why. A silenced finding does not fail vet. A directive at a field
+silences its rules for the tools of every package that use it:
+
+	type Order struct {
+		//carmy:ignore rule the description says it
+		Ref string ` + "`" + `json:"ref" validate:"startswith=ord_" jsonschema:"description=Starts with ord_"` + "`" + `
+	}
+
+The checks are tool (a carmy.Tool call Build would refuse), rule (a rule
+the schema cannot state) and generate (carmy_gen.go missing or stale).
+
+Use it as a go tool or as a go vet tool:
+
+	go tool carmy vet ./...
+	go vet -vettool=$(which carmy) ./...
+
+carmy vet runs the second: go vet -vettool=<carmy's executable>. go vet
+starts carmy once per package, dependencies first, and keeps what each
+analysis found and passes on (the doc comments of the module's types, the
+directives at fields) in the build cache: a new carmy binary analyzes every
+dependency once, later runs only what changed.
+
+Packages are the go command's patterns (build tags go in -tags or
+GOFLAGS). The exit status is 0 when nothing is reported, 3 when something
+is, 1 on errors (a package that does not compile). The flags are:
+
+  -json     print the diagnostics as JSON (exit status 0 unless an error)
+  -c=N      show N lines of context around each diagnostic
+  -test     also report in test files (default true)
+  -tags=t   build tags, as for go build
+
+vet sees what the source says: names, effects and options computed at run
+time, options passed as opts..., functions held in an interface, tools
+declared inside generic functions, types with their own JSON, text or
+schema methods (which only the program runs), recursive types and a
+State[T] nobody provides are left to Build.
+`
+
+// isVetTool reports whether carmy is being run by go vet -vettool: with
+// -V=full to identify itself, -flags to list its flags, or a .cfg file.
+func isVetTool(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	if strings.HasPrefix(args[0], "-V") || args[0] == "-flags" {
+		return true
+	}
+	return strings.HasSuffix(args[len(args)-1], ".cfg") && !slices.Contains(commandNames(), args[0])
+}
+
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return names
+}
+
+// vetTool runs the analyzer as go vet's tool.
+func vetTool() {
+	unitchecker.Main(vet.Analyzer)
 }

@@ -44,6 +44,9 @@ type AddNote struct {
 	// RemindIn is a duration, shown in words rather than as its pattern.
 	RemindIn  time.Duration `json:"remind_in,omitempty" jsonschema:"description=When to remind the team"`
 	RequestID string        `json:"request_id,omitempty" carmy:"request_id"`
+	// Limit and Code are optional values with rules: blank, or keeping them.
+	Limit int    `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
+	Code  string `json:"code,omitempty" validate:"omitempty,min=3"`
 }
 
 // Note is a stored note.
@@ -53,6 +56,8 @@ type Note struct {
 	Tags     []string `json:"tags"`
 	Priority string   `json:"priority"`
 	Pinned   *bool    `json:"pinned"`
+	Limit    int      `json:"limit,omitempty"`
+	Code     string   `json:"code,omitempty"`
 }
 
 // DeleteNote is the input of delete_note.
@@ -73,7 +78,7 @@ func (n *notes) tools() []*carmy.ToolDef {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		n.added++
-		return Note{ID: n.added, Text: in.Text, Tags: in.Tags, Priority: in.Priority, Pinned: in.Pinned}, nil
+		return Note{ID: n.added, Text: in.Text, Tags: in.Tags, Priority: in.Priority, Pinned: in.Pinned, Limit: in.Limit, Code: in.Code}, nil
 	}, carmy.Write, carmy.Name("add_note"), carmy.Description("Add a note to the team's notebook."), carmy.Timeout(90*time.Second), carmy.Register(false))
 	del := carmy.Tool(func(in DeleteNote) error {
 		n.deleted.Add(1)
@@ -306,6 +311,53 @@ func TestConsoleCall(t *testing.T) {
 	}
 	clean(t, ctx)
 	screenshot(t, ctx, "call")
+}
+
+// An optional value with rules (omitempty, then min and max) is a field of
+// its kind, not JSON to write: a number field that says its range, a text
+// field; left blank, the value is absent.
+func TestConsoleOptionalFields(t *testing.T) {
+	srv, reg, _ := server(t, carmy.New())
+	ctx := browser(t)
+	open(t, ctx, reg.ConsoleURL(srv.URL))
+	mode := get(t, ctx, chromedp.Evaluate[string](`(document.querySelector('#tool-add_note .field[data-path="limit"] > input') || {}).inputMode || 'none'`))
+	hint := get(t, ctx, chromedp.Evaluate[string](`(document.querySelector('#tool-add_note .field[data-path="limit"] > input') || {}).placeholder || ''`))
+	code := get(t, ctx, chromedp.Evaluate[string](`(document.querySelector('#tool-add_note .field[data-path="code"] > input') || {}).type || 'none'`))
+	areas := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('#tool-add_note textarea').length`))
+	if mode != "numeric" || hint != "integer ≥ 1, ≤ 100, or blank" {
+		t.Errorf("limit's input: inputmode %q, placeholder %q; want a number field saying 1 to 100, or blank", mode, hint)
+	}
+	if code != "text" || areas != 0 {
+		t.Errorf("code's input is %q and add_note has %d JSON areas; want a text field and none", code, areas)
+	}
+	call := func(limit, code string) Note {
+		t.Helper()
+		do(t, ctx, chromedp.Navigate(reg.ConsoleURL(srv.URL)), chromedp.WaitVisible(css(ready)),
+			chromedp.SendKeys(field("add_note", "text", "input"), "note"),
+			chromedp.SendKeys(field("add_note", "meta.author", "input"), "ann"),
+			chromedp.SendKeys(field("add_note", "meta.rating", "input"), "1"),
+			chromedp.SetValue(field("add_note", "priority", "select"), `"low"`))
+		if limit != "" {
+			do(t, ctx, chromedp.SendKeys(field("add_note", "limit", "input"), limit))
+		}
+		if code != "" {
+			do(t, ctx, chromedp.SendKeys(field("add_note", "code", "input"), code))
+		}
+		do(t, ctx, chromedp.Click(css(`#tool-add_note button[type=submit]`)), chromedp.WaitVisible(css(`#tool-add_note .result .output`)))
+		var note Note
+		out := get(t, ctx, chromedp.Text(css(`#tool-add_note .result .output`)))
+		if err := json.Unmarshal([]byte(out), &note); err != nil {
+			t.Fatalf("output = %q: %v", out, err)
+		}
+		return note
+	}
+	if note := call("42", "abcd"); note.Limit != 42 || note.Code != "abcd" {
+		t.Errorf("limit 42 and code abcd reached the tool as %+v", note)
+	}
+	if note := call("", ""); note.Limit != 0 || note.Code != "" {
+		t.Errorf("blank limit and code reached the tool as %+v; want them absent", note)
+	}
+	clean(t, ctx)
 }
 
 // agent is a program calling the tools over HTTP, as a remote agent does.

@@ -256,10 +256,36 @@ function objectFields(s, root, path, required, depth) {
   };
 }
 
+// blankable is the schema of a value that may also be left blank: carmy
+// writes an optional value with rules (omitempty) as anyOf its empty value
+// (0, "", no items) and the rules, and a nullable one as anyOf it and null.
+// It returns the value's schema, with the annotations and the type (null
+// included) of the whole; undefined for any other schema. A blank field
+// leaves the value out.
+function blankable(s, root) {
+  if (!Array.isArray(s.anyOf) || s.anyOf.length !== 2 || s.oneOf || s.allOf) return undefined;
+  const isNull = (x) => types(x).length === 1 && types(x)[0] === 'null';
+  const isEmpty = (x) => (Array.isArray(x.enum) && x.enum.length === 1 && x.enum[0] === 0) ||
+    x.maxLength === 0 || x.maxItems === 0 || x.maxProperties === 0;
+  const [a, b] = s.anyOf.map((x) => resolve(x, root));
+  let value, other;
+  if (isNull(b) || isEmpty(b)) [value, other] = [a, b];
+  else if (isNull(a) || isEmpty(a)) [value, other] = [b, a];
+  else return undefined;
+  const vt = types(value).filter((x) => x !== 'null');
+  // A value of null or of an object is a form of its own, not a field.
+  if (value.anyOf || vt.length !== 1 || (isNull(other) && (vt[0] === 'object' || vt[0] === 'array'))) return undefined;
+  const merged = Object.assign({}, value);
+  for (const k of ['title', 'description', 'default', 'examples']) if (s[k] !== undefined) merged[k] = s[k];
+  merged.type = isNull(other) || types(s).includes('null') ? [vt[0], 'null'] : vt[0];
+  merged.blankable = true;
+  return merged;
+}
+
 // field builds the input of one value with its label, help and the place
 // for its errors.
 function field(schema, root, path, label, required, depth) {
-  const s = resolve(schema, root);
+  const s = blankable(resolve(schema, root), root) || resolve(schema, root);
   const ts = types(s);
   const nullable = ts.includes('null');
   const t = ts.filter((x) => x !== 'null')[0];
@@ -337,6 +363,9 @@ function numberInput(s, t, id, required) {
   const hint = [];
   if (s.minimum !== undefined) hint.push('≥ ' + s.minimum);
   if (s.maximum !== undefined) hint.push('≤ ' + s.maximum);
+  if (s.exclusiveMinimum !== undefined) hint.push('> ' + s.exclusiveMinimum);
+  if (s.exclusiveMaximum !== undefined) hint.push('< ' + s.exclusiveMaximum);
+  if (s.blankable && !required) hint.push('or blank');
   const input = el('input', { id, type: 'text', inputmode: t === 'integer' ? 'numeric' : 'decimal', placeholder: t + (hint.length ? ' ' + hint.join(', ') : '') });
   return {
     node: input,

@@ -187,6 +187,9 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 		}
 		o.set("enum", vals)
 	}
+	// alternatives: the value is empty or keeps the rules that follow
+	// omitempty (anyOf below).
+	alternatives := r.IfSet != nil && !collection(n) && (!r.IfSet.empty() || r.IfSet.Format != "") // formats are checked by the validator
 	if numberKind(n) {
 		lo, hi := typeRange(n)
 		minB, xmin, maxB, xmax := lo, (*Bound)(nil), hi, (*Bound)(nil)
@@ -204,20 +207,23 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 				tighten(&xmax, rr.XMax, false)
 			}
 		}
-		if xmin == nil || xmin.Rat.Cmp(minB.Rat) < 0 {
+		// Beside the alternatives, a bound that is only the type's range
+		// says nothing they do not, and reads as if it were the rule: both
+		// bound the number (0, and the rules' range within the type's).
+		if (xmin == nil || xmin.Rat.Cmp(minB.Rat) < 0) && !(alternatives && minB == lo) {
 			o.set("minimum", jsontextRaw(minB.Lit))
 		}
 		if xmin != nil {
 			o.set("exclusiveMinimum", jsontextRaw(xmin.Lit))
 		}
-		if xmax == nil || xmax.Rat.Cmp(maxB.Rat) > 0 {
+		if (xmax == nil || xmax.Rat.Cmp(maxB.Rat) > 0) && !(alternatives && maxB == hi) {
 			o.set("maximum", jsontextRaw(maxB.Lit))
 		}
 		if xmax != nil {
 			o.set("exclusiveMaximum", jsontextRaw(xmax.Lit))
 		}
 	}
-	if r.IfSet != nil && !collection(n) && (!r.IfSet.empty() || r.IfSet.Format != "") { // formats are checked by the validator
+	if alternatives {
 		o.set("anyOf", []any{emptySchema(n, nullable), e.body(n, r.IfSet, false, annotations{})})
 	}
 	if r.NonZero || n.Rules.NonZero {

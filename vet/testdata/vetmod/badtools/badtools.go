@@ -1,6 +1,7 @@
-package main
+package vet
 
-// The tools of this package are mirrored in vet_test.go
+// The tools of this package are mirrored in vet_test.go (a package vet, so
+// that types print alike)
 // (TestVetSpeaksLikeBuild), which checks that Builder.Build reports the same
 // problems in the same words. Nothing here has a doc comment, so that no
 // generated file is expected.
@@ -64,8 +65,8 @@ var (
 	_ = carmy.Tool(vPtrContext, carmy.Read)     // want `^carmy: tool "v_ptr_context" takes \*carmy.Context; take carmy.Context by value$`
 	_ = carmy.Tool(vBadParam, carmy.Read)       // want `^carmy: tool "v_bad_param" parameter 2 has type int; a tool takes a context, carmy.State\[T\] dependencies and one input struct: wrap the value in a struct field$` `parameter 3 has type map\[string\]interface \{\}`
 	_ = carmy.Tool(vVariadic, carmy.Read)       // want `^carmy: tool "v_variadic" takes variadic parameters \(func\(context.Context, \.\.\.string\) error\); tools take fixed parameters: put a slice field in the input struct instead$` `parameter 2 has type \[\]string`
-	_ = carmy.Tool(vNoError, carmy.Read)        // want `^carmy: tool "v_no_error" returns main.VOut alone; return \(main.VOut, error\) or error$`
-	_ = carmy.Tool(vSecondNotError, carmy.Read) // want `^carmy: tool "v_second_not_error" returns \(main.VOut, int\); the second result must be error$`
+	_ = carmy.Tool(vNoError, carmy.Read)        // want `^carmy: tool "v_no_error" returns vet.VOut alone; return \(vet.VOut, error\) or error$`
+	_ = carmy.Tool(vSecondNotError, carmy.Read) // want `^carmy: tool "v_second_not_error" returns \(vet.VOut, int\); the second result must be error$`
 	_ = carmy.Tool(vThreeResults, carmy.Read)   // want `^carmy: tool "v_three_results" returns 3 results; return \(Out, error\) or error$`
 
 	_ = carmy.Tool(vOK, 0)                                          // want `^carmy: tool "v_ok" has no effect \(effect\(0\)\); pass one of carmy.None, Read, Write, ExternalWrite or Destructive$`
@@ -93,5 +94,3 @@ var (
 	_ = carmy.Tool((&vSvc{}).CancelOrder, carmy.Destructive, carmy.RequireConfirmation())
 	_ = carmy.Tool(dynamic, carmy.Read, carmy.Name("dynamic"))
 )
-
-func main() {}

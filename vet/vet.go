@@ -1,4 +1,4 @@
-package main
+package vet
 
 import (
 	"fmt"
@@ -13,13 +13,16 @@ import (
 	"time"
 
 	"golang.org/x/tools/go/analysis"
-	"golang.org/x/tools/go/analysis/unitchecker"
 
 	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/shape"
+	"github.com/carmy-dev/carmy/internal/toolsrc"
 )
 
-// Analyzer is carmy vet's analysis.
+// Analyzer reports the carmy.Tool declarations Builder.Build would refuse,
+// the validate rules a schema cannot state and a stale carmy_gen.go; see
+// the package doc and Doc below. It is safe to run on many packages at
+// once, as the analysis drivers do.
 var Analyzer = &analysis.Analyzer{
 	Name: "carmy",
 	Doc: `check carmy tool declarations
@@ -30,8 +33,12 @@ function whose signature carmy cannot call (two inputs, two contexts, a
 parameter that is neither a context, a carmy.State nor an input struct,
 results other than (Out, error) or error, variadic parameters), an unset
 effect (0 or carmy.Effect(0)), an invalid name (given with carmy.Name or
-derived from the function's name), a closure without carmy.Name, and an
-option given twice with different values.
+derived from the function's name), a closure without carmy.Name, an
+option given twice with different values, a Requires permission that is
+not one, and input and output types Build cannot model (a channel, a
+func, map keys that are not strings, required on a bool or a number, a
+validate or jsonschema tag carmy does not take...), which it checks with
+Build's own code.
 
 It warns of validate rules that cannot reach the schema (alphanum,
 startswith, ne, cross-field rules such as eqfield, alternatives with |,
@@ -53,97 +60,6 @@ rule or generate), on the finding's line or alone on the line above it:
 	FactTypes: []analysis.Fact{new(docsFact), new(ignoredFact)},
 }
 
-const vetUsage = `usage: carmy vet [flags] [packages]
-
-carmy vet checks carmy.Tool calls before run time. It reports, at the call,
-what Builder.Build would report when the program runs, in the same words:
-
-  - a function carmy cannot call: two inputs, two contexts, *carmy.Context,
-    a parameter that is neither a context, a carmy.State[T] nor an input
-    struct, results other than (Out, error) or error, variadic parameters,
-    nil or a value that is not a function;
-  - an unset effect: 0 or carmy.Effect(0);
-  - an invalid name, given with carmy.Name("...") or derived from the
-    function's name (snake_case), and a closure without carmy.Name;
-  - an option given twice with different values, a Timeout that is not
-    positive;
-  - a validate rule in a tool's input or output types that cannot reach
-    the schema (alphanum, startswith, ne=0, eqfield, a|b, min on a
-    duration...): enforced at run time, invisible to a model. Say it in the
-    field's description, or use a rule the schema states. It is reported
-    at the field when the field is declared in the package, else at the
-    carmy.Tool call;
-  - a pointer with rules but without omitempty, omitnil or required: carmy
-    lets a nil pointer through, where the validator would refuse it.
-
-It also reports a package whose tools' types or functions have doc comments
-but whose carmy_gen.go is missing or out of date, since their descriptions
-would silently be missing from the schemas: run go generate.
-
-A finding is silenced at its site with a directive naming its check, on
-the finding's line or alone on the line above it; the rest of the line
-may say why. A silenced finding does not fail vet. A directive at a field
-silences its rules for the tools of every package that use it:
-
-	type Order struct {
-		//carmy:ignore rule the description says it
-		Ref string ` + "`" + `json:"ref" validate:"startswith=ord_" jsonschema:"description=Starts with ord_"` + "`" + `
-	}
-
-The checks are tool (a carmy.Tool call Build would refuse), rule (a rule
-the schema cannot state) and generate (carmy_gen.go missing or stale).
-
-Use it as a go tool or as a go vet tool:
-
-	go tool carmy vet ./...
-	go vet -vettool=$(which carmy) ./...
-
-carmy vet runs the second: go vet -vettool=<carmy's executable>. go vet
-starts carmy once per package, dependencies first, and keeps what each
-analysis found and passes on (the doc comments of the module's types, the
-directives at fields) in the build cache: a new carmy binary analyzes every
-dependency once, later runs only what changed.
-
-Packages are the go command's patterns (build tags go in -tags or
-GOFLAGS). The exit status is 0 when nothing is reported, 3 when something
-is, 1 on errors (a package that does not compile). The flags are:
-
-  -json     print the diagnostics as JSON (exit status 0 unless an error)
-  -c=N      show N lines of context around each diagnostic
-  -test     also report in test files (default true)
-  -tags=t   build tags, as for go build
-
-vet sees what the source says: names, effects and options computed at run
-time, options passed as opts..., functions held in an interface, tools
-declared inside generic functions, and problems deeper than the signature
-(a channel in an input, a State[T] nobody provides) are left to Build.
-`
-
-// isVetTool reports whether carmy is being run by go vet -vettool: with
-// -V=full to identify itself, -flags to list its flags, or a .cfg file.
-func isVetTool(args []string) bool {
-	if len(args) == 0 {
-		return false
-	}
-	if strings.HasPrefix(args[0], "-V") || args[0] == "-flags" {
-		return true
-	}
-	return strings.HasSuffix(args[len(args)-1], ".cfg") && !slices.Contains(commandNames(), args[0])
-}
-
-func commandNames() []string {
-	names := make([]string, len(commands))
-	for i, c := range commands {
-		names[i] = c.name
-	}
-	return names
-}
-
-// vetTool runs the analyzer as go vet's tool.
-func vetTool() {
-	unitchecker.Main(Analyzer)
-}
-
 // analyze is the analyzer's Run.
 func analyze(pass *analysis.Pass) (any, error) {
 	ig := readIgnores(pass)
@@ -153,9 +69,9 @@ func analyze(pass *analysis.Pass) (any, error) {
 		return nil, nil
 	}
 	silence(pass, ig)
-	decls := findDeclarations(pass.Files, pass.TypesInfo)
+	decls := toolsrc.FindDeclarations(pass.Files, pass.TypesInfo)
 	for _, d := range decls {
-		if d.fun == "Tool" {
+		if d.Fun == "Tool" {
 			checkTool(pass, d)
 		}
 	}
@@ -165,11 +81,11 @@ func analyze(pass *analysis.Pass) (any, error) {
 }
 
 func importsCarmy(pkg *types.Package) bool {
-	if pkg.Path() == carmyPath {
+	if pkg.Path() == toolsrc.CarmyPath {
 		return true
 	}
 	for _, imp := range pkg.Imports() {
-		if imp.Path() == carmyPath {
+		if imp.Path() == toolsrc.CarmyPath {
 			return true
 		}
 	}
@@ -178,8 +94,8 @@ func importsCarmy(pkg *types.Package) bool {
 
 // checkTool reports the problems of one carmy.Tool call, in the order and
 // words of Builder.Build.
-func checkTool(pass *analysis.Pass, d declaration) {
-	call := d.call
+func checkTool(pass *analysis.Pass, d toolsrc.Declaration) {
+	call := d.Call
 	var problems []string
 	name, named := "", false
 
@@ -202,7 +118,7 @@ func checkTool(pass *analysis.Pass, d declaration) {
 				spread = true // an option from elsewhere: it may be a Name
 				continue
 			}
-			fn := carmyCall(pass.TypesInfo, oc)
+			fn := toolsrc.CarmyCall(pass.TypesInfo, oc)
 			if fn == nil {
 				spread = true
 				continue
@@ -213,10 +129,20 @@ func checkTool(pass *analysis.Pass, d declaration) {
 				}
 				continue
 			}
+			if fn.Name() == "Requires" {
+				for _, a := range oc.Args {
+					if v := toolsrc.ConstValue(pass.TypesInfo, a); v != nil && v.Kind() == constant.String {
+						if err := naming.CheckPermission(constant.StringVal(v)); err != nil {
+							problems = append(problems, "Requires: "+err.Error())
+						}
+					}
+				}
+				continue
+			}
 			if len(oc.Args) != 1 {
 				continue
 			}
-			v := constValue(pass.TypesInfo, oc.Args[0])
+			v := toolsrc.ConstValue(pass.TypesInfo, oc.Args[0])
 			switch fn.Name() {
 			case "Name":
 				nameGiven = true
@@ -255,6 +181,7 @@ func checkTool(pass *analysis.Pass, d declaration) {
 
 	// The function.
 	var fnType types.Type
+	var typeProblems []string // Build models the types after the rest
 	isFunc, closure := false, false
 	if len(call.Args) > 0 {
 		arg := ast.Unparen(call.Args[0])
@@ -265,16 +192,20 @@ func checkTool(pass *analysis.Pass, d declaration) {
 			problems = append(problems, "has a nil function; pass a func such as func(ctx context.Context, in Input) (Output, error)")
 		case fnType == nil || types.IsInterface(fnType):
 			// An interface's dynamic type is known at run time only.
-		case hasTypeParam(fnType):
+		case toolsrc.HasTypeParam(fnType):
 			// Inside a generic function: known once instantiated.
 		default:
 			sig, ok := fnType.Underlying().(*types.Signature)
 			if !ok {
-				problems = append(problems, fmt.Sprintf("is given a %s, not a function; pass a func such as func(ctx context.Context, in Input) (Output, error)", typeString(fnType)))
+				problems = append(problems, fmt.Sprintf("is given a %s, not a function; pass a func such as func(ctx context.Context, in Input) (Output, error)", toolsrc.TypeString(fnType)))
 				break
 			}
 			isFunc = true
-			problems = append(problems, classify(sig, d.carmy.Pkg()).problems...)
+			s := toolsrc.Classify(sig, d.Carmy.Pkg())
+			problems = append(problems, s.Problems...)
+			if len(s.Problems) == 0 {
+				typeProblems = checkTypes(s)
+			}
 			_, closure = arg.(*ast.FuncLit)
 		}
 	}
@@ -284,8 +215,8 @@ func checkTool(pass *analysis.Pass, d declaration) {
 	if !named && !nameGiven && !spread && isFunc {
 		if closure {
 			problems = append(problems, "is a closure or anonymous function, which has no usable name; give it one with carmy.Name")
-		} else if ref := funcRefOf(pass.TypesInfo, call.Args[0]); ref != nil {
-			name, nameKnown = snakeCase(ref.obj.Name()), true
+		} else if ref := toolsrc.FuncRefOf(pass.TypesInfo, call.Args[0]); ref != nil {
+			name, nameKnown = snakeCase(ref.Obj.Name()), true
 		}
 	}
 	if nameKnown {
@@ -296,13 +227,14 @@ func checkTool(pass *analysis.Pass, d declaration) {
 
 	// The effect.
 	if len(call.Args) > 1 {
-		if v := constValue(pass.TypesInfo, call.Args[1]); v != nil {
+		if v := toolsrc.ConstValue(pass.TypesInfo, call.Args[1]); v != nil {
 			if e, exact := constant.Uint64Val(constant.ToInt(v)); exact && (e < 1 || e > 5) {
 				problems = append(problems, fmt.Sprintf("has no effect (effect(%d)); pass one of carmy.None, Read, Write, ExternalWrite or Destructive", e))
 			}
 		}
 	}
 
+	problems = append(problems, typeProblems...)
 	prefix := "carmy: tool "
 	if name != "" {
 		prefix += fmt.Sprintf("%q ", name)
@@ -310,51 +242,6 @@ func checkTool(pass *analysis.Pass, d declaration) {
 	for _, p := range problems {
 		pass.Report(analysis.Diagnostic{Pos: call.Pos(), End: call.End(), Category: "tool", Message: prefix + p})
 	}
-}
-
-// hasTypeParam reports whether a type mentions a type parameter.
-func hasTypeParam(t types.Type) bool {
-	found := false
-	var visit func(t types.Type)
-	seen := map[types.Type]bool{}
-	visit = func(t types.Type) {
-		if found || seen[t] {
-			return
-		}
-		seen[t] = true
-		switch t := types.Unalias(t).(type) {
-		case *types.TypeParam:
-			found = true
-		case *types.Named:
-			for a := range t.TypeArgs().Types() {
-				visit(a)
-			}
-		case *types.Pointer:
-			visit(t.Elem())
-		case *types.Slice:
-			visit(t.Elem())
-		case *types.Array:
-			visit(t.Elem())
-		case *types.Map:
-			visit(t.Key())
-			visit(t.Elem())
-		case *types.Chan:
-			visit(t.Elem())
-		case *types.Signature:
-			for v := range t.Params().Variables() {
-				visit(v.Type())
-			}
-			for v := range t.Results().Variables() {
-				visit(v.Type())
-			}
-		case *types.Struct:
-			for f := range t.Fields() {
-				visit(f.Type())
-			}
-		}
-	}
-	visit(t)
-	return found
 }
 
 // snakeCase is carmy's rule for deriving a tool's name from its function's.
@@ -373,22 +260,22 @@ func checkName(name string) string {
 // compares them with those the file registers. The comments of types
 // declared in other packages of the module come from those packages'
 // analyses, as facts (docsFact).
-func checkGenerated(pass *analysis.Pass, decls []declaration) {
+func checkGenerated(pass *analysis.Pass, decls []toolsrc.Declaration) {
 	if !mainModule(pass) || len(pass.Files) == 0 {
 		// Without the module, what carmy gen reads is unknown; a
 		// dependency's packages export no comments (see exportDocs).
 		return
 	}
 	// The generated file covers the declarations outside test files.
-	var prod []declaration
+	var prod []toolsrc.Declaration
 	for _, d := range decls {
-		if !strings.HasSuffix(pass.Fset.Position(d.call.Pos()).Filename, "_test.go") {
+		if !strings.HasSuffix(pass.Fset.Position(d.Call.Pos()).Filename, "_test.go") {
 			prod = append(prod, d)
 		}
 	}
-	own := packageDocs(pass.Files, pass.Fset)
+	own := toolsrc.PackageDocs(pass.Files, pass.Fset)
 	others := importedDocs(pass)
-	want := collectComments(prod, func(pkg *types.Package) (map[string]string, bool) {
+	want := toolsrc.CollectComments(prod, func(pkg *types.Package) (map[string]string, bool) {
 		if pkg == pass.Pkg {
 			return own, true
 		}
@@ -399,23 +286,23 @@ func checkGenerated(pass *analysis.Pass, decls []declaration) {
 	})
 	var gen *ast.File
 	for _, f := range pass.Files {
-		if isGenerated(f) {
+		if toolsrc.IsGenerated(f) {
 			gen = f
 			break
 		}
 	}
 	var at ast.Node
 	if len(prod) > 0 {
-		at = prod[0].call
+		at = prod[0].Call
 	}
 	switch {
 	case gen == nil && len(want) == 0:
 	case gen == nil:
 		pass.Report(analysis.Diagnostic{Pos: at.Pos(), Category: "generate", Message: fmt.Sprintf(
 			"carmy: the doc comments of this package's tools (%d) are not registered: %s is missing, so the schemas and descriptions lack them; run go generate, with //go:generate go tool carmy gen in the package",
-			len(want), genFile)})
+			len(want), toolsrc.GenFile)})
 	default:
-		have, ok := registeredComments(gen)
+		have, ok := toolsrc.RegisteredComments(gen)
 		if ok && maps.Equal(have, want) {
 			return
 		}
@@ -424,7 +311,7 @@ func checkGenerated(pass *analysis.Pass, decls []declaration) {
 		}
 		pass.Report(analysis.Diagnostic{Pos: at.Pos(), Category: "generate", Message: fmt.Sprintf(
 			"carmy: %s is out of date (%s); run go generate, with //go:generate go tool carmy gen in the package",
-			genFile, difference(have, want))})
+			toolsrc.GenFile, difference(have, want))})
 	}
 }
 
@@ -471,16 +358,16 @@ func difference(have, want map[string]string) string {
 // schema cannot state. A rule of a field declared in this package is
 // reported at the field, once, where a directive can silence it; a rule of
 // another package's field at each carmy.Tool call that reaches it.
-func checkRules(pass *analysis.Pass, decls []declaration) {
+func checkRules(pass *analysis.Pass, decls []toolsrc.Declaration) {
 	reported := map[string]bool{}
 	for _, d := range decls {
-		if d.fun != "Tool" {
+		if d.Fun != "Tool" {
 			continue
 		}
 		seen := map[types.Type]bool{}
-		for _, root := range d.roots {
+		for _, root := range d.Roots {
 			walkRules(root, "", seen, func(f *types.Var, path, msg string) {
-				at := ast.Node(d.call)
+				at := ast.Node(d.Call)
 				var ignored ignoredFact
 				if f.Pkg() != pass.Pkg && pass.ImportObjectFact(f, &ignored) && slices.Contains(ignored.Checks, "rule") {
 					return // silenced at the field, in its own package
@@ -549,7 +436,7 @@ func walkRules(t types.Type, path string, seen map[types.Type]bool, report func(
 			first := true     // the rule is the first of its level
 			for rule := range strings.SplitSeq(validate, ",") {
 				rname, _, _ := strings.Cut(rule, "=")
-				duration := isNamed(types.Unalias(deref(level)), "time", "Duration")
+				duration := toolsrc.IsNamed(types.Unalias(deref(level)), "time", "Duration")
 				if first && rule != "" && rule != "-" && !nilSkipping(rname) && isPointer(level) {
 					report(f, fpath, fmt.Sprintf("validate:%q: carmy lets a nil pointer through (null or absent, as every pointer may be) without its rules, where the validator would check %q on nil and refuse it; write omitempty before the rules to say what carmy does, or required to refuse null", validate, rule))
 				}
@@ -654,7 +541,7 @@ func kindOf(t types.Type) reflect.Kind {
 // rateProblem is Build's problem with carmy.RateLimit(n, per) of constant
 // arguments, "" when there is none or they are not constant.
 func rateProblem(info *types.Info, nArg, perArg ast.Expr) string {
-	nv, pv := constValue(info, nArg), constValue(info, perArg)
+	nv, pv := toolsrc.ConstValue(info, nArg), toolsrc.ConstValue(info, perArg)
 	if nv == nil || pv == nil {
 		return ""
 	}
@@ -664,16 +551,8 @@ func rateProblem(info *types.Info, nArg, perArg ast.Expr) string {
 		return ""
 	}
 	per := time.Duration(ns)
-	var why string
-	switch {
-	case n <= 0:
-		why = "the number of calls must be positive"
-	case per <= 0:
-		why = "the period must be positive"
-	case per/time.Duration(n) < time.Microsecond:
-		why = "that is more than one call per microsecond; limit calls over a longer period"
-	default:
-		return ""
+	if err := naming.CheckRate(n, per); err != nil {
+		return fmt.Sprintf("RateLimit(%d, %v): %v", n, per, err)
 	}
-	return fmt.Sprintf("RateLimit(%d, %v): %s", n, per, why)
+	return ""
 }

@@ -1,4 +1,4 @@
-package main
+package vet
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
+
+	"github.com/carmy-dev/carmy/internal/toolsrc"
 )
 
 // docsFact is the doc comments of one package-level type or function of a
@@ -44,7 +46,7 @@ func exportDocs(pass *analysis.Pass) {
 	if !mainModule(pass) {
 		return
 	}
-	docs := packageDocs(pass.Files, pass.Fset)
+	docs := toolsrc.PackageDocs(pass.Files, pass.Fset)
 	owned := map[types.Object]*docsFact{}
 	for _, name := range slices.Sorted(maps.Keys(docs)) {
 		obj := pass.Pkg.Scope().Lookup(docsOwner(name))

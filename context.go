@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpform"
+	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
@@ -175,8 +177,12 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 		return false, &Error{Code: CodeInternal, Message: "Elicit needs a pointer to a struct", Err: fmt.Errorf("Elicit(%T)", into)}
 	}
 	p := c.peer
-	if c.Context == nil || p == nil || !p.CanElicit() {
+	if c.Context == nil || p == nil {
 		return false, Errorf(CodeUnavailable, "the client cannot ask its user for input")
+	}
+	if !p.CanElicit() {
+		return false, &Error{Code: CodeUnavailable, Message: "the client cannot ask its user for input: it did not declare elicitation",
+			Err: &mcpserve.MissingCapability{Capability: "elicitation"}}
 	}
 	node, err := shape.Of(v.Elem().Type())
 	if err != nil {
@@ -186,7 +192,7 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	if err != nil {
 		return false, &Error{Code: CodeInternal, Message: "Elicit cannot ask for these fields: a form holds strings, numbers, booleans and lists of choices", Err: err}
 	}
-	res, err := p.Elicit(c.Context, &mcp.ElicitParams{Message: message, RequestedSchema: form})
+	res, err := p.Elicit(c.Context, questionName(v.Elem().Type()), &mcp.ElicitParams{Message: message, RequestedSchema: form})
 	if errors.Is(err, mcpserve.ErrNeedsInput) {
 		return false, needsInput()
 	}
@@ -215,4 +221,15 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	}
 	v.Elem().Set(fresh.Elem())
 	return true, nil
+}
+
+// questionName is the name a question for the fields of t goes by in the
+// sessionless protocol: its type's name in snake_case (user_name for
+// UserName), "question" for a type without a name.
+func questionName(t reflect.Type) string {
+	name, _, _ := strings.Cut(t.Name(), "[") // a generic type's arguments
+	if name == "" {
+		return "question"
+	}
+	return naming.SnakeCase(name)
 }

@@ -62,22 +62,11 @@ func requestIDField(in *shape.Node) (*shape.Field, []error) {
 			found = f
 		}
 	}
-	seen := map[*shape.Node]bool{}
-	var below func(n *shape.Node, top bool)
-	below = func(n *shape.Node, top bool) {
-		if n == nil || seen[n] {
-			return
+	for _, f := range nestedFields(in) {
+		if f.RequestID {
+			problems = append(problems, fmt.Errorf("input field %s, tagged carmy:\"request_id\", is not at the input's top level; move it there", f.GoName))
 		}
-		seen[n] = true
-		for _, f := range n.Fields {
-			if f.RequestID && !top {
-				problems = append(problems, fmt.Errorf("input field %s, tagged carmy:\"request_id\", is not at the input's top level; move it there", f.GoName))
-			}
-			below(f.Node, false)
-		}
-		below(n.Elem, false)
 	}
-	below(in.Deref(), true)
 	return found, problems
 }
 

@@ -95,6 +95,13 @@ type Profile struct {
 	Verified bool    `json:"verified,omitempty" jsonschema:"description=Verification status,default=true"`
 }
 
+// Greeting is the input of test_custom_headers: its region is mirrored in
+// the Mcp-Param-Region header, which the server checks against the body.
+type Greeting struct {
+	Region string `json:"region" carmy:"header=Region" jsonschema:"description=Where to greet"`
+	Name   string `json:"name,omitempty" jsonschema:"description=Whom to greet"`
+}
+
 // Contact is the input of json_schema_2020_12_tool, whose schema is written
 // out with JSON Schema 2020-12 keywords.
 type Contact struct {
@@ -172,6 +179,9 @@ func tools() []*carmy.ToolDef {
 			return carmy.Content{carmy.Text{Text: fmt.Sprintf("Elicitation result: accepted=%v, %+v", ok, p)}}, nil
 		}, carmy.None, carmy.Name("test_elicitation_sep1034_defaults"), carmy.Description("Tests elicitation with default values per SEP-1034")),
 		carmy.Impl[Contact, string](contactTool{}),
+		carmy.Tool(func(in Greeting) (string, error) {
+			return fmt.Sprintf("Hello %s from %s", in.Name, in.Region), nil
+		}, carmy.None, carmy.Name("test_custom_headers"), carmy.Description("Tests a parameter mirrored in a header (SEP-2243)")),
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpform"
-	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
+	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
 

@@ -139,7 +139,7 @@ type entry struct {
 	wrap bool
 	// headers are the arguments mirrored in headers (x-mcp-header).
 	headers []mcpwire.ParamHeader
-	call mcp.ToolHandler
+	call    mcp.ToolHandler
 }
 
 // New makes the server of cfg's tools: every tool, with the host's schemas

@@ -26,16 +26,19 @@ import (
 // echoes a state that does not verify (tampered with, made by another
 // server, or for another principal, tool or input) is refused with
 // invalid params before anything runs; an answer to a question the state
-// does not name is never taken.
+// does not name is never taken. Since the tool runs again from the start
+// in every round, the state also carries the answers of the rounds
+// before, for the questions the tool asks again.
 
 // roundPrefix starts every request state carmy hands out.
 const roundPrefix = "carmy/round:"
 
 // round is what a sealed request state holds.
 type round struct {
-	Asked   []string `json:"q"`
-	State   string   `json:"s,omitempty"`
-	Expires int64    `json:"e"`
+	Asked    []string             `json:"q"`
+	Answered mcp.InputResponseMap `json:"a,omitempty"`
+	State    string               `json:"s,omitempty"`
+	Expires  int64                `json:"e"`
 }
 
 // openRound reads the request state that a call of the sessionless
@@ -63,6 +66,9 @@ func (r *Registry) openRound(p *mcpserve.Peer, c Call) error {
 		return nil
 	}
 	taken := mcp.InputResponseMap{}
+	for id, a := range rd.Answered {
+		taken[id] = a
+	}
 	for _, id := range rd.Asked {
 		if a, ok := answers[id]; ok {
 			taken[id] = a
@@ -75,11 +81,19 @@ func (r *Registry) openRound(p *mcpserve.Peer, c Call) error {
 // sealRound seals the state of the round that the call's run asks for,
 // if it asked anything: valid as long as an approval waits for a person.
 func (r *Registry) sealRound(p *mcpserve.Peer, c Call) {
-	ids, state := p.Asked()
+	ids, answered, state := p.Asked()
 	if ids == nil {
 		return
 	}
-	b, _ := json.Marshal(round{Asked: ids, State: state, Expires: time.Now().Add(r.approvals.timeout).Unix()})
+	// A confirmation answered is kept as the state it led to, never as an
+	// answer: it counts once, in the round that answers the question.
+	carried := mcp.InputResponseMap{}
+	for id, a := range answered {
+		if id != confirmKey {
+			carried[id] = a
+		}
+	}
+	b, _ := json.Marshal(round{Asked: ids, Answered: carried, State: state, Expires: time.Now().Add(r.approvals.timeout).Unix()})
 	payload := base64.RawURLEncoding.EncodeToString(b)
 	p.Seal(roundPrefix + payload + "." + r.roundMAC(c, payload))
 }

@@ -54,8 +54,10 @@ func main() {
 func newBuilder() *carmy.Builder {
 	return carmy.New().
 		Tool(tools()...).
+		Tool(roundTools()...).
 		ConfigureMCP(func(s *mcp.Server) {
 			addSDKTools(s)
+			addRoundSDKTools(s)
 			addResources(s)
 			addPrompts(s)
 		}).

@@ -158,16 +158,17 @@ func (p *Peer) Take(answers mcp.InputResponseMap, inner string) {
 }
 
 // Asked returns the ids of the questions for the client's next round,
-// sorted (none when the run asked nothing), and the state set for it
-// ([Peer.SetState]).
-func (p *Peer) Asked() (ids []string, state string) {
+// sorted (none when the run asked nothing), the answers taken in this one
+// ([Peer.Take]), which the next round needs too since the tool runs again
+// from the start, and the state set for it ([Peer.SetState]).
+func (p *Peer) Asked() (ids []string, answered mcp.InputResponseMap, state string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id := range p.need {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	return ids, p.state
+	return ids, p.answers, p.state
 }
 
 // Seal sets the state that the client's next round must echo: the host's

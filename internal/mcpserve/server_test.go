@@ -347,7 +347,7 @@ func TestPeerSessionless(t *testing.T) {
 			}
 		}
 		c.Peer.SetState("s1")
-		if ids, state := c.Peer.Asked(); len(ids) != 2 || ids[0] != "name" || ids[1] != "name_2" || state != "s1" {
+		if ids, _, state := c.Peer.Asked(); len(ids) != 2 || ids[0] != "name" || ids[1] != "name_2" || state != "s1" {
 			return mcpserve.Outcome{}, fmt.Errorf("asked %v with %q", ids, state)
 		}
 		c.Peer.Seal("sealed s1")

@@ -8,12 +8,14 @@
 // The fixture tools that carmy's own features cover are carmy tools:
 // text, image, audio, embedded resource and mixed content (carmy.Content),
 // errors, logging and progress (Context.Log, Context.Progress), elicitation
-// (Context.Elicit, with defaults from jsonschema tags) and a hand-written
-// JSON Schema 2020-12 input schema (carmy.Impl). What carmy leaves to the
-// official SDK is added with Builder.ConfigureMCP and
-// Builder.ConfigureMCPOptions: sampling, an elicitation whose form needs
-// schema keywords carmy's model does not produce (titled enums), a tool
-// that closes its event stream, resources, prompts and completions.
+// (Context.Elicit, with defaults from jsonschema tags, and in input-required
+// rounds in the sessionless protocol: rounds.go), a parameter mirrored in a
+// header (carmy:"header=Region") and a hand-written JSON Schema 2020-12
+// input schema (carmy.Impl). What carmy leaves to the official SDK is added
+// with Builder.ConfigureMCP and Builder.ConfigureMCPOptions: sampling and
+// roots, an elicitation whose form needs schema keywords carmy's model does
+// not produce (titled enums), a tool that closes its event stream,
+// resources, prompts and completions.
 //
 //lint:file-ignore SA1019 the suite tests sampling, which MCP deprecates from 2026-07-28 on.
 package main

@@ -170,7 +170,16 @@ func (c Context) Log(level slog.Level, msg string, args ...any) {
 // (its error, returned by the tool, does that), the client asks its user
 // and calls again with the answer, and the tool runs again from the start,
 // this time getting the answer. Work done before Elicit is therefore
-// repeated: ask before acting.
+// repeated: ask before acting. The questions a run asks before returning
+// go in the same round, so a tool that asks all its questions before
+// checking their errors asks them at once. A question goes by its form's
+// type name in snake_case (user_name for UserName, user_name_2 for a second
+// one); the request state that carries the rounds, and the answers of the
+// rounds before, is signed by the server and bound to the caller, the tool
+// and the input: a state changed or made for another call is refused
+// before the tool runs, and an answer to a question not asked is never
+// taken. A client that did not declare elicitation gets, when the tool
+// returns Elicit's error, the protocol's missing capability error.
 func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	v := reflect.ValueOf(into)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {

@@ -30,8 +30,11 @@ function whose signature carmy cannot call (two inputs, two contexts, a
 parameter that is neither a context, a carmy.State nor an input struct,
 results other than (Out, error) or error, variadic parameters), an unset
 effect (0 or carmy.Effect(0)), an invalid name (given with carmy.Name or
-derived from the function's name), a closure without carmy.Name, and an
-option given twice with different values.
+derived from the function's name), a closure without carmy.Name, an
+option given twice with different values, and an input field tagged
+carmy:"header=Name" that no header can mirror (a header name that is not
+an HTTP token, a field that is not a string, an integer or a boolean, a
+pointer, a header named twice, a field below the input's top level).
 
 It warns of validate rules that cannot reach the schema (alphanum,
 startswith, ne, cross-field rules such as eqfield, alternatives with |,
@@ -67,6 +70,10 @@ what Builder.Build would report when the program runs, in the same words:
     function's name (snake_case), and a closure without carmy.Name;
   - an option given twice with different values, a Timeout that is not
     positive;
+  - an input field tagged carmy:"header=Name" that no header can mirror:
+    a header name that is not an HTTP token, a field that is not a string,
+    an integer or a boolean, a pointer, a header named twice, a field
+    below the input's top level;
   - a validate rule in a tool's input or output types that cannot reach
     the schema (alphanum, startswith, ne=0, eqfield, a|b, min on a
     duration...): enforced at run time, invisible to a model. Say it in the
@@ -261,7 +268,11 @@ func checkTool(pass *analysis.Pass, d declaration) {
 				break
 			}
 			isFunc = true
-			problems = append(problems, classify(sig, d.carmy.Pkg()).problems...)
+			s := classify(sig, d.carmy.Pkg())
+			problems = append(problems, s.problems...)
+			for _, in := range s.inputs {
+				problems = append(problems, headerProblems(in)...)
+			}
 			_, closure = arg.(*ast.FuncLit)
 		}
 	}

@@ -1,13 +1,17 @@
 package carmy_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
 )
@@ -187,4 +191,38 @@ func sessionlessPost(t *testing.T, url, tool, args string, extra map[string]stri
 		}
 	}
 	return resp.StatusCode, b
+}
+
+// TestMCPParamHeadersSDKClient: the official Go SDK's client reads
+// x-mcp-header from the tool list and mirrors the arguments, which the
+// server takes, in the sessionless protocol; in a session nothing is
+// mirrored and nothing is checked.
+func TestMCPParamHeadersSDKClient(t *testing.T) {
+	t.Parallel()
+	reg, err := carmy.New().Logger(quietLogger()).Tool(carmy.Tool(func(in Forecast) (string, error) {
+		return fmt.Sprintf("%s for %d days", in.Region, in.Days), nil
+	}, carmy.Read, carmy.Name("forecast"))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	srv := httptest.NewServer(reg.Handler())
+	defer srv.Close()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			client := mcp.NewClient(&mcp.Implementation{Name: "mirror", Version: "1"}, nil)
+			s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.ListTools(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "forecast", Arguments: map[string]any{"region": "Zürich", "days": 3}})
+			if err != nil || r.IsError || !strings.Contains(fmt.Sprint(r.StructuredContent), "Zürich for 3 days") {
+				t.Fatalf("forecast: %+v, %v", r, err)
+			}
+		})
+	}
 }

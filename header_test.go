@@ -28,7 +28,7 @@ type Forecast struct {
 // x-mcp-header, and the others are not.
 func TestHeaderSchema(t *testing.T) {
 	t.Parallel()
-	reg, err := carmy.New().Tool(carmy.Tool(func(in Forecast) error { return nil }, carmy.Read, carmy.Name("forecast"))).Build()
+	reg, err := carmy.New().Tool(carmy.Tool(func(in Forecast) error { return nil }, carmy.Read, carmy.Name("forecast"), carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestMCPParamHeaders(t *testing.T) {
 	reg, err := carmy.New().Logger(quietLogger()).Tool(carmy.Tool(func(in Forecast) (string, error) {
 		runs.Add(1)
 		return in.Region, nil
-	}, carmy.Read, carmy.Name("forecast"))).Build()
+	}, carmy.Read, carmy.Name("forecast"), carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestMCPParamHeadersSDKClient(t *testing.T) {
 	t.Parallel()
 	reg, err := carmy.New().Logger(quietLogger()).Tool(carmy.Tool(func(in Forecast) (string, error) {
 		return fmt.Sprintf("%s for %d days", in.Region, in.Days), nil
-	}, carmy.Read, carmy.Name("forecast"))).Build()
+	}, carmy.Read, carmy.Name("forecast"), carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func roundsServer(t *testing.T) (url string, booked *atomic.Int32) {
 		}
 		booked.Add(1)
 		return in.Text + ": " + seat.Seat + ", " + meal.Meal, nil
-	}, carmy.Write, carmy.Name("book"))
+	}, carmy.Write, carmy.Name("book"), carmy.Register(false))
 	step := carmy.Tool(func(ctx carmy.Context, in HostNote) (string, error) {
 		var seat Seat
 		if ok, err := ctx.Elicit("Which seat?", &seat); err != nil || !ok {
@@ -54,7 +54,7 @@ func roundsServer(t *testing.T) (url string, booked *atomic.Int32) {
 		}
 		booked.Add(1)
 		return seat.Seat + ", " + meal.Meal, nil
-	}, carmy.Write, carmy.Name("book_step"))
+	}, carmy.Write, carmy.Name("book_step"), carmy.Register(false))
 	reg, err := carmy.New().Tool(book, step).Logger(quietLogger()).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestSessionlessStream(t *testing.T) {
 	logReg, err := carmy.New().Logger(quietLogger()).Tool(carmy.Tool(func(ctx carmy.Context, _ HostNote) error {
 		ctx.Log(slog.LevelWarn, "careful")
 		return nil
-	}, carmy.None, carmy.Name("warn"))).Build()
+	}, carmy.None, carmy.Name("warn"), carmy.Register(false))).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

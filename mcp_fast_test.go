@@ -79,8 +79,7 @@ func TestMCPFastPath(t *testing.T) {
 			// carries its expiry, to the second.
 			fb, _ := json.Marshal(fast)
 			sb, _ := json.Marshal(sdk)
-			fb, sb = executionID.ReplaceAll(fb, []byte("ID")), executionID.ReplaceAll(sb, []byte("ID"))
-			fb, sb = requestState.ReplaceAll(fb, []byte(`"requestState":"S"`)), requestState.ReplaceAll(sb, []byte(`"requestState":"S"`))
+			fb, sb = unstamped(fb), unstamped(sb)
 			if string(fb) != string(sb) {
 				t.Errorf("carmy's answer\n%s\nthe SDK's\n%s", fb, sb)
 			}
@@ -88,6 +87,14 @@ func TestMCPFastPath(t *testing.T) {
 	}
 }
 
-var requestState = regexp.MustCompile(`"requestState":"carmy/round:[^"]+"`)
+var (
+	executionID  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	requestState = regexp.MustCompile(`"requestState":"carmy/round:[^"]+"`)
+)
 
-var executionID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}`)
+// unstamped is an answer without what differs from call to call: the
+// execution id, and the request state, which carries its expiry to the
+// second.
+func unstamped(b []byte) []byte {
+	return requestState.ReplaceAll(executionID.ReplaceAll(b, []byte("ID")), []byte(`"requestState":"S"`))
+}

@@ -102,6 +102,7 @@ func (t *tool) prepareTypes(b *Builder, d *ToolDef) []error {
 		var idProblems []error
 		t.requestID, idProblems = shape.RequestIDField(in)
 		problems = append(problems, idProblems...)
+		problems = append(problems, shape.HeaderProblems(in)...)
 		if t.meta.InputSchema == nil {
 			t.meta.InputSchema = shape.Schema(in)
 		}

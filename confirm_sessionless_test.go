@@ -23,16 +23,44 @@ type sessionless struct {
 // a comma, or ""), and returns the result.
 func (s sessionless) call(tool, args, extra string) map[string]any {
 	s.t.Helper()
+	res, code := s.round(tool, args, extra)
+	if res == nil {
+		s.t.Fatalf("answer: error %d; want a result", code)
+	}
+	return res
+}
+
+// refused sends one round of a tools/call that the server must refuse
+// with a JSON-RPC error, and returns its code.
+func (s sessionless) refused(tool, args, extra string) int {
+	s.t.Helper()
+	res, code := s.round(tool, args, extra)
+	if res != nil {
+		s.t.Fatalf("answer %v; want an error", res)
+	}
+	return code
+}
+
+// round sends one round of a tools/call and returns its result, or the
+// code of its error.
+func (s sessionless) round(tool, args, extra string) (map[string]any, int) {
+	s.t.Helper()
 	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,` + extra +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
 	res := mcpPostSession(s.t, s.url, "2026-07-28", "", body, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": tool})
 	var msg struct {
 		Result map[string]any `json:"result"`
+		Error  *struct {
+			Code int `json:"code"`
+		} `json:"error"`
 	}
-	if err := json.Unmarshal(res, &msg); err != nil || msg.Result == nil {
+	if err := json.Unmarshal(res, &msg); err != nil || (msg.Result == nil) == (msg.Error == nil) {
 		s.t.Fatalf("answer %s: %v", res, err)
 	}
-	return msg.Result
+	if msg.Error != nil {
+		return nil, msg.Error.Code
+	}
+	return msg.Result, 0
 }
 
 // answer is the members of a round that answers question id with state.
@@ -93,22 +121,21 @@ func TestSessionlessConfirmationState(t *testing.T) {
 			}
 			return r, 0
 		}},
-		{"made-up states are not taken", func(t *testing.T, s sessionless) (map[string]any, int32) {
-			for _, state := range []string{"carmy", "carmy/ask:00", "carmy/confirmed:00.9999999999.00", "confirm:burn_note"} {
-				if r := s.call("burn_note", a, answer("carmy/confirm", state, accept)); !strings.Contains(r["resultType"].(string), "input_required") {
-					t.Fatalf("state %q: %v; want the question", state, r)
+		{"made-up states are refused", func(t *testing.T, s sessionless) (map[string]any, int32) {
+			_, state, _ := question(s.call("burn_note", a, ""))
+			for _, made := range []string{"carmy", "carmy/ask:00", "carmy/confirmed:00.9999999999.00", "confirm:burn_note", state + "-TAMPERED", state[:len(state)-1]} {
+				if code := s.refused("burn_note", a, answer("carmy/confirm", made, accept)); code != -32602 {
+					t.Fatalf("state %q: error %d; want invalid params", made, code)
 				}
 			}
 			return nil, 0
 		}},
 		{"an answer about A does not run B", func(t *testing.T, s sessionless) (map[string]any, int32) {
 			_, state, _ := question(s.call("burn_note", a, ""))
-			r := s.call("burn_note", b, answer("carmy/confirm", state, accept))
-			msg, _, ok := question(r)
-			if !ok || !strings.Contains(msg, `"B"`) {
-				t.Fatalf("B with the answer about A: %v; want the question about B", r)
+			if code := s.refused("burn_note", b, answer("carmy/confirm", state, accept)); code != -32602 {
+				t.Fatalf("B with the state of A: error %d; want invalid params", code)
 			}
-			return r, 0
+			return nil, 0
 		}},
 		{"the answer to the question runs the call once", func(t *testing.T, s sessionless) (map[string]any, int32) {
 			msg, state, _ := question(s.call("burn_note", a, ""))
@@ -223,12 +250,12 @@ func TestSessionlessConfirmationHoldsForTheToolsRounds(t *testing.T) {
 	_, state, _ := question(s.call("ask_then_burn", in, ""))
 	r := s.call("ask_then_burn", in, answer("carmy/confirm", state, accept))
 	confirmed, _ := r["requestState"].(string)
-	if q, _ := r["inputRequests"].(map[string]any); q["carmy/elicit/1"] == nil || !strings.HasPrefix(confirmed, "carmy/confirmed:") {
+	if q, _ := r["inputRequests"].(map[string]any); q["ask"] == nil || len(q) != 1 || confirmed == state {
 		t.Fatalf("after the confirmation: %v; want the tool's question", r)
 	}
-	reason := answer("carmy/elicit/1", confirmed, `{"action":"accept","content":{"reason":"because"}}`)
-	if r := s.call("ask_then_burn", `{"text":"y"}`, reason); toolCode(r) == "" && r["resultType"] != "input_required" {
-		t.Fatalf("another input with the confirmed state: %v; want it not run", r)
+	reason := answer("ask", confirmed, `{"action":"accept","content":{"reason":"because"}}`)
+	if code := s.refused("ask_then_burn", `{"text":"y"}`, reason); code != -32602 {
+		t.Fatalf("another input with the confirmed state: error %d; want invalid params", code)
 	}
 	if r := s.call("ask_then_burn", in, reason); r["isError"] == true || r["resultType"] == "input_required" {
 		t.Fatalf("the tool's round: %v; want the result", r)

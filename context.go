@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpform"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
+	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
 
@@ -168,15 +170,28 @@ func (c Context) Log(level slog.Level, msg string, args ...any) {
 // (its error, returned by the tool, does that), the client asks its user
 // and calls again with the answer, and the tool runs again from the start,
 // this time getting the answer. Work done before Elicit is therefore
-// repeated: ask before acting.
+// repeated: ask before acting. The questions a run asks before returning
+// go in the same round, so a tool that asks all its questions before
+// checking their errors asks them at once. A question goes by its form's
+// type name in snake_case (user_name for UserName, user_name_2 for a second
+// one); the request state that carries the rounds, and the answers of the
+// rounds before, is signed by the server and bound to the caller, the tool
+// and the input: a state changed or made for another call is refused
+// before the tool runs, and an answer to a question not asked is never
+// taken. A client that did not declare elicitation gets, when the tool
+// returns Elicit's error, the protocol's missing capability error.
 func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	v := reflect.ValueOf(into)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return false, &Error{Code: CodeInternal, Message: "Elicit needs a pointer to a struct", Err: fmt.Errorf("Elicit(%T)", into)}
 	}
 	p := c.peer
-	if c.Context == nil || p == nil || !p.CanElicit() {
+	if c.Context == nil || p == nil {
 		return false, Errorf(CodeUnavailable, "the client cannot ask its user for input")
+	}
+	if !p.CanElicit() {
+		return false, &Error{Code: CodeUnavailable, Message: "the client cannot ask its user for input: it did not declare elicitation",
+			Err: &mcpserve.MissingCapability{Capability: "elicitation"}}
 	}
 	node, err := shape.Of(v.Elem().Type())
 	if err != nil {
@@ -186,7 +201,7 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	if err != nil {
 		return false, &Error{Code: CodeInternal, Message: "Elicit cannot ask for these fields: a form holds strings, numbers, booleans and lists of choices", Err: err}
 	}
-	res, err := p.Elicit(c.Context, &mcp.ElicitParams{Message: message, RequestedSchema: form})
+	res, err := p.Elicit(c.Context, questionName(v.Elem().Type()), &mcp.ElicitParams{Message: message, RequestedSchema: form})
 	if errors.Is(err, mcpserve.ErrNeedsInput) {
 		return false, needsInput()
 	}
@@ -215,4 +230,15 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	}
 	v.Elem().Set(fresh.Elem())
 	return true, nil
+}
+
+// questionName is the name a question for the fields of t goes by in the
+// sessionless protocol: its type's name in snake_case (user_name for
+// UserName), "question" for a type without a name.
+func questionName(t reflect.Type) string {
+	name, _, _ := strings.Cut(t.Name(), "[") // a generic type's arguments
+	if name == "" {
+		return "question"
+	}
+	return naming.SnakeCase(name)
 }

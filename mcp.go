@@ -127,9 +127,18 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 		c.RequestID = rid
 	}
 	c.Metadata = withMCPTrace(c.Metadata, mc.Params.Meta, mc.Header)
+	if mc.Peer.Sessionless() {
+		if err := r.openRound(mc.Peer, c); err != nil {
+			return mcpserve.Outcome{}, err
+		}
+		defer r.sealRound(mc.Peer, c)
+	}
 	res, err := r.executeFor(ctx, c, mc.Peer)
 	if CodeOf(err) == CodeConfirmationRequired {
 		res, err = r.confirmOverMCP(ctx, mc.Peer, c, err)
+	}
+	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
+		return mcpserve.Outcome{}, rpcErr
 	}
 	if err != nil {
 		return mcpOutcome(err), nil

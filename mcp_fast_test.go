@@ -75,10 +75,11 @@ func TestMCPFastPath(t *testing.T) {
 			if !strings.HasPrefix(fastKind, "application/json") || !strings.HasPrefix(sdkKind, "text/event-stream") {
 				t.Fatalf("answered as %q and %q; want carmy's JSON and the SDK's event stream", fastKind, sdkKind)
 			}
-			// Execution ids differ from call to call.
+			// Execution ids differ from call to call, and a request state
+			// carries its expiry, to the second.
 			fb, _ := json.Marshal(fast)
 			sb, _ := json.Marshal(sdk)
-			fb, sb = executionID.ReplaceAll(fb, []byte("ID")), executionID.ReplaceAll(sb, []byte("ID"))
+			fb, sb = unstamped(fb), unstamped(sb)
 			if string(fb) != string(sb) {
 				t.Errorf("carmy's answer\n%s\nthe SDK's\n%s", fb, sb)
 			}
@@ -86,4 +87,14 @@ func TestMCPFastPath(t *testing.T) {
 	}
 }
 
-var executionID = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}`)
+var (
+	executionID  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	requestState = regexp.MustCompile(`"requestState":"carmy/round:[^"]+"`)
+)
+
+// unstamped is an answer without what differs from call to call: the
+// execution id, and the request state, which carries its expiry to the
+// second.
+func unstamped(b []byte) []byte {
+	return requestState.ReplaceAll(executionID.ReplaceAll(b, []byte("ID")), []byte(`"requestState":"S"`))
+}

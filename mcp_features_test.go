@@ -280,8 +280,10 @@ func TestToolFeaturesOverMCP(t *testing.T) {
 	}
 }
 
-// TestElicitWithoutCapability: a client that cannot elicit gets the
-// tool's unavailable error, and is not asked.
+// TestElicitWithoutCapability: a client that cannot elicit is not asked:
+// in a session it gets the tool's unavailable error; in the sessionless
+// protocol the protocol's missing capability error (-32021), naming
+// elicitation.
 func TestElicitWithoutCapability(t *testing.T) {
 	t.Parallel()
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
@@ -301,6 +303,12 @@ func TestElicitWithoutCapability(t *testing.T) {
 			}
 			defer s.Close()
 			r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet"})
+			if version >= "2026-07-28" {
+				if err == nil || !strings.Contains(err.Error(), "missing required client capability: elicitation") {
+					t.Fatalf("greet: %+v, %v; want the missing capability error", r, err)
+				}
+				return
+			}
 			if err != nil || !r.IsError || errorObject(t, r)["code"] != "unavailable" {
 				t.Fatalf("greet: %+v, %v", r, err)
 			}

@@ -189,16 +189,16 @@ func TestMCPSessionFastPathStdio(t *testing.T) {
 	}
 }
 
-// normalized is a message with its members in one order and execution
-// ids replaced: JSON gives the order of members no meaning, and execution
-// ids differ from call to call.
+// normalized is a message with its members in one order and what differs
+// from call to call replaced (unstamped): JSON gives the order of members
+// no meaning.
 func normalized(msg string) string {
 	var v any
 	if json.Unmarshal([]byte(msg), &v) != nil {
 		return msg
 	}
 	b, _ := json.Marshal(v)
-	return string(executionID.ReplaceAll(b, []byte("ID")))
+	return string(unstamped(b))
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }

@@ -52,7 +52,7 @@ func checkTypes(sig toolsrc.Signature) []string {
 		}
 		if n != nil && root.what == "input" {
 			_, idProblems := shape.RequestIDField(n)
-			for _, e := range idProblems {
+			for _, e := range append(idProblems, shape.HeaderProblems(n)...) {
 				problems = append(problems, e.Error())
 			}
 		}

@@ -37,7 +37,8 @@ derived from the function's name), a closure without carmy.Name, an
 option given twice with different values, a Requires permission that is
 not one, and input and output types Build cannot model (a channel, a
 func, map keys that are not strings, required on a bool or a number, a
-validate or jsonschema tag carmy does not take...), which it checks with
+validate or jsonschema tag carmy does not take, a field tagged
+carmy:"header=Name" that no header can mirror...), which it checks with
 Build's own code.
 
 It warns of validate rules that cannot reach the schema (alphanum,

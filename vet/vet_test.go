@@ -107,6 +107,33 @@ func (*vSvc) CancelOrder(in VIn) error             { return nil }
 
 var dynamic any = vOK
 
+// Fields mirrored in headers, as in badtools.
+type (
+	HZone struct {
+		Zone string `json:"zone" carmy:"header=Zone"`
+	}
+	HIn struct {
+		Amount float64 `json:"amount" carmy:"header=Amount"`
+		Ptr    *string `json:"ptr,omitempty" carmy:"header=Ptr"`
+		A      string  `json:"a" carmy:"header=Dup"`
+		B      string  `json:"b" carmy:"header=dup"`
+		In     HZone   `json:"in"`
+		Fine   int     `json:"fine" carmy:"header=Fine"`
+	}
+	HBadName struct {
+		Region string `json:"region" carmy:"header=Bad Name"`
+	}
+	HGood struct {
+		Region string `json:"region" carmy:"header=Region"`
+		Days   int    `json:"days" carmy:"header=Days"`
+		Yes    bool   `json:"yes" carmy:"header=Yes"`
+	}
+)
+
+func hMirror(in HIn) error       { return nil }
+func hBadName(in HBadName) error { return nil }
+func hGood(in HGood) error       { return nil }
+
 func genericTool[T any]() *carmy.ToolDef {
 	return carmy.Tool(func(ctx context.Context, in T) error { return nil }, carmy.Read, carmy.Name("generic"), carmy.Register(false))
 }
@@ -150,6 +177,9 @@ func speaksLikeBuild(t *testing.T, diagnostics []string) {
 		carmy.Tool((&vSvc{}).CancelOrder, carmy.Destructive, carmy.RequireConfirmation(), r),
 		carmy.Tool(dynamic, carmy.Read, carmy.Name("dynamic"), r),
 		genericTool[VIn](),
+		carmy.Tool(hMirror, carmy.Read, r),
+		carmy.Tool(hBadName, carmy.Read, r),
+		carmy.Tool(hGood, carmy.Read, r),
 	}
 	site := regexp.MustCompile(`^(carmy: tool (?:"[^"]*" )?)\([^)]*:\d+\) `)
 	var built []string

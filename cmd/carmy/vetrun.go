@@ -270,7 +270,10 @@ what Builder.Build would report when the program runs, in the same words:
     a channel, a func, map keys that are not strings, required on a bool
     or a number (false or 0 would be refused), a rule that cannot hold, a
     validate, json or jsonschema tag carmy does not take, a misplaced
-    carmy:"request_id";
+    carmy:"request_id", an input field tagged carmy:"header=Name" that no
+    header can mirror (a header name that is not an HTTP token, a field
+    that is not a string, an integer or a boolean, a pointer, a header
+    named twice, a field below the input's top level);
   - a validate rule in a tool's input or output types that cannot reach
     the schema (alphanum, startswith, ne=0, eqfield, a|b, min on a
     duration...): enforced at run time, invisible to a model. Say it in the

@@ -8,12 +8,14 @@
 // The fixture tools that carmy's own features cover are carmy tools:
 // text, image, audio, embedded resource and mixed content (carmy.Content),
 // errors, logging and progress (Context.Log, Context.Progress), elicitation
-// (Context.Elicit, with defaults from jsonschema tags) and a hand-written
-// JSON Schema 2020-12 input schema (carmy.Impl). What carmy leaves to the
-// official SDK is added with Builder.ConfigureMCP and
-// Builder.ConfigureMCPOptions: sampling, an elicitation whose form needs
-// schema keywords carmy's model does not produce (titled enums), a tool
-// that closes its event stream, resources, prompts and completions.
+// (Context.Elicit, with defaults from jsonschema tags, and in input-required
+// rounds in the sessionless protocol: rounds.go), a parameter mirrored in a
+// header (carmy:"header=Region") and a hand-written JSON Schema 2020-12
+// input schema (carmy.Impl). What carmy leaves to the official SDK is added
+// with Builder.ConfigureMCP and Builder.ConfigureMCPOptions: sampling and
+// roots, an elicitation whose form needs schema keywords carmy's model does
+// not produce (titled enums), a tool that closes its event stream,
+// resources, prompts and completions.
 //
 //lint:file-ignore SA1019 the suite tests sampling, which MCP deprecates from 2026-07-28 on.
 package main
@@ -54,8 +56,10 @@ func main() {
 func newBuilder() *carmy.Builder {
 	return carmy.New().
 		Tool(tools()...).
+		Tool(roundTools()...).
 		ConfigureMCP(func(s *mcp.Server) {
 			addSDKTools(s)
+			addRoundSDKTools(s)
 			addResources(s)
 			addPrompts(s)
 		}).
@@ -93,6 +97,13 @@ type Profile struct {
 	Score    float64 `json:"score,omitempty" jsonschema:"description=User score,default=95.5"`
 	Status   string  `json:"status,omitempty" jsonschema:"description=User status,enum=active,enum=inactive,enum=pending,default=active"`
 	Verified bool    `json:"verified,omitempty" jsonschema:"description=Verification status,default=true"`
+}
+
+// Greeting is the input of test_custom_headers: its region is mirrored in
+// the Mcp-Param-Region header, which the server checks against the body.
+type Greeting struct {
+	Region string `json:"region" carmy:"header=Region" jsonschema:"description=Where to greet"`
+	Name   string `json:"name,omitempty" jsonschema:"description=Whom to greet"`
 }
 
 // Contact is the input of json_schema_2020_12_tool, whose schema is written
@@ -172,6 +183,9 @@ func tools() []*carmy.ToolDef {
 			return carmy.Content{carmy.Text{Text: fmt.Sprintf("Elicitation result: accepted=%v, %+v", ok, p)}}, nil
 		}, carmy.None, carmy.Name("test_elicitation_sep1034_defaults"), carmy.Description("Tests elicitation with default values per SEP-1034")),
 		carmy.Impl[Contact, string](contactTool{}),
+		carmy.Tool(func(in Greeting) (string, error) {
+			return fmt.Sprintf("Hello %s from %s", in.Name, in.Region), nil
+		}, carmy.None, carmy.Name("test_custom_headers"), carmy.Description("Tests a parameter mirrored in a header (SEP-2243)")),
 	}
 }
 

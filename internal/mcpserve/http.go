@@ -3,6 +3,7 @@ package mcpserve
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
@@ -87,6 +88,9 @@ func (s *Server) HTTPHandler() http.Handler {
 		req = req.WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer carmy")
 		if mcpwire.IsSessionlessRequest(req, body) {
+			if s.mirrored && body != nil && !s.headersMatch(w, req, body) {
+				return
+			}
 			if s.fast && body != nil && s.sessionlessCall(w, req, body) {
 				return
 			}
@@ -95,6 +99,37 @@ func (s *Server) HTTPHandler() http.Handler {
 		}
 		s.serveSession(w, req, id.Principal, s.sessionHandler(paramsChecked(stateful, body), body))
 	})
+}
+
+// headersMatch checks the Mcp-Param- headers of a tools/call of the
+// sessionless protocol against its arguments (mcpwire.CheckParamHeaders)
+// before anything runs, and answers a mismatch itself: 400, with the
+// protocol's header mismatch error. It reports whether the request may go
+// on.
+func (s *Server) headersMatch(w http.ResponseWriter, req *http.Request, body []byte) bool {
+	var msg struct {
+		ID     jsontext.Value `json:"id"`
+		Method string         `json:"method"`
+		Params struct {
+			Name      string         `json:"name"`
+			Arguments jsontext.Value `json:"arguments"`
+		} `json:"params"`
+	}
+	if req.Method != http.MethodPost || jsonv2.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || len(msg.ID) == 0 {
+		return true // the SDK answers what is not a call
+	}
+	t, ok := s.tools[msg.Params.Name]
+	if !ok || t.headers == nil {
+		return true
+	}
+	rpcErr := mcpwire.CheckParamHeaders(req.Header, t.headers, msg.Params.Arguments)
+	if rpcErr == nil {
+		return true
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(msg.ID), rpcErr))
+	return false
 }
 
 // sdkHandler is the SDK's streamable HTTP handler of the server, stateless
@@ -215,7 +250,17 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 		return false
 	}
 	ctx := req.Context()
-	res, _ := t.call(ctx, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
+	res, err := t.call(ctx, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
+	if err != nil { // a protocol error: the call ran no further
+		rpcErr, ok := err.(*jsonrpc.Error)
+		if !ok {
+			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(mcpwire.ErrorStatus(rpcErr.Code))
+		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(msg.ID), rpcErr))
+		return true
+	}
 	out, err := mcpwire.SessionlessResult(res, s.info)
 	if err != nil {
 		return false

@@ -4,12 +4,15 @@ package mcpserve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpwire"
@@ -33,9 +36,15 @@ type Peer struct {
 	single bool
 
 	mu    sync.Mutex
-	asked int                 // questions asked in this run of the tool
+	asked map[string]int      // questions asked in this run, by name
 	need  mcp.InputRequestMap // sessionless: the questions for the client's next round
-	state string              // sessionless: what the next round must echo (a confirmation given)
+	state string              // sessionless: what the host keeps across rounds (a confirmation given)
+	// sessionless: the state the client's next round must echo, as the
+	// host sealed it; the answers of this round that the host took, and
+	// the state it found under the seal.
+	sealed  string
+	answers mcp.InputResponseMap
+	inner   string
 }
 
 func newPeer(req *mcp.CallToolRequest) *Peer {
@@ -80,14 +89,23 @@ func (p *Peer) CanElicitURL() bool {
 
 // Elicit asks the client's user to fill in a form. In a session it sends
 // the question and waits for the answer. In the sessionless protocol the
-// answer to the n-th question of this run is in the call's input
-// responses; a question with no answer yet is recorded for the next round
-// and Elicit returns [ErrNeedsInput], which the call then turns into an
-// input-required result.
-func (p *Peer) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+// answer is in the call's input responses, under the question's id: name
+// for the first question of that name in this run of the tool, name_2 for
+// the second, and so on, so that a run that asks the same questions in the
+// same order finds the answers of the rounds before. A question with no
+// answer yet is recorded for the next round and Elicit returns
+// [ErrNeedsInput], which the call then turns into an input-required
+// result; the questions asked after it go in the same round.
+func (p *Peer) Elicit(ctx context.Context, name string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	p.mu.Lock()
-	p.asked++
-	id := "carmy/elicit/" + strconv.Itoa(p.asked)
+	if p.asked == nil {
+		p.asked = map[string]int{}
+	}
+	p.asked[name]++
+	id := name
+	if n := p.asked[name]; n > 1 {
+		id += "_" + strconv.Itoa(n)
+	}
 	p.mu.Unlock()
 	return p.Ask(ctx, id, params)
 }
@@ -115,10 +133,50 @@ func (p *Peer) Ask(ctx context.Context, id string, params *mcp.ElicitParams) (*m
 }
 
 // Answer is the client's answer, in this round of the sessionless
-// protocol, to the question asked under id in an earlier round.
+// protocol, to the question asked under id in an earlier round: one the
+// host took ([Peer.Take]), never one the client sent unasked.
 func (p *Peer) Answer(id string) (*mcp.ElicitResult, bool) {
-	res, ok := p.req.Params.InputResponses[id].(*mcp.ElicitResult)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res, ok := p.answers[id].(*mcp.ElicitResult)
 	return res, ok
+}
+
+// Echoed is the request state and the answers the client sent with this
+// round of the sessionless protocol, as it sent them.
+func (p *Peer) Echoed() (state string, answers mcp.InputResponseMap) {
+	return p.req.Params.RequestState, p.req.Params.InputResponses
+}
+
+// Take sets what the host read from the state the client echoed, having
+// checked it: the answers to the questions it asked, and the state it
+// kept across rounds, which [Peer.RequestState] then returns.
+func (p *Peer) Take(answers mcp.InputResponseMap, inner string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answers, p.inner = answers, inner
+}
+
+// Asked returns the ids of the questions for the client's next round,
+// sorted (none when the run asked nothing), the answers taken in this one
+// ([Peer.Take]), which the next round needs too since the tool runs again
+// from the start, and the state set for it ([Peer.SetState]).
+func (p *Peer) Asked() (ids []string, answered mcp.InputResponseMap, state string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.need {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, p.answers, p.state
+}
+
+// Seal sets the state that the client's next round must echo: the host's
+// sealed form of [Peer.Asked].
+func (p *Peer) Seal(state string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sealed = state
 }
 
 // Question records a question for the client's next round of the
@@ -132,12 +190,16 @@ func (p *Peer) Question(id string, params *mcp.ElicitParams) {
 	p.need[id] = params
 }
 
-// RequestState is the state the client echoed from the server's previous
-// round of the sessionless protocol.
-func (p *Peer) RequestState() string { return p.req.Params.RequestState }
+// RequestState is the state the host kept from the server's previous
+// round of the sessionless protocol, as [Peer.Take] set it.
+func (p *Peer) RequestState() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inner
+}
 
-// SetState sets the state that the client's next round of the sessionless
-// protocol must echo.
+// SetState sets the state that the host keeps for the client's next round
+// of the sessionless protocol, under its seal.
 func (p *Peer) SetState(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -187,11 +249,7 @@ func (p *Peer) inputRequired() *mcp.CallToolResult {
 	if p.need == nil {
 		return nil
 	}
-	state := p.state
-	if state == "" {
-		state = "carmy"
-	}
-	return &mcp.CallToolResult{InputRequests: p.need, RequestState: state}
+	return &mcp.CallToolResult{InputRequests: p.need, RequestState: p.sealed}
 }
 
 // Progress notifies the client of the call's progress, if it asked for it
@@ -223,4 +281,26 @@ func (p *Peer) Log(ctx context.Context, level slog.Level, msg string, args []any
 		data = fields
 	}
 	_ = p.req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcpwire.Level(level), Logger: "carmy", Data: data})
+}
+
+// MissingCapability is the error of a question put to a client that did
+// not declare the capability that answers it. In the sessionless protocol,
+// a call that ends with it is answered with the protocol's error for it
+// ([MissingCapability.RPCError]).
+type MissingCapability struct {
+	// Capability is the client capability the question needs:
+	// "elicitation".
+	Capability string
+}
+
+func (m *MissingCapability) Error() string {
+	return "the client did not declare the " + m.Capability + " capability"
+}
+
+// RPCError is the JSON-RPC error of a call that needs the capability
+// (-32021, over HTTP with status 400), naming it in the form of the
+// client capabilities the client would declare.
+func (m *MissingCapability) RPCError() *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{m.Capability: map[string]any{}}})
+	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "missing required client capability: " + m.Capability, Data: data}
 }

@@ -128,6 +128,8 @@ type Server struct {
 	fast bool
 	// answered counts the calls of a session answered past the SDK.
 	answered atomic.Int64
+	// mirrored is true when a tool has arguments mirrored in headers.
+	mirrored bool
 }
 
 // entry is a tool of the door's table, made when the server is.
@@ -135,7 +137,9 @@ type entry struct {
 	Tool
 	// wrap: MCP carries the output as {"result": …}.
 	wrap bool
-	call mcp.ToolHandler
+	// headers are the arguments mirrored in headers (x-mcp-header).
+	headers []mcpwire.ParamHeader
+	call    mcp.ToolHandler
 }
 
 // New makes the server of cfg's tools: every tool, with the host's schemas
@@ -165,6 +169,10 @@ func New(cfg Config) *Server {
 			def.OutputSchema, e.wrap = OutputSchema(t.Output)
 		}
 		e.call = s.handler(e)
+		if schema, ok := def.InputSchema.(json.RawMessage); ok {
+			e.headers = mcpwire.SchemaHeaders(schema)
+		}
+		s.mirrored = s.mirrored || e.headers != nil
 		s.tools[def.Name] = e
 		sdk.AddTool(&def, e.call)
 	}

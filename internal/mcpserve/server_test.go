@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -331,18 +332,25 @@ func TestPeer(t *testing.T) {
 
 // TestPeerSessionless: in the sessionless protocol a question is not sent
 // but recorded, and the call's result asks it, with the state the next
-// round must echo.
+// round must echo, as the host sealed it: two questions of one name go
+// in the same round, the second as name_2.
 func TestPeerSessionless(t *testing.T) {
 	t.Parallel()
 	h := &host{run: func(ctx context.Context, c *mcpserve.Call) (mcpserve.Outcome, error) {
 		if !c.Peer.Sessionless() {
 			return mcpserve.Outcome{}, errors.New("not sessionless")
 		}
-		_, err := c.Peer.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}})
-		if !errors.Is(err, mcpserve.ErrNeedsInput) {
-			return mcpserve.Outcome{}, err
+		for range 2 {
+			_, err := c.Peer.Elicit(ctx, "name", &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}})
+			if !errors.Is(err, mcpserve.ErrNeedsInput) {
+				return mcpserve.Outcome{}, err
+			}
 		}
 		c.Peer.SetState("s1")
+		if ids, _, state := c.Peer.Asked(); len(ids) != 2 || ids[0] != "name" || ids[1] != "name_2" || state != "s1" {
+			return mcpserve.Outcome{}, fmt.Errorf("asked %v with %q", ids, state)
+		}
+		c.Peer.Seal("sealed s1")
 		return mcpserve.Outcome{Err: map[string]any{"code": "unavailable"}}, nil
 	}}
 	srv := httptest.NewServer(mcpserve.New(mcpserve.Config{Host: h, Tools: tools(), BodyLimit: 1 << 20, Sessions: mcpwire.NewSessionTable(time.Minute, 4)}).HTTPHandler())
@@ -369,8 +377,8 @@ func TestPeerSessionless(t *testing.T) {
 	if err := json.NewDecoder(res.Body).Decode(&ans); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := ans.Result.InputRequests["carmy/elicit/1"]; !ok || ans.Result.RequestState != "s1" {
-		t.Errorf("answer %+v, want the question carmy/elicit/1 and the state s1", ans.Result)
+	if _, ok := ans.Result.InputRequests["name_2"]; !ok || len(ans.Result.InputRequests) != 2 || ans.Result.RequestState != "sealed s1" {
+		t.Errorf("answer %+v, want the questions name and name_2 and the sealed state", ans.Result)
 	}
 	if c := h.last(t); c.Caller.Principal != "me" || c.Request == nil || c.Header.Get("Mcp-Name") != "object" {
 		t.Errorf("the host got %+v", c)

@@ -94,6 +94,10 @@ type Field struct {
 	// RequestID marks the field tagged carmy:"request_id", whose value is
 	// the call's request id when the transport gives none.
 	RequestID bool
+	// Header is the HTTP header that mirrors the field's value, from the
+	// tag carmy:"header=Name": MCP clients send it as Mcp-Param-Name
+	// beside the body, and the schema publishes it as x-mcp-header.
+	Header string
 	// Omit says when the encoder leaves the member out: never, when its
 	// value is empty (omitempty) or when it is zero (omitzero). A required
 	// member is always written, whatever the tag says.
@@ -502,7 +506,16 @@ func (b *builder) fieldTags(sf reflect.StructField, where string, f *Field, owne
 		}
 		f.Desc += RequestIDHint
 	default:
-		b.fail(where, "unknown carmy tag %q; the one carmy tag is carmy:\"request_id\"", tag)
+		name, ok := strings.CutPrefix(tag, "header=")
+		if !ok {
+			b.fail(where, "unknown carmy tag %q; carmy's tags are carmy:\"request_id\" and carmy:\"header=Name\"", tag)
+			break
+		}
+		if err := CheckHeaderName(name); err != nil {
+			b.fail(where, "carmy tag %q: %v", tag, err)
+			break
+		}
+		f.Header = name
 	}
 }
 

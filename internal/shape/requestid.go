@@ -21,21 +21,10 @@ func RequestIDField(in *Node) (*Field, []error) {
 			found = f
 		}
 	}
-	seen := map[*Node]bool{}
-	var below func(n *Node, top bool)
-	below = func(n *Node, top bool) {
-		if n == nil || seen[n] {
-			return
+	for _, f := range nestedFields(in) {
+		if f.RequestID {
+			problems = append(problems, fmt.Errorf("input field %s, tagged carmy:\"request_id\", is not at the input's top level; move it there", f.GoName))
 		}
-		seen[n] = true
-		for _, f := range n.Fields {
-			if f.RequestID && !top {
-				problems = append(problems, fmt.Errorf("input field %s, tagged carmy:\"request_id\", is not at the input's top level; move it there", f.GoName))
-			}
-			below(f.Node, false)
-		}
-		below(n.Elem, false)
 	}
-	below(in.Deref(), true)
 	return found, problems
 }

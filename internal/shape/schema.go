@@ -256,7 +256,11 @@ func (e *emitter) body(n *Node, r *Rules, nullable bool, a annotations) *object 
 		var required []any
 		for _, f := range n.Fields {
 			fa := annotations{desc: f.Desc, title: f.Title, def: f.Default, examples: f.Examples}
-			props.set(f.Name, e.use(f.Node, &f.Rules, f.Nullable, fa, false))
+			p := e.use(f.Node, &f.Rules, f.Nullable, fa, false)
+			if f.Header != "" {
+				p.set("x-mcp-header", f.Header)
+			}
+			props.set(f.Name, p)
 			if f.Required {
 				required = append(required, f.Name)
 			}

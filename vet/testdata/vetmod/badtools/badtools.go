@@ -94,3 +94,41 @@ var (
 	_ = carmy.Tool((&vSvc{}).CancelOrder, carmy.Destructive, carmy.RequireConfirmation())
 	_ = carmy.Tool(dynamic, carmy.Read, carmy.Name("dynamic"))
 )
+
+// Fields mirrored in headers (carmy:"header=Name") that no header can
+// carry, and a header name that is not an HTTP token.
+
+type HZone struct {
+	Zone string `json:"zone" carmy:"header=Zone"`
+}
+
+type HIn struct {
+	Amount float64 `json:"amount" carmy:"header=Amount"`
+	Ptr    *string `json:"ptr,omitempty" carmy:"header=Ptr"`
+	A      string  `json:"a" carmy:"header=Dup"`
+	B      string  `json:"b" carmy:"header=dup"`
+	In     HZone   `json:"in"`
+	Fine   int     `json:"fine" carmy:"header=Fine"`
+}
+
+type HBadName struct {
+	Region string `json:"region" carmy:"header=Bad Name"`
+}
+
+type HGood struct {
+	Region string `json:"region" carmy:"header=Region"`
+	Days   int    `json:"days" carmy:"header=Days"`
+	Yes    bool   `json:"yes" carmy:"header=Yes"`
+}
+
+func hMirror(in HIn) error { return nil }
+
+func hBadName(in HBadName) error { return nil }
+
+func hGood(in HGood) error { return nil }
+
+var (
+	_ = carmy.Tool(hMirror, carmy.Read)  // want `^carmy: tool "h_mirror" input field Amount is tagged carmy:"header=Amount" but is not a string, an integer or a boolean; a header mirrors only those$` `input field Ptr is tagged carmy:"header=Ptr" but is a pointer` `input fields A and B mirror the same header dup; give each its own$` `input field Zone, tagged carmy:"header=Zone", is not at the input's top level; move it there$`
+	_ = carmy.Tool(hBadName, carmy.Read) // want `^carmy: tool "h_bad_name" input vet.HBadName.Region: carmy tag "header=Bad Name": header name "Bad Name" has ' ', which a header name cannot hold`
+	_ = carmy.Tool(hGood, carmy.Read)
+)

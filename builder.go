@@ -41,6 +41,7 @@ type Builder struct {
 	errs       []error
 
 	approvalTimeout time.Duration
+	stateKey        []byte
 
 	effectPerms     map[Effect]string // see EffectPermissions
 	effectPermsSite string
@@ -386,6 +387,7 @@ func (b *Builder) Build() (*Registry, error) {
 		o.v.LocateAt(b.publicURL)
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
+	r.signer = newStateSigner(b.stateKey, r.store)
 	r.console = newConsoleAuth(r.auth != nil)
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;

@@ -42,6 +42,10 @@
 //   - prefix + "appr:{appr}:" + id, prefix + "apprkey:{appr}:" + ... and
 //     prefix + "apprs:{appr}": the approvals, their index by call and their
 //     list (see approvals.go), kept an hour past their expiry.
+//   - prefix + "key:" + name: a random key shared by the hosts
+//     ([store.KeyStore]): "state" signs the request state of the
+//     sessionless MCP protocol, so that a call's next round verifies on
+//     any host. It never expires.
 //   - prefix + "marker": a hash naming the Redis server (its run id) and
 //     the time of the last loss of state found, by which the store sees
 //     that Redis restarted or lost its data (not kept in Redis Cluster).

@@ -144,12 +144,9 @@ func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c a
 }
 
 // serveDecision approves or denies a pending approval, for a caller who
-// approves its tool. The decision is logged, with who made it.
+// approves its tool. The decision is logged and audited, with who made
+// it; so is a refused attempt to decide.
 func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
-	decision := "deny"
-	if approved {
-		decision = "approve"
-	}
 	return func(w http.ResponseWriter, req *http.Request) {
 		c, err := r.caller(req)
 		if err != nil {
@@ -161,22 +158,27 @@ func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
 			return
 		}
 		a, ok := r.visibleApproval(w, req, c)
+		refused := a
+		refused.Approver = ""
 		if !ok {
+			if a.ID != "" { // one the caller may not see: 404, as for none
+				r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
+			}
 			return
 		}
-		switch c.MayDecide(a) {
-		case nil:
-		case approve.ErrOwnCall:
-			r.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: CodePermissionDenied,
-				Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
-				Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
-			return
-		default:
-			r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
-				"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
+		if why := c.MayDecide(a); why != nil {
+			r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
+			if why == approve.ErrOwnCall {
+				r.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: CodePermissionDenied,
+					Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
+					Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
+			} else {
+				r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
+					"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
+			}
 			return
 		}
-		a, err = r.approvals.store.Decide(req.Context(), a.ID, approved, c.Name())
+		a, err = r.decide(req.Context(), a.ID, approved, c.Name(), slog.String("remote", req.RemoteAddr))
 		if errors.Is(err, store.ErrApprovalState) {
 			writeError(w, &Error{Code: CodeConflict, Message: "approval " + a.ID + " is " + string(a.Status) + ", not pending: it cannot be decided again",
 				Details: map[string]any{"approval_id": a.ID, "status": string(a.Status)}})
@@ -186,11 +188,6 @@ func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
 			writeError(w, r.approvalStoreError(err))
 			return
 		}
-		r.approvals.wake()
-		r.logger.LogAttrs(req.Context(), slog.LevelInfo, "carmy: approval decided",
-			slog.String("decision", decision), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
-			slog.String("principal", a.Principal), slog.String("approver", a.Approver),
-			slog.Time("decided", a.Decided), slog.String("digest", a.Digest), slog.String("remote", req.RemoteAddr))
 		writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a, c))
 	}
 }

@@ -51,6 +51,7 @@ func (s *Store) approvalBytesKeys() []string {
 // approvalFull is what Create returns for an approval beyond the bounds of
 // bytes: no id starts with '!'.
 const approvalFull = "!capacity"
+
 func (s *Store) approvalIndex(a store.Approval) string {
 	return s.prefix + "apprkey:{appr}:" + url.QueryEscape(a.Principal) + ":" + url.QueryEscape(a.Tool) + ":" + url.QueryEscape(a.Digest)
 }

@@ -281,7 +281,7 @@ func (b *Builder) StateKey(key []byte) *Builder {
 // failure, so a store that is down at Build delays nothing but the first
 // confirmation. Safe for concurrent use.
 type stateSigner struct {
-	shared store.KeyStore // nil once key is known
+	shared store.KeyStore // whose key signs, when key is nil until read
 
 	mu  sync.Mutex
 	key []byte

@@ -5,7 +5,7 @@
 // pass an implementation to Builder.Store and Builder.Locker.
 //
 // The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
-// [ApprovalStore]) and their record types, the in-memory implementations a
+// [ApprovalStore], and the optional [KeyStore]) and their record types, the in-memory implementations a
 // builder uses by default ([NewMemoryStore], [NewMemoryLocker],
 // [NewMemoryApprovals]), and the registry of store
 // implementations by URL scheme ([Register], [Open]). The storetest package

@@ -1,6 +1,6 @@
 // Package storetest checks that a [store.IdempotencyStore], a
-// [store.Locker] or a [store.ApprovalStore] keeps the promises the runtime
-// relies on, in the manner of
+// [store.Locker], a [store.ApprovalStore] or a [store.KeyStore] keeps the
+// promises the runtime relies on, in the manner of
 // testing/slogtest: call its functions from a test of your store.
 //
 //	func TestMyStore(t *testing.T) {

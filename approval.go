@@ -147,6 +147,9 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 		return false, r.storeError(ctx, t, err)
 	}
 	req.approval = &a // for the audit record, refused or not
+	if a.ID == id {
+		r.auditExpiry(a)
+	}
 	switch a.Status {
 	case store.ApprovalApproved:
 		return false, nil
@@ -298,4 +301,61 @@ func (r *Registry) awaitDecision(ctx context.Context, id string) (store.Approval
 		}
 		t.Stop()
 	}
+}
+
+// decide records approver's decision on approval id, wakes the calls that
+// wait for it on this host, and logs and audits it. attrs add to the log
+// line what the door knows of the decider.
+func (r *Registry) decide(ctx context.Context, id string, approve bool, approver string, attrs ...slog.Attr) (store.Approval, error) {
+	a, err := r.approvals.store.Decide(ctx, id, approve, approver)
+	if err != nil {
+		return a, err
+	}
+	r.approvals.wake()
+	decision, audited := "deny", AuditDenied
+	if approve {
+		decision, audited = "approve", AuditApproved
+	}
+	r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approval decided", append([]slog.Attr{
+		slog.String("decision", decision), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
+		slog.String("principal", a.Principal), slog.String("approver", a.Approver),
+		slog.Time("decided", a.Decided), slog.String("digest", a.Digest)}, attrs...)...)
+	r.auditApproval(ctx, a, audited, a.Principal, "")
+	return a, nil
+}
+
+// auditApproval writes the audit record of what happened to approval a:
+// decided, expired, or a refused attempt to decide it by principal.
+func (r *Registry) auditApproval(ctx context.Context, a store.Approval, d AuditDecision, principal string, code Code) {
+	if len(r.auditors) == 0 {
+		return
+	}
+	rec := AuditRecord{Time: time.Now(), Decision: d, RequestID: a.RequestID, Principal: principal, Tool: a.Tool,
+		Digest: a.Digest, Code: code, ApprovalID: a.ID, Approver: a.Approver}
+	timeout := maxApprovalWait
+	if t, ok := r.tools[a.Tool]; ok {
+		rec.Effect, timeout = t.meta.Effect, t.meta.Timeout
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	_ = r.writeAudit(actx, rec) // a failure is logged and counted
+}
+
+// auditExpiry writes, when approval a expires unused, its expired record:
+// the host that recorded it looks at it then. A registry closed by then
+// writes nothing.
+func (r *Registry) auditExpiry(a store.Approval) {
+	if len(r.auditors) == 0 {
+		return
+	}
+	time.AfterFunc(time.Until(a.Expires), func() {
+		if r.streams.Err() != nil {
+			return
+		}
+		ctx := context.Background()
+		got, err := r.approvals.store.Get(ctx, a.ID)
+		if err == nil && got.Status == store.ApprovalExpired {
+			r.auditApproval(ctx, got, AuditExpired, got.Principal, "")
+		}
+	})
 }

@@ -470,7 +470,7 @@ func TestApprovalAudited(t *testing.T) {
 			t.Errorf("%s record names approval %q by %q; want %q by console", r.Decision, r.ApprovalID, r.Approver, id)
 		}
 	}
-	if want := []string{"refused", "started", "executed"}; !slices.Equal(decisions, want) {
+	if want := []string{"refused", "approved", "started", "executed"}; !slices.Equal(decisions, want) {
 		t.Fatalf("decisions %v; want %v", decisions, want)
 	}
 }

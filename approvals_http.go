@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,35 +29,49 @@ func (r *Registry) caller(req *http.Request) (approve.Who, error) {
 	return approve.Who{Principal: id.Principal, Permissions: id.Permissions, Console: r.auth == nil && r.console.holds(req)}, nil
 }
 
-// wireApproval is an approval as the HTTP API shows it.
-type wireApproval struct {
-	ID        string      `json:"id"`
-	Tool      string      `json:"tool"`
-	Principal string      `json:"principal"`
-	Input     jsontextRaw `json:"input"`
-	Digest    string      `json:"digest"`
-	RequestID string      `json:"request_id,omitempty"`
-	Status    string      `json:"status"`
-	Created   time.Time   `json:"created"`
-	Expires   time.Time   `json:"expires"`
-	Decided   time.Time   `json:"decided,omitzero"`
-	Approver  string      `json:"approver,omitempty"`
-	URL       string      `json:"url"`
-	// Text is the input as a person is shown it, made by the server
-	// ([approve.Text]): the console shows it as it is.
-	Text string `json:"text"`
+// wireSummary is an approval as GET /approvals lists it: without its
+// input, which comes with the approval alone (GET /approvals/{id}).
+type wireSummary struct {
+	ID        string    `json:"id"`
+	Tool      string    `json:"tool"`
+	Principal string    `json:"principal"`
+	Digest    string    `json:"digest"`
+	RequestID string    `json:"request_id,omitempty"`
+	Status    string    `json:"status"`
+	Created   time.Time `json:"created"`
+	Expires   time.Time `json:"expires"`
+	Decided   time.Time `json:"decided,omitzero"`
+	Approver  string    `json:"approver,omitempty"`
+	URL       string    `json:"url"`
 	// MayDecide: the caller may approve or deny it.
 	MayDecide bool `json:"may_decide"`
 }
 
+// wireApproval is one approval as the HTTP API shows it, with its input.
+type wireApproval struct {
+	wireSummary `json:",inline"`
+	Input       jsontextRaw `json:"input"`
+	// Text is the input as a person is shown it, made by the server
+	// ([approve.Text]): the console shows it as it is.
+	Text string `json:"text"`
+}
+
+func (r *Registry) wireSummary(ctx context.Context, a store.Approval, c approve.Who) wireSummary {
+	return wireSummary{a.ID, a.Tool, a.Principal, a.Digest, a.RequestID, string(a.Status),
+		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, r.approvalURL(ctx, a.ID),
+		a.Status == store.ApprovalPending && c.MayDecide(a) == nil}
+}
+
 func (r *Registry) wireApproval(ctx context.Context, a store.Approval, c approve.Who) wireApproval {
+	input := jsontextRaw(a.Input)
 	text, err := approve.Text(a.Input)
-	if err != nil {
+	switch {
+	case a.Input == nil:
+		input, text = jsontextRaw("null"), "" // given back when the approval expired
+	case err != nil:
 		text = string(a.Input) // a form the store kept is JSON; never shown raw but for a broken store
 	}
-	return wireApproval{a.ID, a.Tool, a.Principal, jsontextRaw(a.Input), a.Digest, a.RequestID, string(a.Status),
-		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, r.approvalURL(ctx, a.ID),
-		text, a.Status == store.ApprovalPending && c.MayDecide(a) == nil}
+	return wireApproval{r.wireSummary(ctx, a, c), input, text}
 }
 
 func (r *Registry) mountApprovals(mux *http.ServeMux) {
@@ -69,27 +85,65 @@ func (r *Registry) mountApprovals(mux *http.ServeMux) {
 	mux.HandleFunc("/approvals/{id}/deny", onlyMethod("POST"))
 }
 
-// serveApprovals lists the approvals the caller may see, newest first:
-// ?status=pending keeps those of one status.
+// Pages of GET /approvals.
+const (
+	maxApprovalPage = 200
+	// maxApprovalScan bounds the approvals one request reads from the
+	// store, whatever few of them the caller may see.
+	maxApprovalScan = 2_000
+)
+
+// serveApprovals lists the approvals the caller may see, newest first, as
+// summaries without their inputs: ?status=pending keeps those of one
+// status, ?limit= (at most 200, 50 by default) bounds the page, and a
+// Link header (rel="next") gives the next page's URL, whose ?after= names
+// the last approval read.
 func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request) {
 	c, err := r.caller(req)
 	if err != nil {
 		r.writeAuthError(w, req, err)
 		return
 	}
-	all, err := r.approvals.store.List(req.Context())
-	if err != nil {
-		writeError(w, r.approvalStoreError(err))
-		return
-	}
-	ctx := withHTTPRequest(req.Context(), req)
-	status := req.URL.Query().Get("status")
-	out := make([]wireApproval, 0, len(all))
-	for _, a := range all {
-		if c.MayView(a) && (status == "" || string(a.Status) == status) {
-			out = append(out, r.wireApproval(ctx, a, c))
+	q := req.URL.Query()
+	status, after, limit := q.Get("status"), q.Get("after"), store.DefaultApprovalPage
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxApprovalPage {
+			writeError(w, Errorf(CodeInvalidInput, "limit=%q is not a number of approvals from 1 to %d", v, maxApprovalPage))
+			return
 		}
 	}
+	ctx := withHTTPRequest(req.Context(), req)
+	out := make([]wireSummary, 0, limit)
+	more := false
+	for scanned := 0; len(out) < limit && scanned < maxApprovalScan; {
+		page, err := r.approvals.store.List(req.Context(), after, limit)
+		if err != nil {
+			writeError(w, r.approvalStoreError(err))
+			return
+		}
+		read := 0
+		for _, a := range page {
+			if len(out) == limit {
+				break
+			}
+			after, read = a.ID, read+1
+			if c.MayView(a) && (status == "" || string(a.Status) == status) {
+				out = append(out, r.wireSummary(ctx, a, c))
+			}
+		}
+		scanned += read
+		if more = read < len(page) || len(page) == limit; !more {
+			break
+		}
+	}
+	if more {
+		next := url.Values{"after": {after}, "limit": {strconv.Itoa(limit)}}
+		if status != "" {
+			next.Set("status", status)
+		}
+		w.Header().Set("Link", "</approvals?"+next.Encode()+`>; rel="next"`)
+	}
+	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -144,12 +198,9 @@ func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c a
 }
 
 // serveDecision approves or denies a pending approval, for a caller who
-// approves its tool. The decision is logged, with who made it.
+// approves its tool. The decision is logged and audited, with who made
+// it; so is a refused attempt to decide.
 func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
-	decision := "deny"
-	if approved {
-		decision = "approve"
-	}
 	return func(w http.ResponseWriter, req *http.Request) {
 		c, err := r.caller(req)
 		if err != nil {
@@ -161,22 +212,27 @@ func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
 			return
 		}
 		a, ok := r.visibleApproval(w, req, c)
+		refused := a
+		refused.Approver = ""
 		if !ok {
+			if a.ID != "" { // one the caller may not see: 404, as for none
+				r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
+			}
 			return
 		}
-		switch c.MayDecide(a) {
-		case nil:
-		case approve.ErrOwnCall:
-			r.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: CodePermissionDenied,
-				Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
-				Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
-			return
-		default:
-			r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
-				"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
+		if why := c.MayDecide(a); why != nil {
+			r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
+			if why == approve.ErrOwnCall {
+				r.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: CodePermissionDenied,
+					Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
+					Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
+			} else {
+				r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
+					"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
+			}
 			return
 		}
-		a, err = r.approvals.store.Decide(req.Context(), a.ID, approved, c.Name())
+		a, err = r.decide(req.Context(), a.ID, approved, c.Name(), slog.String("remote", req.RemoteAddr))
 		if errors.Is(err, store.ErrApprovalState) {
 			writeError(w, &Error{Code: CodeConflict, Message: "approval " + a.ID + " is " + string(a.Status) + ", not pending: it cannot be decided again",
 				Details: map[string]any{"approval_id": a.ID, "status": string(a.Status)}})
@@ -186,11 +242,6 @@ func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
 			writeError(w, r.approvalStoreError(err))
 			return
 		}
-		r.approvals.wake()
-		r.logger.LogAttrs(req.Context(), slog.LevelInfo, "carmy: approval decided",
-			slog.String("decision", decision), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
-			slog.String("principal", a.Principal), slog.String("approver", a.Approver),
-			slog.Time("decided", a.Decided), slog.String("digest", a.Digest), slog.String("remote", req.RemoteAddr))
 		writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a, c))
 	}
 }

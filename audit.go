@@ -37,6 +37,18 @@ const (
 	// destructive tool, a store that failed, or a caller that gave up while
 	// waiting.
 	AuditRefused AuditDecision = "refused"
+	// AuditApproved and AuditDenied are a person's decision on a pending
+	// approval, through the HTTP API, the console or their MCP client: the
+	// record names the approval (ApprovalID), the call's principal, tool
+	// and digest, and who decided (Approver). A refused attempt to decide
+	// (a principal deciding its own call, or one without the right) is an
+	// AuditRefused record with the approval's id and the refused decider
+	// as Principal.
+	AuditApproved AuditDecision = "approved"
+	AuditDenied   AuditDecision = "denied"
+	// AuditExpired is an approval that no call used before it expired,
+	// pending or approved, written by the host that recorded it.
+	AuditExpired AuditDecision = "expired"
 )
 
 // AuditRecord is one decision about one call, as an [Auditor] receives it.
@@ -64,7 +76,10 @@ type AuditRecord struct {
 	// otherwise, "" in a started record.
 	Code Code `json:"code"`
 	// ApprovalID and Approver name the approval the call ran under and who
-	// gave it; "" when none did.
+	// gave it; "" when none did. In an approved, denied or expired record
+	// they name the approval concerned and who decided it, and in the
+	// refused record of an attempt to decide, the approval (Principal is
+	// then who tried).
 	ApprovalID string `json:"approval_id"`
 	Approver   string `json:"approver"`
 }

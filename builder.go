@@ -43,6 +43,7 @@ type Builder struct {
 	errs       []error
 
 	approvalTimeout time.Duration
+	stateKey        []byte
 
 	effectPerms     map[Effect]string // see EffectPermissions
 	effectPermsSite string
@@ -395,6 +396,7 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.limiter, r.slots = limitersOf(r.store, b.tuning.limitClock)
+	r.signer = newStateSigner(b.stateKey, r.store)
 	r.console = newConsoleAuth(r.auth != nil)
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;

@@ -94,6 +94,9 @@ func (b *Builder) configure() {
 	if c.PublicURL != "" {
 		b.publicURL = c.PublicURL
 	}
+	if c.StateKey != nil {
+		b.StateKey(c.StateKey)
+	}
 	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
 		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}
 	}

@@ -107,6 +107,9 @@ type jsontextRaw []byte
 func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
 
 func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
+	// The list depends on who asks: no shared cache may keep it.
+	w.Header().Set("Cache-Control", "private")
+	w.Header().Add("Vary", "Authorization")
 	id, err := r.identify(req)
 	if err != nil {
 		r.writeAuthError(w, req, err)

@@ -162,6 +162,14 @@ func storeRefusal(t *tool, err error) *Error {
 			Details:   map[string]any{"reason": "capacity"},
 			Err:       err,
 		}
+	case errors.Is(err, store.ErrApprovalCapacity):
+		return &Error{
+			Code:      CodeUnavailable,
+			Message:   fmt.Sprintf("%s cannot ask for another approval now: this caller's calls already wait for approvals holding as much input as the server keeps; tell the user, and try again once those are decided or expired", t.meta.Name),
+			Retryable: true,
+			Details:   map[string]any{"reason": "capacity"},
+			Err:       err,
+		}
 	case errors.Is(err, store.ErrRecovering):
 		return &Error{
 			Code:      CodeUnavailable,

@@ -128,10 +128,10 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	}
 	c.Metadata = withMCPTrace(c.Metadata, mc.Params.Meta, mc.Header)
 	if mc.Peer.Sessionless() {
-		if err := r.openRound(mc.Peer, c); err != nil {
+		if err := r.openRound(ctx, mc.Peer, c); err != nil {
 			return mcpserve.Outcome{}, err
 		}
-		defer r.sealRound(mc.Peer, c)
+		defer r.sealRound(ctx, mc.Peer, c)
 	}
 	res, err := r.executeFor(ctx, c, mc.Peer)
 	if CodeOf(err) == CodeConfirmationRequired {

@@ -151,8 +151,8 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpserve.Peer, c
 		return Result{}, refusal
 	}
 	digest := canon.Sum(form)
-	if expires, ok := r.confirmedBefore(ctx, p, c, digest); ok {
-		return r.runConfirmed(ctx, p, c, digest, expires)
+	if id, expires, ok := r.confirmedBefore(ctx, p, c, digest); ok {
+		return r.runConfirmed(ctx, p, c, digest, id, expires)
 	}
 	pending, ok := approve.PendingOf(refusal)
 	if !ok {
@@ -173,9 +173,13 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpserve.Peer, c
 		// this very approval: never one sent unasked, nor one given about
 		// another input.
 		ans, ok := p.Answer(confirmKey)
-		if !ok || !hmac.Equal([]byte(p.RequestState()), []byte(askState(c.Principal, id))) {
+		asked, err := r.askState(ctx, c.Principal, id)
+		if err != nil {
+			return Result{}, r.storeError(ctx, t, err)
+		}
+		if !ok || !hmac.Equal([]byte(p.RequestState()), []byte(asked)) {
 			p.Question(confirmKey, params)
-			p.SetState(askState(c.Principal, id))
+			p.SetState(asked)
 			return Result{}, needsInput()
 		}
 		res = ans
@@ -193,7 +197,7 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpserve.Peer, c
 		}
 		r.decideByElicitation(ctx, id, true, c.Principal)
 		if p.Sessionless() {
-			p.SetState(r.confirmedState(c, digest, time.Now().Add(r.approvals.timeout)))
+			p.SetState(r.confirmedState(ctx, c, digest, id, time.Now().Add(r.approvals.timeout)))
 		}
 		return r.executeFor(ctx, c, p)
 	case "decline":
@@ -201,6 +205,10 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpserve.Peer, c
 	}
 	return Result{}, refusal // dismissed: the call still needs a person's confirmation
 }
+
+// elicitationApprover names the person at the MCP client of principal, who
+// decided an approval by answering a confirmation form.
+func elicitationApprover(principal string) string { return "elicitation:" + principal }
 
 // confirmAnswer reads an accepted confirmation form: whether the person
 // confirmed, or the invalid input error of an answer that breaks the form.
@@ -235,79 +243,154 @@ func (r *Registry) declined(ctx context.Context, t *tool, c Call, id string) err
 // it. An approval that is no longer pending keeps its state: the call that
 // follows gets what it says.
 func (r *Registry) decideByElicitation(ctx context.Context, id string, approve bool, principal string) {
-	approver := "elicitation:" + principal
-	a, err := r.approvals.store.Decide(ctx, id, approve, approver)
-	if err != nil {
-		if !errors.Is(err, store.ErrApprovalState) {
-			r.logger.Error("carmy: approval store failed", "error", err)
-		}
-		return
+	if _, err := r.decide(ctx, id, approve, elicitationApprover(principal)); err != nil && !errors.Is(err, store.ErrApprovalState) {
+		r.logger.Error("carmy: approval store failed", "error", err)
 	}
-	r.approvals.wake()
-	r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approval decided",
-		slog.Bool("approved", approve), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
-		slog.String("principal", a.Principal), slog.String("approver", a.Approver), slog.String("digest", a.Digest))
 }
 
-// stateKey signs the request states that the server hands clients of the
-// sessionless protocol. A restart makes new ones: a client then confirms
-// again.
-var stateKey = func() []byte {
-	k := make([]byte, 32)
-	_, _ = rand.Read(k) // crypto/rand's Read never fails
-	return k
-}()
+// MinStateKeySize is the shortest key [Builder.StateKey] takes, in bytes.
+const MinStateKeySize = 32
 
-// stateMAC signs the parts of a request state.
-func stateMAC(parts ...string) string {
-	m := hmac.New(sha256.New, stateKey)
-	for _, s := range parts {
-		m.Write([]byte(s))
+// StateKey sets the key that signs the request state the registry hands
+// clients of the sessionless MCP protocol (2026-07-28): a confirmation a
+// person gave in one round of a call, and the question asked of them, are
+// honoured in the next round only when signed with this key. State signed
+// by one registry never verifies in another, so a confirmation given to a
+// staging registry is never taken by a production one in the same process.
+//
+// Without StateKey, a registry whose idempotency store keeps shared keys
+// ([store.KeyStore]: the in-memory store, redisstore) takes the store's
+// key, made at random once: the hosts of one deployment share it, and a
+// call's next round verifies on whichever host it lands; registries that
+// share no store share no key. Give every host of a deployment the same
+// key here (or state_key in carmy.toml, CARMY_STATE_KEY) when their store
+// keeps none. The key must be at least [MinStateKeySize] random bytes,
+// kept secret; the builder keeps its own copy.
+func (b *Builder) StateKey(key []byte) *Builder {
+	if len(key) < MinStateKeySize {
+		b.misuse("Builder.StateKey was given %d bytes; give at least %d random bytes", len(key), MinStateKeySize)
+		return b
+	}
+	b.stateKey = slices.Clone(key)
+	return b
+}
+
+// stateSigner signs a registry's sessionless request states, with the key
+// the builder was given, the store's shared key, or a key of its own made
+// at Build. The store's key is read on first need, and again after a
+// failure, so a store that is down at Build delays nothing but the first
+// confirmation. Safe for concurrent use.
+type stateSigner struct {
+	shared store.KeyStore // whose key signs, when key is nil until read
+
+	mu  sync.Mutex
+	key []byte
+}
+
+// stateKeyName is the name of the signing key in a [store.KeyStore].
+const stateKeyName = "state"
+
+func newStateSigner(key []byte, s store.IdempotencyStore) *stateSigner {
+	if key != nil {
+		return &stateSigner{key: key}
+	}
+	if ks, ok := s.(store.KeyStore); ok {
+		return &stateSigner{shared: ks}
+	}
+	k := make([]byte, MinStateKeySize)
+	_, _ = rand.Read(k) // crypto/rand's Read never fails
+	return &stateSigner{key: k}
+}
+
+// mac signs the parts of a request state.
+func (s *stateSigner) mac(ctx context.Context, parts ...string) (string, error) {
+	s.mu.Lock()
+	key := s.key
+	s.mu.Unlock()
+	if key == nil {
+		k, err := s.shared.SharedKey(ctx, stateKeyName)
+		if err == nil && len(k) < MinStateKeySize {
+			err = fmt.Errorf("the store's shared key is %d bytes long, fewer than %d", len(k), MinStateKeySize)
+		}
+		if err != nil {
+			return "", err
+		}
+		s.mu.Lock()
+		if s.key == nil {
+			s.key = k
+		}
+		key = s.key
+		s.mu.Unlock()
+	}
+	m := hmac.New(sha256.New, key)
+	for _, p := range parts {
+		m.Write([]byte(p))
 		m.Write([]byte{0})
 	}
-	return hex.EncodeToString(m.Sum(nil))
+	return hex.EncodeToString(m.Sum(nil)), nil
 }
 
 // askState is the request state of the confirmation question about
 // approval id, asked of principal.
-func askState(principal, id string) string {
-	return "carmy/ask:" + stateMAC("ask", principal, id)
+func (r *Registry) askState(ctx context.Context, principal, id string) (string, error) {
+	mac, err := r.signer.mac(ctx, "ask", principal, id)
+	return "carmy/ask:" + mac, err
 }
 
 // confirmedState is the request state of a confirmation given: the
-// principal, tool and digest of the input confirmed, when it expires, and
-// a nonce that lets it be used once.
-func (r *Registry) confirmedState(c Call, digest string, expires time.Time) string {
+// principal, tool and digest of the input confirmed, the approval the
+// person decided, when it expires, and a nonce that lets it be used once.
+// It is "" when the key cannot be had: the next round then asks again.
+func (r *Registry) confirmedState(ctx context.Context, c Call, digest, id string, expires time.Time) string {
 	var n [16]byte
 	_, _ = rand.Read(n[:])
 	nonce, exp := hex.EncodeToString(n[:]), strconv.FormatInt(expires.Unix(), 10)
-	return "carmy/confirmed:" + nonce + "." + exp + "." + stateMAC("confirmed", c.Principal, c.Tool, digest, nonce, exp)
+	mac, err := r.signer.mac(ctx, "confirmed", c.Principal, c.Tool, digest, id, nonce, exp)
+	if err != nil {
+		r.logger.Error("carmy: cannot sign a confirmation's state", "tool", c.Tool, "error", err)
+		return ""
+	}
+	return "carmy/confirmed:" + nonce + "." + exp + "." + id + "." + mac
 }
 
 // confirmedBefore reports whether the call, in the sessionless protocol,
 // carries the state of a confirmation the server gave this principal for
 // this tool and input in an earlier round, not expired and not used
-// before, and when it expires; it uses it up.
-func (r *Registry) confirmedBefore(ctx context.Context, p *mcpserve.Peer, c Call, digest string) (time.Time, bool) {
+// before, the approval it was given on, and when it expires; it uses it
+// up.
+func (r *Registry) confirmedBefore(ctx context.Context, p *mcpserve.Peer, c Call, digest string) (string, time.Time, bool) {
 	rest, ok := strings.CutPrefix(p.RequestState(), "carmy/confirmed:")
 	parts := strings.Split(rest, ".")
-	if !p.Sessionless() || !ok || len(parts) != 3 || !hmac.Equal([]byte(parts[2]), []byte(stateMAC("confirmed", c.Principal, c.Tool, digest, parts[0], parts[1]))) {
-		return time.Time{}, false
+	if !p.Sessionless() || !ok || len(parts) != 4 {
+		return "", time.Time{}, false
 	}
-	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	expires := time.Unix(exp, 0)
+	nonce, exp, id := parts[0], parts[1], parts[2]
+	mac, err := r.signer.mac(ctx, "confirmed", c.Principal, c.Tool, digest, id, nonce, exp)
+	if err != nil || !hmac.Equal([]byte(parts[3]), []byte(mac)) {
+		return "", time.Time{}, false
+	}
+	n, err := strconv.ParseInt(exp, 10, 64)
+	expires := time.Unix(n, 0)
 	if err != nil || !time.Now().Before(expires) {
-		return time.Time{}, false
+		return "", time.Time{}, false
 	}
-	return expires, r.useOnce(ctx, c, parts[0], time.Until(expires))
+	return id, expires, r.useOnce(ctx, c, nonce, time.Until(expires))
 }
 
-// runConfirmed runs a call whose confirmation an earlier round gave, with
-// a grant bound to its input, and hands the next round a new state.
-func (r *Registry) runConfirmed(ctx context.Context, p *mcpserve.Peer, c Call, digest string, expires time.Time) (Result, error) {
-	p.SetState(r.confirmedState(c, digest, expires))
+// runConfirmed runs a call whose confirmation an earlier round gave, on
+// approval id, with a grant bound to its input, and hands the next round a
+// new state. Its records name that approval and its approver, as those of
+// the round that used it do.
+func (r *Registry) runConfirmed(ctx context.Context, p *mcpserve.Peer, c Call, digest, id string, expires time.Time) (Result, error) {
+	p.SetState(r.confirmedState(ctx, c, digest, id, expires))
 	c.Permissions = append(slices.Clip(c.Permissions), r.tools[c.Tool].confirm+":"+digest)
-	return r.executeFor(ctx, c, p)
+	a, err := r.approvals.store.Get(ctx, id)
+	if err != nil || a.Approver == "" {
+		// Gone, or kept by another host alone: the state was handed on
+		// only after the person at this client confirmed.
+		a = store.Approval{ID: id, Approver: elicitationApprover(c.Principal)}
+	}
+	return r.executeUnder(ctx, c, p, &a)
 }
 
 // useOnce records the nonce of a request state as used, in the

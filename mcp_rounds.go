@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -47,14 +48,18 @@ type round struct {
 // with one past its expiry, is a first round: its answers are not taken,
 // and the tool asks again. A state that does not verify is the error to
 // answer the call with.
-func (r *Registry) openRound(p *mcpserve.Peer, c Call) error {
+func (r *Registry) openRound(ctx context.Context, p *mcpserve.Peer, c Call) error {
 	state, answers := p.Echoed()
 	if state == "" {
 		return nil
 	}
 	rest, ok := strings.CutPrefix(state, roundPrefix)
 	payload, mac, cut := strings.Cut(rest, ".")
-	if !ok || !cut || !hmac.Equal([]byte(mac), []byte(r.roundMAC(c, payload))) {
+	want, err := r.roundMAC(ctx, c, payload)
+	if err != nil {
+		return err
+	}
+	if !ok || !cut || !hmac.Equal([]byte(mac), []byte(want)) {
 		return badState("the request state is not one this server handed out for this call; call again without it")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(payload)
@@ -80,7 +85,7 @@ func (r *Registry) openRound(p *mcpserve.Peer, c Call) error {
 
 // sealRound seals the state of the round that the call's run asks for,
 // if it asked anything: valid as long as an approval waits for a person.
-func (r *Registry) sealRound(p *mcpserve.Peer, c Call) {
+func (r *Registry) sealRound(ctx context.Context, p *mcpserve.Peer, c Call) {
 	ids, answered, state := p.Asked()
 	if ids == nil {
 		return
@@ -95,13 +100,18 @@ func (r *Registry) sealRound(p *mcpserve.Peer, c Call) {
 	}
 	b, _ := json.Marshal(round{Asked: ids, Answered: carried, State: state, Expires: time.Now().Add(r.approvals.timeout).Unix()})
 	payload := base64.RawURLEncoding.EncodeToString(b)
-	p.Seal(roundPrefix + payload + "." + r.roundMAC(c, payload))
+	mac, err := r.roundMAC(ctx, c, payload)
+	if err != nil {
+		// Without the key nothing can be sealed: the next round asks again.
+		return
+	}
+	p.Seal(roundPrefix + payload + "." + mac)
 }
 
-// roundMAC signs a round's payload for the call's principal, tool and
-// input.
-func (r *Registry) roundMAC(c Call, payload string) string {
-	return stateMAC("round", c.Principal, c.Tool, inputDigest(c.Input), payload)
+// roundMAC signs a round's payload with the registry's key, for the call's
+// principal, tool and input.
+func (r *Registry) roundMAC(ctx context.Context, c Call, payload string) (string, error) {
+	return r.signer.mac(ctx, "round", c.Principal, c.Tool, inputDigest(c.Input), payload)
 }
 
 // inputDigest identifies a call's input whatever the spacing and order of

@@ -12,6 +12,9 @@ const (
 	neighbourGlobal    = 0 // store.DefaultGlobalLimit
 	neighbourCalls     = 1_000
 	neighbourAbandoned = 200
+	// blobFlood is how many calls of 1 MiB TestApprovalsBoundedInBytes
+	// makes: the attack at full size.
+	blobFlood = 200
 )
 
 // neighbourLatencyFloor is the p99 below which B's latency under the flood

@@ -13,6 +13,7 @@ const (
 	neighbourGlobal    = 12_500
 	neighbourCalls     = 250
 	neighbourAbandoned = 50
+	blobFlood          = 12 // enough past the bound of 4 MiB, at a cost the race detector bears
 )
 
 // neighbourLatencyFloor is the p99 below which B's latency under the flood

@@ -129,6 +129,7 @@ type Registry struct {
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals
+	signer    *stateSigner // signs the sessionless protocol's request states
 	console   consoleAuth
 	recent    recent // the last calls, for the console
 	// observers are told of every decided call: the console's recent

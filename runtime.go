@@ -84,16 +84,23 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 // executeFor is Execute for a call of MCP client p, which the tool's
 // Context reaches (Progress, Log, Elicit); p is nil for other callers.
 func (r *Registry) executeFor(ctx context.Context, c Call, p *mcpserve.Peer) (Result, error) {
+	return r.executeUnder(ctx, c, p, nil)
+}
+
+// executeUnder is executeFor for a call that runs under approval a, used
+// up by an earlier round of the same call (nil for none), which its
+// records name.
+func (r *Registry) executeUnder(ctx context.Context, c Call, p *mcpserve.Peer, a *store.Approval) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p}
+		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, approval: a}
 		return r.call(ctx, t, &req)
 	}
-	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p})
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, approval: a})
 }
 
 // handlerFor builds a tool's middleware chain once.

@@ -58,7 +58,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, name, arguments string, opts 
 //
 // At every depth: in nested objects, in arrays of objects and in map
 // values. Arguments that are not JSON, and calls of unknown tools, go to
-// Execute as they are, which reports them.
+// Execute as they are, which reports them. Entries that cannot become a
+// map go to Execute as they are too, so that the caller's permission is
+// checked, and the refusal audited, before anything about the tool's
+// input is said: a caller that may call the tool then gets the entries'
+// problems as [carmy.CodeInvalidInput].
 //
 // Dispatch reads the tool's input schema from [carmy.Registry.Lookup] at
 // every call, which for a large schema costs more than the rest of the
@@ -82,13 +86,23 @@ func dispatch(ctx context.Context, r *carmy.Registry, walkers *sync.Pool, p *pla
 	if w == nil {
 		w = &argWalker{dec: new(jsontext.Decoder), enc: new(jsontext.Encoder)} // reset for each call
 	}
-	in, err := w.modelArguments(name, p, c.Input)
+	in, bad := w.modelArguments(name, p, c.Input)
 	walkers.Put(w) // before the call runs, which may take long
-	if err != nil {
-		return carmy.Result{}, err
+	if bad == nil {
+		c.Input = in
+		return r.Execute(ctx, c)
 	}
-	c.Input = in
-	return r.Execute(ctx, c)
+	// Arguments that cannot be undone go to the runtime as the model
+	// wrote them: it checks permission before it reads them, so a caller
+	// that may not call the tool learns nothing of its input's rules, and
+	// its refusal, like every other, passes the middleware and the audit.
+	// A caller that may call it gets what was wrong with the entries,
+	// which says more than the runtime's "must be an object".
+	res, err := r.Execute(ctx, c)
+	if carmy.CodeOf(err) == carmy.CodeInvalidInput {
+		return carmy.Result{}, bad
+	}
+	return res, err
 }
 
 // plan is what Dispatch reads of a schema to undo the exports in the

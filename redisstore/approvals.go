@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"time"
@@ -21,6 +23,18 @@ var _ store.ApprovalStore = (*Store)(nil)
 //	                               (each part query-escaped) the id of the
 //	                               approval of that call
 //	prefix + "apprs:{appr}"        a sorted set of the ids by creation
+//	prefix + "apprexp:{appr}"      a sorted set, by expiry, of the ids
+//	                               whose input counts against the bounds
+//	prefix + "apprsize:{appr}"     a hash: of each such id, its input's
+//	                               bytes and principal ("bytes:principal")
+//	prefix + "apprbytes:{appr}"    a hash: the bytes counted, by principal
+//	                               ("p:" + principal) and in all ("total")
+//
+// An approval's input counts against [store.DefaultApprovalBytes] per
+// principal and [store.DefaultApprovalGlobalBytes] in all from its
+// creation to its expiry: Create first gives back the bytes of the
+// approvals that expired since (a thousand at most each time) and drops
+// their inputs, then refuses an approval beyond either bound.
 //
 // The hash and the key expire ApprovalRetention after the approval does;
 // Create drops from the list the ids created longer ago than that (with the
@@ -30,6 +44,14 @@ var _ store.ApprovalStore = (*Store)(nil)
 
 func (s *Store) approvalKey(id string) string { return s.prefix + "appr:{appr}:" + id }
 func (s *Store) approvalsKey() string         { return s.prefix + "apprs:{appr}" }
+func (s *Store) approvalBytesKeys() []string {
+	return []string{s.prefix + "apprexp:{appr}", s.prefix + "apprsize:{appr}", s.prefix + "apprbytes:{appr}"}
+}
+
+// approvalFull is what Create returns for an approval beyond the bounds of
+// bytes: no id starts with '!'.
+const approvalFull = "!capacity"
+
 func (s *Store) approvalIndex(a store.Approval) string {
 	return s.prefix + "apprkey:{appr}:" + url.QueryEscape(a.Principal) + ":" + url.QueryEscape(a.Tool) + ":" + url.QueryEscape(a.Digest)
 }
@@ -54,6 +76,28 @@ if cur then
 		end
 	end
 end
+-- Approvals that expired give their bytes back, and their inputs.
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)) do
+	local v = redis.call('HGET', KEYS[4], id)
+	if v then
+		local n, p = string.match(v, '^(%d+):(.*)$')
+		redis.call('HINCRBY', KEYS[5], 'p:' .. p, -tonumber(n))
+		redis.call('HINCRBY', KEYS[5], 'total', -tonumber(n))
+		redis.call('HDEL', KEYS[4], id)
+	end
+	redis.call('HDEL', ARGV[1] .. id, 'input')
+	redis.call('ZREM', KEYS[3], id)
+end
+local size = string.len(ARGV[6])
+local mine = tonumber(redis.call('HGET', KEYS[5], 'p:' .. ARGV[5]) or '0')
+local all = tonumber(redis.call('HGET', KEYS[5], 'total') or '0')
+if mine + size > tonumber(ARGV[11]) or all + size > tonumber(ARGV[12]) then
+	return '` + approvalFull + `'
+end
+redis.call('HINCRBY', KEYS[5], 'p:' .. ARGV[5], size)
+redis.call('HINCRBY', KEYS[5], 'total', size)
+redis.call('HSET', KEYS[4], ARGV[2], size .. ':' .. ARGV[5])
+redis.call('ZADD', KEYS[3], tonumber(ARGV[9]), ARGV[2])
 local h = ARGV[1] .. ARGV[2]
 local keep = tonumber(ARGV[9]) + tonumber(ARGV[10])
 redis.call('HSET', h, 'id', ARGV[2], 'tool', ARGV[4], 'principal', ARGV[5], 'input', ARGV[6], 'digest', ARGV[7],
@@ -93,11 +137,15 @@ return {1, redis.call('HGETALL', KEYS[1])}
 // Create records a pending approval, unless the same principal's call of
 // the same tool with the same input has a live one: then it returns that.
 func (s *Store) Create(ctx context.Context, a store.Approval) (store.Approval, error) {
-	id, err := createApprovalScript.Run(ctx, s.client, []string{s.approvalIndex(a), s.approvalsKey()},
+	id, err := createApprovalScript.Run(ctx, s.client, append([]string{s.approvalIndex(a), s.approvalsKey()}, s.approvalBytesKeys()...),
 		s.approvalKey(""), a.ID, a.RequestID, a.Tool, a.Principal, a.Input, a.Digest,
-		a.Created.UnixMilli(), a.Expires.UnixMilli(), store.ApprovalRetention.Milliseconds()).Text()
+		a.Created.UnixMilli(), a.Expires.UnixMilli(), store.ApprovalRetention.Milliseconds(),
+		store.DefaultApprovalBytes, store.DefaultApprovalGlobalBytes).Text()
 	if err != nil {
 		return store.Approval{}, failure(ctx, err)
+	}
+	if id == approvalFull {
+		return store.Approval{}, fmt.Errorf("redisstore: principal %q: %w", a.Principal, store.ErrApprovalCapacity)
 	}
 	return s.Get(ctx, id)
 }
@@ -114,15 +162,33 @@ func (s *Store) Get(ctx context.Context, id string) (store.Approval, error) {
 	return approvalOf(m), nil
 }
 
-// List returns the approvals kept, newest first.
-func (s *Store) List(ctx context.Context) ([]store.Approval, error) {
-	ids, err := s.client.ZRevRange(ctx, s.approvalsKey(), 0, -1).Result()
+// summaryFields are the fields of an approval's hash but its input.
+var summaryFields = []string{"id", "tool", "principal", "digest", "rid", "status", "created", "expires", "decided", "approver", "used"}
+
+// List returns a page of the approvals kept, newest first, without their
+// inputs: each page reads its approvals' other fields only.
+func (s *Store) List(ctx context.Context, after string, limit int) ([]store.Approval, error) {
+	if limit <= 0 {
+		limit = store.DefaultApprovalPage
+	}
+	start := int64(0)
+	if after != "" {
+		rank, err := s.client.ZRevRank(ctx, s.approvalsKey(), after).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, failure(ctx, err)
+		}
+		start = rank + 1
+	}
+	ids, err := s.client.ZRevRange(ctx, s.approvalsKey(), start, start+int64(limit)-1).Result()
 	if err != nil {
 		return nil, failure(ctx, err)
 	}
 	cmds, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, id := range ids {
-			p.HGetAll(ctx, s.approvalKey(id))
+			p.HMGet(ctx, s.approvalKey(id), summaryFields...)
 		}
 		return nil
 	})
@@ -132,12 +198,20 @@ func (s *Store) List(ctx context.Context) ([]store.Approval, error) {
 	out := make([]store.Approval, 0, len(ids))
 	var gone []any
 	for i, c := range cmds {
-		m := c.(*redis.MapStringStringCmd).Val()
-		if len(m) == 0 {
+		vals := c.(*redis.SliceCmd).Val()
+		m := make(map[string]string, len(summaryFields))
+		for j, f := range summaryFields {
+			if v, ok := vals[j].(string); ok {
+				m[f] = v
+			}
+		}
+		if m["id"] == "" {
 			gone = append(gone, ids[i])
 			continue
 		}
-		out = append(out, approvalOf(m))
+		a := approvalOf(m)
+		a.Input = nil
+		out = append(out, a)
 	}
 	if len(gone) > 0 {
 		if err := s.client.ZRem(ctx, s.approvalsKey(), gone...).Err(); err != nil {

@@ -40,8 +40,8 @@ func (r *approvalsRoundRobin) Create(ctx context.Context, a store.Approval) (sto
 func (r *approvalsRoundRobin) Get(ctx context.Context, id string) (store.Approval, error) {
 	return r.host().Get(ctx, id)
 }
-func (r *approvalsRoundRobin) List(ctx context.Context) ([]store.Approval, error) {
-	return r.host().List(ctx)
+func (r *approvalsRoundRobin) List(ctx context.Context, after string, limit int) ([]store.Approval, error) {
+	return r.host().List(ctx, after, limit)
 }
 func (r *approvalsRoundRobin) Decide(ctx context.Context, id string, approve bool, approver string) (store.Approval, error) {
 	return r.host().Decide(ctx, id, approve, approver)

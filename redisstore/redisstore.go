@@ -51,6 +51,10 @@
 //   - prefix + "slots:{" + principal + ":" + tool + "}": a sorted set of the
 //     tokens of the calls holding a slot of the tool's MaxInFlight, by the
 //     end of their lease, which their hosts renew while the calls run.
+//   - prefix + "key:" + name: a random key shared by the hosts
+//     ([store.KeyStore]): "state" signs the request state of the
+//     sessionless MCP protocol, so that a call's next round verifies on
+//     any host. It never expires.
 //   - prefix + "marker": a hash naming the Redis server (its run id) and
 //     the time of the last loss of state found, by which the store sees
 //     that Redis restarted or lost its data (not kept in Redis Cluster).

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -57,6 +59,11 @@ type approvalKey struct{ principal, tool, digest string }
 
 // Errors of an [ApprovalStore].
 var (
+	// ErrApprovalCapacity is returned, wrapped, by Create of an approval
+	// whose input would take its principal, or the store, beyond the bytes
+	// of inputs it keeps (see [DefaultApprovalBytes]): the call is refused
+	// until the principal's approvals are decided and expire.
+	ErrApprovalCapacity = errors.New("the principal, or the store, keeps as many bytes of approval inputs as its bound allows")
 	// ErrApprovalNotFound: no approval has that id, or it is gone.
 	ErrApprovalNotFound = errors.New("no such approval")
 	// ErrApprovalState: the transition does not apply to the approval as
@@ -83,8 +90,12 @@ type ApprovalStore interface {
 	Create(ctx context.Context, a Approval) (Approval, error)
 	// Get returns the approval with that id, or [ErrApprovalNotFound].
 	Get(ctx context.Context, id string) (Approval, error)
-	// List returns the approvals kept, newest first.
-	List(ctx context.Context) ([]Approval, error)
+	// List returns a page of the approvals kept, newest first: at most
+	// limit of them ([DefaultApprovalPage] when limit <= 0), starting after
+	// the approval with id after ("" for the newest; none when after is no
+	// longer kept). They are summaries: Input is nil, so that a list never
+	// copies every input; Get returns one approval with its input.
+	List(ctx context.Context, after string, limit int) ([]Approval, error)
 	// Decide approves or denies a pending approval, naming who did. An
 	// approval that is not pending, or expired, is returned unchanged with
 	// [ErrApprovalState].
@@ -124,10 +135,23 @@ func (a Approval) live(now time.Time, rid string) bool {
 // drops the oldest of the principal holding the most. Dropping an approval
 // can only make a call ask again; a denial is never dropped before it
 // expires.
+//
+// The inputs of a principal's approvals, from their creation to their
+// expiry, hold at most DefaultApprovalBytes, and those of all principals
+// DefaultApprovalGlobalBytes: an approval beyond either is refused
+// ([ErrApprovalCapacity]), never another principal's dropped, so that 200
+// calls with an input of 1 MiB each keep 4 MiB, not 200. An approval
+// that expired gives its bytes back, and its input (Get then returns it
+// without).
 const (
 	DefaultApprovalLimit       = 1_000
 	DefaultApprovalGlobalLimit = 10_000
+	DefaultApprovalBytes       = 4 << 20
+	DefaultApprovalGlobalBytes = 64 << 20
 )
+
+// DefaultApprovalPage is how many approvals List returns when not told.
+const DefaultApprovalPage = 50
 
 // memoryApprovals is the in-memory [ApprovalStore].
 type memoryApprovals struct {
@@ -140,6 +164,14 @@ type memoryApprovals struct {
 	limit  int                 // per principal
 	global int
 	now    func() time.Time
+
+	// The bytes of inputs held, by approval id, by principal and in all;
+	// an approval is counted from its creation until it expires or is
+	// dropped.
+	sizes                  map[string]int
+	bytes                  map[string]int
+	total                  int
+	byteLimit, globalBytes int
 }
 
 // NewMemoryApprovals returns the in-memory [ApprovalStore] that a builder
@@ -147,16 +179,62 @@ type memoryApprovals struct {
 // [DefaultApprovalLimit] per principal and [DefaultApprovalGlobalLimit] in
 // all, each kept until [ApprovalRetention] after its expiry.
 func NewMemoryApprovals() ApprovalStore {
-	return newMemoryApprovals(DefaultApprovalLimit, DefaultApprovalGlobalLimit)
+	return newMemoryApprovals(DefaultApprovalLimit, DefaultApprovalGlobalLimit, DefaultApprovalBytes, DefaultApprovalGlobalBytes)
 }
 
-func newMemoryApprovals(limit, global int) *memoryApprovals {
+func newMemoryApprovals(limit, global, byteLimit, globalBytes int) *memoryApprovals {
 	return &memoryApprovals{byID: map[string]*Approval{}, byKey: map[approvalKey]string{}, owned: map[string][]string{}, held: map[string]int{},
-		limit: limit, global: global, now: time.Now}
+		limit: limit, global: global, now: time.Now,
+		sizes: map[string]int{}, bytes: map[string]int{}, byteLimit: byteLimit, globalBytes: globalBytes}
+}
+
+// release gives back the bytes of approval id's input, if counted. The
+// caller holds mu.
+func (m *memoryApprovals) release(id, principal string) {
+	n, ok := m.sizes[id]
+	if !ok {
+		return
+	}
+	delete(m.sizes, id)
+	m.total -= n
+	if m.bytes[principal] -= n; m.bytes[principal] <= 0 {
+		delete(m.bytes, principal)
+	}
+}
+
+// releaseExpired gives back the bytes and the inputs of the expired
+// approvals among ids. The caller holds mu.
+func (m *memoryApprovals) releaseExpired(ids func(yield func(string) bool), now time.Time) {
+	for id := range ids {
+		if a, ok := m.byID[id]; ok && !now.Before(a.Expires) {
+			m.release(id, a.Principal)
+			a.Input = nil
+		}
+	}
+}
+
+// roomForBytes reports [ErrApprovalCapacity] when an input of n bytes
+// would take principal, or the store, beyond its bound, once the expired
+// approvals gave theirs back. The caller holds mu.
+func (m *memoryApprovals) roomForBytes(principal string, n int, now time.Time) error {
+	if m.bytes[principal]+n > m.byteLimit {
+		m.releaseExpired(slices.Values(m.owned[principal]), now)
+		if m.bytes[principal]+n > m.byteLimit {
+			return fmt.Errorf("store: principal %q: %w", principal, ErrApprovalCapacity)
+		}
+	}
+	if m.total+n > m.globalBytes {
+		m.releaseExpired(maps.Keys(m.sizes), now)
+		if m.total+n > m.globalBytes {
+			return fmt.Errorf("store: all principals: %w", ErrApprovalCapacity)
+		}
+	}
+	return nil
 }
 
 // drop forgets an approval. The caller holds mu.
 func (m *memoryApprovals) drop(a *Approval) {
+	m.release(a.ID, a.Principal)
 	delete(m.byID, a.ID)
 	if m.byKey[a.key()] == a.ID {
 		delete(m.byKey, a.key())
@@ -259,7 +337,13 @@ func (m *memoryApprovals) Create(_ context.Context, a Approval) (Approval, error
 			return copyApproval(cur).At(now), nil
 		}
 	}
+	if err := m.roomForBytes(a.Principal, len(a.Input), now); err != nil {
+		return Approval{}, err
+	}
 	m.makeRoom(a.Principal, now)
+	m.sizes[a.ID] = len(a.Input)
+	m.bytes[a.Principal] += len(a.Input)
+	m.total += len(a.Input)
 	a.Status = ApprovalPending
 	c := copyApproval(&a)
 	m.byID[a.ID] = &c
@@ -293,15 +377,30 @@ func (m *memoryApprovals) lookup(id string) (*Approval, time.Time, error) {
 	return a, now, nil
 }
 
-func (m *memoryApprovals) List(context.Context) ([]Approval, error) {
+func (m *memoryApprovals) List(_ context.Context, after string, limit int) ([]Approval, error) {
+	if limit <= 0 {
+		limit = DefaultApprovalPage
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
 	m.prune(now)
-	out := make([]Approval, 0, len(m.byID))
-	for i := len(m.order) - 1; i >= 0; i-- {
+	i := len(m.order) - 1
+	if after != "" {
+		if _, ok := m.byID[after]; !ok {
+			return nil, nil
+		}
+		for i >= 0 && m.order[i] != after {
+			i--
+		}
+		i--
+	}
+	var out []Approval
+	for ; i >= 0 && len(out) < limit; i-- {
 		if a, ok := m.byID[m.order[i]]; ok {
-			out = append(out, copyApproval(a).At(now))
+			s := *a
+			s.Input = nil // a summary
+			out = append(out, s.At(now))
 		}
 	}
 	return out, nil

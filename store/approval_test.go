@@ -35,7 +35,7 @@ func TestMemoryApprovalsBoundedPerPrincipal(t *testing.T) {
 	}
 	held := func(t *testing.T, s store.ApprovalStore) map[string][]string {
 		t.Helper()
-		list, err := s.List(ctx)
+		list, err := s.List(ctx, "", 100)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,6 +29,7 @@ type memoryStore struct {
 	window        time.Duration // no record younger than this is evicted
 	sweep         time.Duration
 	now           func() time.Time
+	keys          sharedKeys
 
 	sweeping, closed bool
 	stop             chan struct{}

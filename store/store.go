@@ -5,8 +5,8 @@
 // pass an implementation to Builder.Store and Builder.Locker.
 //
 // The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
-// [ApprovalStore], and the limits of [RateLimiter] and
-// [ConcurrencyLimiter]) and their record types, the in-memory
+// [ApprovalStore], the limits of [RateLimiter] and [ConcurrencyLimiter],
+// and the optional [KeyStore]) and their record types, the in-memory
 // implementations a builder uses by default ([NewMemoryStore],
 // [NewMemoryLocker], [NewMemoryApprovals], [NewMemoryLimiter]), and the
 // registry of store

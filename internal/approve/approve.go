@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf16"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -92,11 +91,10 @@ func (w Who) Name() string {
 
 // Text is an input as a person is shown it before deciding: its canonical
 // form (the document the confirmation digest is over, numbers written as
-// their exact digits), indented, with every character that could hide or
-// disguise text (controls, bidirectional overrides, zero-width and other
-// format characters, line and paragraph separators) escaped as \uXXXX.
-// Every door shows this text, made here, so that what a person approves
-// is what runs.
+// their exact digits), indented, with every character that a person would
+// not see as itself escaped (see [hides]): \uXXXX for one of the Basic
+// Multilingual Plane, \U0010XXXX (eight hex digits) beyond it. Every door
+// shows this text, made here, so that what a person approves is what runs.
 func Text(form []byte) (string, error) {
 	// Indent works in place, within form's capacity: on a copy, so that the
 	// caller's form (an approval's input, kept and shown again) stays as it
@@ -105,28 +103,47 @@ func Text(form []byte) (string, error) {
 	if err := v.Indent(jsontext.WithIndent("  ")); err != nil {
 		return "", err
 	}
-	// Valid JSON holds such characters only inside strings, where \uXXXX
-	// means the same character.
+	// Valid JSON holds such characters only inside strings, so an escape
+	// never changes the document's structure.
 	var b strings.Builder
 	b.Grow(len(v))
 	for _, c := range string(v) {
-		if c == '\n' || c == ' ' || !hides(c) {
+		switch {
+		case c == '\n' || !hides(c):
 			b.WriteRune(c)
-			continue
-		}
-		if r1, r2 := utf16.EncodeRune(c); r1 != unicode.ReplacementChar {
-			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
-		} else {
+		case c > 0xFFFF:
+			fmt.Fprintf(&b, `\U%08x`, c)
+		default:
 			fmt.Fprintf(&b, `\u%04x`, c)
 		}
 	}
 	return b.String(), nil
 }
 
-// hides reports a character that a person would not see as itself.
+// hides reports a character that a person would not see as itself, or
+// could take for another: every default-ignorable code point (variation
+// selectors, Hangul fillers, the combining grapheme joiner, tag
+// characters, Mongolian free variation selectors and the like); every
+// control, format, private-use, surrogate and unassigned code point; and
+// every separator but the space U+0020 (line and paragraph separators,
+// no-break and other spaces, which look like U+0020 and are not). "prod"
+// and "pro\u034fd" look alike; shown with [Text], they do not.
 func hides(c rune) bool {
-	return unicode.IsControl(c) || unicode.In(c, unicode.Cf, unicode.Zl, unicode.Zp)
+	switch {
+	case c == ' ':
+		return false
+	case c < ' ' || c == 0x7f:
+		return true
+	case c < 0x80:
+		return false
+	}
+	return unicode.In(c, unicode.C, unicode.Z, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector, unicode.Noncharacter_Code_Point) ||
+		!unicode.In(c, assigned...)
 }
+
+// assigned are the general categories of every assigned code point;
+// unicode.C holds Cc, Cf, Co and Cs, not the unassigned Cn.
+var assigned = []*unicode.RangeTable{unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.C}
 
 // Pending is the pending approval that a confirmation_required refusal
 // asks a person for, as a typed value: the refusal carries it as its

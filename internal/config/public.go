@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -11,7 +12,21 @@ import (
 const (
 	envIdempotencyWindow = "CARMY_IDEMPOTENCY_WINDOW"
 	envPublicURL         = "CARMY_PUBLIC_URL"
+	envStateKey          = "CARMY_STATE_KEY"
 )
+
+// minStateKey is the shortest state_key, in bytes.
+const minStateKey = 32
+
+// parseStateKey checks state_key: at least 32 bytes, in hex. The error
+// never repeats the value: it is a secret.
+func parseStateKey(s string) ([]byte, error) {
+	k, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(k) < minStateKey {
+		return nil, fmt.Errorf("must be at least %d random bytes in hex (%d hex digits), such as the output of \"openssl rand -hex 32\"; the value is not shown", minStateKey, 2*minStateKey)
+	}
+	return k, nil
+}
 
 // parsePublicURL checks public_url: an absolute http or https URL with a
 // host, and no query or fragment, since paths are appended to it.
@@ -23,7 +38,8 @@ func parsePublicURL(s string) (string, error) {
 	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
-// storeFromEnv applies CARMY_IDEMPOTENCY_WINDOW and CARMY_PUBLIC_URL to c.
+// storeFromEnv applies CARMY_IDEMPOTENCY_WINDOW, CARMY_PUBLIC_URL and
+// CARMY_STATE_KEY to c.
 func storeFromEnv(c *Settings) []error {
 	var errs []error
 	if v := os.Getenv(envIdempotencyWindow); v != "" {
@@ -39,6 +55,13 @@ func storeFromEnv(c *Settings) []error {
 			errs = append(errs, &Problem{Site: envPublicURL, Err: err})
 		}
 		c.PublicURL = u
+	}
+	if v := os.Getenv(envStateKey); v != "" {
+		k, err := parseStateKey(v)
+		if err != nil {
+			errs = append(errs, &Problem{Site: envStateKey, Err: err})
+		}
+		c.StateKey = k
 	}
 	return errs
 }

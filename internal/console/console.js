@@ -455,14 +455,35 @@ function age(iso) {
   return Math.floor(s / 3600) + ' h ago';
 }
 
+// texts keeps the text of the approvals shown, by id: an approval's input
+// never changes, and the list carries none, so each is fetched once.
+const texts = new Map();
+
+// withText adds to an approval of the list the text of its input, fetched
+// with the approval itself.
+async function withText(a) {
+  if (!texts.has(a.id)) {
+    const { status, data } = await api('GET', '/approvals/' + encodeURIComponent(a.id));
+    if (status !== 200) return { ...a, text: '(the input cannot be shown: HTTP ' + status + ')' };
+    texts.set(a.id, data.text);
+  }
+  return { ...a, text: texts.get(a.id) };
+}
+
 async function loadApprovals() {
-  const { status, data } = await api('GET', '/approvals');
+  const { status, data } = await api('GET', '/approvals?status=pending&limit=50');
   const box = $('approvals');
   if (status !== 200) {
     box.replaceChildren(el('p', { class: 'empty', text: 'Approvals cannot be listed (' + status + ').' }));
     return;
   }
-  const shown = data.filter((a) => a.status === 'pending' || a.id === state.focus).slice(0, 50);
+  const list = data.slice();
+  if (state.focus && !list.some((a) => a.id === state.focus)) {
+    const one = await api('GET', '/approvals/' + encodeURIComponent(state.focus));
+    if (one.status === 200) list.unshift(one.data);
+  }
+  for (const id of texts.keys()) if (!list.some((a) => a.id === id)) texts.delete(id);
+  const shown = await Promise.all(list.map((a) => (a.text === undefined ? withText(a) : a)));
   box.replaceChildren();
   if (shown.length === 0) box.append(el('p', { class: 'empty', text: 'No call waits for approval.' }));
   for (const a of shown) box.append(approvalCard(a));

@@ -368,7 +368,9 @@ func (s *Server) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandler
 
 // toolsListMiddleware leaves out of an MCP tools/list answer the host's
 // tools that the caller may not call; tools a host added with Configure
-// are its own to guard.
+// are its own to guard. The list depends on who asks, so it says
+// cacheScope "private" (the SDK says "public" by default): a shared cache
+// never gives one caller's list to another.
 func (s *Server) toolsListMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -376,6 +378,7 @@ func (s *Server) toolsListMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil || method != "tools/list" || !ok {
 			return res, err
 		}
+		list.CacheScope = "private"
 		id, ok := s.identity(req.GetExtra())
 		if !ok {
 			list.Tools = []*mcp.Tool{}

@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,9 +83,78 @@ func TestApprovalStore(t *testing.T, newStore func(t *testing.T) store.ApprovalS
 		if c := create(t, s, fresh("alice", "d2", long)); c.ID == a.ID {
 			t.Fatal("another input got the approval")
 		}
-		list, err := s.List(ctx)
+		list, err := s.List(ctx, "", 0)
 		if err != nil || len(list) != 3 || list[2].ID != a.ID {
 			t.Fatalf("List = %d approvals, %v; want 3, newest first", len(list), err)
+		}
+	})
+
+	t.Run("List pages summaries, newest first", func(t *testing.T) {
+		s := newStore(t)
+		var ids []string // newest first
+		for i := range 7 {
+			time.Sleep(2 * time.Millisecond) // creation times apart: stores order by them
+			a := create(t, s, fresh("alice", "d"+strconv.Itoa(i), long))
+			ids = append([]string{a.ID}, ids...)
+		}
+		var got []string
+		after := ""
+		for range len(ids) {
+			page, err := s.List(ctx, after, 3)
+			if err != nil || len(page) > 3 {
+				t.Fatalf("List(%q, 3) = %d approvals, %v", after, len(page), err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, a := range page {
+				if a.Input != nil || a.Tool != "delete_note" || a.Principal != "alice" || a.Digest == "" || a.Status != store.ApprovalPending || a.Expires.IsZero() {
+					t.Fatalf("List gave %+v; want a summary: every field but the input", a)
+				}
+				got = append(got, a.ID)
+			}
+			after = page[len(page)-1].ID
+		}
+		if !slices.Equal(got, ids) {
+			t.Fatalf("pages gave %v; want %v", got, ids)
+		}
+		if page, err := s.List(ctx, "gone", 3); err != nil || len(page) != 0 {
+			t.Fatalf("List after an approval not kept = %d, %v; want none", len(page), err)
+		}
+		if full, err := s.Get(ctx, ids[0]); err != nil || string(full.Input) != `{"id":7}` {
+			t.Fatalf("Get after List = %s, %v; want the input", full.Input, err)
+		}
+	})
+
+	t.Run("inputs are bounded in bytes per principal", func(t *testing.T) {
+		s := newStore(t)
+		mib := []byte(`{"blob":"` + strings.Repeat("x", 1<<20-11) + `"}`)
+		n := 0
+		for ; n <= store.DefaultApprovalBytes>>20; n++ {
+			a := fresh("mallory", "flood"+strconv.Itoa(n), long)
+			a.Input = mib
+			if _, err := s.Create(ctx, a); errors.Is(err, store.ErrApprovalCapacity) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n != store.DefaultApprovalBytes>>20 {
+			t.Fatalf("mallory's approval %d of 1 MiB was refused; want the %dth refused with ErrApprovalCapacity", n+1, store.DefaultApprovalBytes>>20+1)
+		}
+		create(t, s, fresh("alice", "d1", long)) // another principal's call still asks
+
+		s = newStore(t)
+		for i := range store.DefaultApprovalBytes >> 20 {
+			a := fresh("mallory", "short"+strconv.Itoa(i), short)
+			a.Input = mib
+			create(t, s, a)
+		}
+		time.Sleep(2 * short) // they expire, and give their bytes back
+		for i := range store.DefaultApprovalBytes >> 20 {
+			a := fresh("mallory", "after"+strconv.Itoa(i), long)
+			a.Input = mib
+			create(t, s, a)
 		}
 	})
 

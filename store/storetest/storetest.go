@@ -1,7 +1,7 @@
 // Package storetest checks that a [store.IdempotencyStore], a
-// [store.Locker], a [store.ApprovalStore], a [store.RateLimiter] or a
-// [store.ConcurrencyLimiter] keeps the promises the runtime relies on, in
-// the manner of
+// [store.Locker], a [store.ApprovalStore], a [store.RateLimiter], a
+// [store.ConcurrencyLimiter] or a [store.KeyStore] keeps the promises the
+// runtime relies on, in the manner of
 // testing/slogtest: call its functions from a test of your store.
 //
 //	func TestMyStore(t *testing.T) {

@@ -20,6 +20,9 @@ const maxApprovalWait = time.Minute
 // caller authenticates a request to the approvals or the console, and
 // looks for the console secret on a server without an authenticator.
 func (r *Registry) caller(req *http.Request) (approve.Who, error) {
+	if who, ok := req.Context().Value(personKey{}).(approve.Who); ok {
+		return who, nil // the loopback console's person, who holds its secret
+	}
 	id, err := r.identify(req)
 	if err != nil {
 		return approve.Who{}, err

@@ -387,6 +387,7 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.console = newConsoleAuth(r.auth != nil)
+	r.console.codes.TTL = r.tuning.codeTTL
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;
 		// keeping the in-memory locker would serialize per host only.

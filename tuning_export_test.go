@@ -32,3 +32,10 @@ func SetServerTimeouts(b *Builder, readHeader, idle time.Duration) *Builder {
 func OAuthKeyRefresh(ctx context.Context, cfg OAuthConfig, interval time.Duration) (Authenticator, error) {
 	return oauth(ctx, cfg, interval)
 }
+
+// SetCodeTTL sets how long the one-time codes of console links that b's
+// registry sends wait for their use.
+func SetCodeTTL(b *Builder, d time.Duration) *Builder {
+	b.tuning.codeTTL = d
+	return b
+}

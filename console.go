@@ -32,7 +32,7 @@ import (
 // storage, which no other origin reads, and a header is sent only by code
 // that holds it; another origin's page would need a preflight to send it,
 // which the server never grants.
-const consoleHeader = "X-Carmy-Console"
+const consoleHeader = console.Header
 
 // consoleAuth is a console's secret: that of a server without an
 // authenticator, made at Build, new with every registry, which alone

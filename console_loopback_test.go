@@ -226,7 +226,9 @@ func TestLoopbackConsoleScoped(t *testing.T) {
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":1}`, "Authorization", "Bearer bob-secret")
 	bobs := detail(body, "approval_id")
 	s, sent := urlOnlyClient(t, reg)
-	go func() { _, _ = s.CallTool(t.Context(), &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 7}}) }()
+	go func() {
+		_, _ = s.CallTool(t.Context(), &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 7}})
+	}()
 	params := <-sent
 	u, _ := url.Parse(params.URL)
 	base := u.Scheme + "://" + u.Host

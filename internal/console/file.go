@@ -10,6 +10,11 @@ import (
 	"strings"
 )
 
+// Header is the header in which the console's page, and `carmy
+// approvals`, send the console secret: never a cookie, which browsers
+// send to every port of a host.
+const Header = "X-Carmy-Console"
+
 // filePattern names the files that hold a console's link with its secret.
 const filePattern = "carmy-console-*.url"
 

@@ -82,8 +82,9 @@ func (c *consoleAuth) matches(s string) bool {
 // carries the console secret, which alone grants the right to decide
 // approvals there: give it only to the person who decides, never to an
 // agent. [Builder.Listen] prints it at start when standard error is a
-// terminal, and otherwise writes it to a file only the user can read, whose
-// path it logs. The console's page keeps the secret in its own origin and
+// terminal, and writes it to a file only the user can read, whose path it
+// logs and which it removes when it returns (`carmy approvals` finds the
+// server there). The console's page keeps the secret in its own origin and
 // sends it in a header, never in a cookie. With an authenticator, the
 // console asks for a token, whose permissions decide what it may do.
 func (r *Registry) ConsoleURL(base string) string {

@@ -34,8 +34,10 @@ import (
 // waits for a person's decision there (until the approval expires or the
 // client gives up), then runs again, which uses the approval up or gets
 // the denial. Over a single-client transport that page is a console that
-// carmy serves on a loopback port, and its URL carries the console
-// secret, for the person at the client. Other clients get the refusal.
+// carmy serves on a loopback port, and its URL carries a one-time code for
+// that console's secret, for the person at the client; other clients
+// there get a refusal that names what the person can use (personRefusal).
+// Other clients get the refusal.
 func (r *Registry) confirmOverMCP(ctx context.Context, p *mcpserve.Peer, c Call, refusal error) (Result, error) {
 	var e *Error
 	if !errors.As(refusal, &e) {

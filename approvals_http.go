@@ -231,9 +231,12 @@ func (r *Registry) decisionRefused(req *http.Request) *decisionRefusal {
 	return nil
 }
 
-// isDecision reports a path that decides an approval, whose preflight
-// requests the boundary never answers.
+// isDecision reports a path that decides an approval, or hands out the
+// console secret, whose preflight requests the boundary never answers.
 func isDecision(path string) bool {
+	if path == "/console/exchange" {
+		return true
+	}
 	rest, ok := strings.CutPrefix(path, "/approvals/")
 	return ok && (strings.HasSuffix(rest, "/approve") || strings.HasSuffix(rest, "/deny"))
 }

@@ -89,7 +89,11 @@ type localServer struct {
 // send asks a server's approvals API, with its console secret, for path
 // and decodes the answer into v; it returns the answer's status.
 func (s localServer) send(ctx context.Context, method, path string, v any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, s.Base+path, strings.NewReader("{}"))
+	var payload io.Reader
+	if method == http.MethodPost {
+		payload = strings.NewReader("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.Base+path, payload)
 	if err != nil {
 		return 0, err
 	}

@@ -175,8 +175,12 @@ func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
 				Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
 			return
 		default:
-			r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
-				"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
+			e := Errorf(CodePermissionDenied, "deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*")
+			if r.auth == nil {
+				// No permission exists here: say where the approver's link is.
+				e = Errorf(CodePermissionDenied, "deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal%s", linkIn(r.console.fileName()))
+			}
+			r.refuse(w, req, c.Principal, http.StatusForbidden, e)
 			return
 		}
 		a, err = r.approvals.store.Decide(req.Context(), a.ID, approved, c.Name())

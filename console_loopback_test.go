@@ -277,3 +277,16 @@ func TestRefusalOverStdioNamesWhatExists(t *testing.T) {
 		checkPersonRefusal(t, e, true)
 	})
 }
+
+// TestDecisionWithoutSecretSaysWhere: on a server without an
+// authenticator, a decision without the console secret is refused with
+// where the approver's link is, not with a permission nobody can hold.
+func TestDecisionWithoutSecretSaysWhere(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := approvalServer(t, carmy.New())
+	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":3}`)
+	status, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/approvals/"+detail(body, "approval_id")+"/approve", "")
+	if msg, _ := errObj(body)["message"].(string); status != http.StatusForbidden || !strings.Contains(msg, "console secret") || !strings.Contains(msg, "`carmy approvals`") {
+		t.Fatalf("%d %v; want 403 saying where the approver's link is", status, body)
+	}
+}

@@ -216,10 +216,10 @@ func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve
 		return e
 	}
 	page, expires := base+"/console", pending.Expires.UTC().Format(time.RFC3339)
-	msg := fmt.Sprintf("%s needs the user's approval (approval %s). Ask them to approve or deny it with `carmy approvals` in a terminal, or in the console at %s, then make the same call again before %s.",
+	msg := fmt.Sprintf("%s needs the user's approval (approval %s): ask them to decide with `carmy approvals` in a terminal or at %s, then make the same call again before %s.",
 		pending.Tool, pending.ID, page, expires)
 	if asked {
-		msg = fmt.Sprintf("The user did not decide on this call of %s (approval %s). If they want it, they approve it with `carmy approvals` in a terminal, or in the console at %s; then make the same call again before %s.",
+		msg = fmt.Sprintf("The user did not decide on %s (approval %s). They can still decide with `carmy approvals` in a terminal or at %s; then make the same call again before %s.",
 			pending.Tool, pending.ID, page, expires)
 	}
 	details := maps.Clone(e.Details)

@@ -22,6 +22,9 @@ const maxApprovalWait = time.Minute
 // caller authenticates a request to the approvals or the console, and
 // looks for the console secret on a server without an authenticator.
 func (r *Registry) caller(req *http.Request) (approve.Who, error) {
+	if who, ok := req.Context().Value(personKey{}).(approve.Who); ok {
+		return who, nil // the loopback console's person, who holds its secret
+	}
 	id, err := r.identify(req)
 	if err != nil {
 		return approve.Who{}, err
@@ -222,11 +225,16 @@ func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
 		}
 		if why := c.MayDecide(a); why != nil {
 			r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
-			if why == approve.ErrOwnCall {
+			switch {
+			case why == approve.ErrOwnCall:
 				r.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: CodePermissionDenied,
 					Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
 					Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
-			} else {
+			case r.auth == nil:
+				// No permission exists here: say where the approver's link is.
+				r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
+					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal%s", linkIn(r.console.fileName())))
+			default:
 				r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
 					"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
 			}
@@ -279,9 +287,12 @@ func (r *Registry) decisionRefused(req *http.Request) *decisionRefusal {
 	return nil
 }
 
-// isDecision reports a path that decides an approval, whose preflight
-// requests the boundary never answers.
+// isDecision reports a path that decides an approval, or hands out the
+// console secret, whose preflight requests the boundary never answers.
 func isDecision(path string) bool {
+	if path == "/console/exchange" {
+		return true
+	}
 	rest, ok := strings.CutPrefix(path, "/approvals/")
 	return ok && (strings.HasSuffix(rest, "/approve") || strings.HasSuffix(rest, "/deny"))
 }

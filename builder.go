@@ -398,6 +398,7 @@ func (b *Builder) Build() (*Registry, error) {
 	r.limiter, r.slots = limitersOf(r.store, b.tuning.limitClock)
 	r.signer = newStateSigner(b.stateKey, r.store)
 	r.console = newConsoleAuth(r.auth != nil)
+	r.console.codes.TTL = r.tuning.codeTTL
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;
 		// keeping the in-memory locker would serialize per host only.

@@ -8,14 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/console"
 )
 
@@ -26,31 +32,48 @@ import (
 // storage, which no other origin reads, and a header is sent only by code
 // that holds it; another origin's page would need a preflight to send it,
 // which the server never grants.
-const consoleHeader = "X-Carmy-Console"
+const consoleHeader = console.Header
 
-// consoleAuth is the console secret of a server without an authenticator:
-// made at Build, new with every registry, it alone grants the approver's
-// rights there. Its holder is the person who started the server and read
-// the console URL it printed; an agent that calls the tools never has it.
-type consoleAuth struct{ secret string } // "" with an authenticator
+// consoleAuth is a console's secret: that of a server without an
+// authenticator, made at Build, new with every registry, which alone
+// grants the approver's rights there, and that of the console served on
+// a loopback port for a single-client session's person. Its holder is the
+// person who started the server and read the console URL it printed, or
+// the person at the client; an agent that calls the tools never has it.
+// Links sent to a client carry a one-time code for it instead (codes).
+type consoleAuth struct {
+	secret string // "" with an authenticator
+	codes  console.Codes
+	// file is where the link with the secret was written, once it was:
+	// the page tells a person without the secret where it is.
+	file atomic.Pointer[string]
+}
 
-func newConsoleAuth(authenticated bool) consoleAuth {
+func newConsoleAuth(authenticated bool) *consoleAuth {
 	if authenticated {
-		return consoleAuth{}
+		return &consoleAuth{}
 	}
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // never fails
-	return consoleAuth{secret: hex.EncodeToString(b[:])}
+	return &consoleAuth{secret: hex.EncodeToString(b[:])}
+}
+
+// fileName is the path of the file that holds the link, or "".
+func (c *consoleAuth) fileName() string {
+	if p := c.file.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // holds reports whether a request carries the console secret, in its
 // header.
-func (c consoleAuth) holds(req *http.Request) bool {
+func (c *consoleAuth) holds(req *http.Request) bool {
 	v := req.Header.Values(consoleHeader)
 	return len(v) == 1 && c.matches(v[0])
 }
 
-func (c consoleAuth) matches(s string) bool {
+func (c *consoleAuth) matches(s string) bool {
 	return c.secret != "" && subtle.ConstantTimeCompare([]byte(s), []byte(c.secret)) == 1
 }
 
@@ -59,8 +82,9 @@ func (c consoleAuth) matches(s string) bool {
 // carries the console secret, which alone grants the right to decide
 // approvals there: give it only to the person who decides, never to an
 // agent. [Builder.Listen] prints it at start when standard error is a
-// terminal, and otherwise writes it to a file only the user can read, whose
-// path it logs. The console's page keeps the secret in its own origin and
+// terminal, and writes it to a file only the user can read, whose path it
+// logs and which it removes when it returns (`carmy approvals` finds the
+// server there). The console's page keeps the secret in its own origin and
 // sends it in a header, never in a cookie. With an authenticator, the
 // console asks for a token, whose permissions decide what it may do.
 func (r *Registry) ConsoleURL(base string) string {
@@ -71,11 +95,17 @@ func (r *Registry) ConsoleURL(base string) string {
 }
 
 func (r *Registry) mountConsole(mux *http.ServeMux) {
-	files := http.FileServerFS(console.Files)
-	mux.HandleFunc("GET /console", r.serveConsole)
-	mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", assetsOnly(files)))
+	mountPage(mux)
+	mux.HandleFunc("POST /console/exchange", r.serveExchange(r.console))
 	mux.HandleFunc("GET /console/session", r.serveConsoleSession)
 	mux.HandleFunc("GET /console/executions", r.serveExecutions)
+}
+
+// mountPage serves the console's page and its assets: the same files in
+// every binary, which hold no data.
+func mountPage(mux *http.ServeMux) {
+	mux.HandleFunc("GET /console", serveConsole)
+	mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", assetsOnly(http.FileServerFS(console.Files))))
 }
 
 // assetsOnly serves the page's script and style sheet, never a directory's
@@ -92,9 +122,11 @@ func assetsOnly(h http.Handler) http.Handler {
 }
 
 // serveConsole serves the console's page. Opened with the console secret
-// (?token=), the page keeps the secret in its origin's storage and takes
-// it out of the address bar; the server sets no cookie.
-func (r *Registry) serveConsole(w http.ResponseWriter, req *http.Request) {
+// (?token=), or with a one-time code (?code=) that it exchanges for the
+// secret at POST /console/exchange, the page keeps the secret in its
+// origin's storage and takes it out of the address bar; the server sets
+// no cookie.
+func serveConsole(w http.ResponseWriter, req *http.Request) {
 	page, err := console.Files.ReadFile("index.html")
 	if err != nil {
 		writeError(w, Errorf(CodeInternal, "the console is missing"))
@@ -110,6 +142,44 @@ func (r *Registry) serveConsole(w http.ResponseWriter, req *http.Request) {
 	_, _ = w.Write(page)
 }
 
+// serveExchange exchanges a one-time code of c, which a link sent to a
+// client carries, for c's secret: once, within the code's time to live,
+// from the console's own page (or a program), with a JSON body. A link
+// read later from a process list, a log or a browser's history grants
+// nothing.
+func (r *Registry) serveExchange(c *consoleAuth) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if e := r.decisionRefused(req); e != nil {
+			r.refuse(w, req, "", e.status, e.Error)
+			return
+		}
+		var body struct {
+			Code string `json:"code"`
+		}
+		raw, err := io.ReadAll(req.Body) // bounded by the body limit
+		if err != nil || jsonv2.Unmarshal(raw, &body) != nil || body.Code == "" {
+			writeError(w, Errorf(CodeInvalidInput, `send {"code": "..."}: the one-time code of the console link`))
+			return
+		}
+		if c.secret == "" || !c.codes.Redeem(body.Code) {
+			r.refuse(w, req, "", http.StatusForbidden, &Error{Code: CodePermissionDenied,
+				Message: fmt.Sprintf("this console link was used before or has expired: a link works once, within %v; run `carmy approvals` in a terminal, or make the call again for a new link", console.CodeTTL),
+				Details: map[string]any{"reason": "code_used_or_expired"}})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"secret": c.secret})
+	}
+}
+
+// linkWithCode is the console link at base that a client is sent, with a
+// one-time code of c instead of its secret, and the query q.
+func linkWithCode(base string, c *consoleAuth, q url.Values) string {
+	if c.secret != "" {
+		q.Set("code", c.codes.Mint())
+	}
+	return base + "/console?" + q.Encode()
+}
+
 // consoleSession is what the console learns about its caller.
 type consoleSession struct {
 	Principal string `json:"principal"`
@@ -121,6 +191,13 @@ type consoleSession struct {
 	// Console: the server has a console secret, which alone makes an
 	// approver there.
 	Console bool `json:"console"`
+	// ApprovalsOnly: this console serves a person's approvals and nothing
+	// else (the console of a single-client session).
+	ApprovalsOnly bool `json:"approvals_only"`
+	// LinkFile is the file, only the user may read it, that holds the
+	// console's link with its secret, where the page sends a person who
+	// opened it without the secret.
+	LinkFile string `json:"link_file,omitempty"`
 }
 
 func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request) {
@@ -129,7 +206,8 @@ func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request)
 		r.writeAuthError(w, req, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, consoleSession{c.Principal, c.DecidesSome(), r.auth != nil, r.console.secret != ""})
+	writeJSON(w, http.StatusOK, consoleSession{Principal: c.Principal, Approver: c.DecidesSome(), Authenticated: r.auth != nil,
+		Console: r.console.secret != "", LinkFile: r.console.fileName()})
 }
 
 // recentSize is how many executions the console shows.
@@ -204,21 +282,12 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// consoleDir is the directory of the file that holds the console URL when
-// standard error is not a terminal: $XDG_RUNTIME_DIR, the user's own,
-// else the temporary directory.
-func consoleDir() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return d
-	}
-	return os.TempDir()
-}
-
 // announceConsole makes the address a server listens on the base of its
 // approval URLs, and gives the person who started the server the console
-// URL with its secret: printed when standard error is a terminal,
-// otherwise written to a file only the user can read, whose path (never
-// the secret) is logged.
+// URL with its secret: printed when standard error is a terminal, and
+// written to a file only the user can read, where `carmy approvals` finds
+// it and whose path (never the secret) is logged. The file is removed
+// when the registry closes.
 func (r *Registry) announceConsole(addr net.Addr) {
 	base := "http://" + addr.String()
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
@@ -229,18 +298,147 @@ func (r *Registry) announceConsole(addr net.Addr) {
 		return
 	}
 	link := r.ConsoleURL(base)
-	if out, terminal := r.tuning.console(); terminal {
+	out, terminal := r.tuning.console()
+	if terminal {
 		fmt.Fprintf(out, "carmy: to see the tools and approve calls, open %s\n", link)
-		return
 	}
-	f, err := os.CreateTemp(consoleDir(), "carmy-console-*.url") // mode 0600
-	if err == nil {
-		_, err = fmt.Fprintln(f, link)
-		err = errors.Join(err, f.Close())
-	}
+	path, err := r.writeConsoleFile(r.console, link)
 	if err != nil {
-		r.logger.Error("carmy: cannot write the console URL to a file: the console cannot decide approvals", "error", err)
+		if !terminal {
+			r.logger.Error("carmy: cannot write the console URL to a file: the console cannot decide approvals", "error", err)
+		}
 		return
 	}
-	r.logger.Info("carmy: the console URL, with the secret that approves calls, is in a file only this user can read", "path", f.Name(), "console", base+"/console")
+	r.logger.Info("carmy: the console URL, with the secret that approves calls, is in a file only this user can read", "path", path, "console", base+"/console")
+}
+
+// writeConsoleFile writes a console's link with its secret to a file only
+// the user can read, which the registry removes when it closes.
+func (r *Registry) writeConsoleFile(c *consoleAuth, link string) (string, error) {
+	path, err := console.WriteFile(link)
+	if err != nil {
+		return "", err
+	}
+	c.file.Store(&path)
+	r.consoleFiles.add(path)
+	return path, nil
+}
+
+// consoleFiles are the files holding console links that the registry
+// wrote, removed when it closes: a link must not outlive its server, and
+// `carmy approvals` must not list a server that is gone.
+type consoleFiles struct {
+	mu     sync.Mutex
+	paths  []string
+	closed bool
+}
+
+func (f *consoleFiles) add(path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		_ = os.Remove(path)
+		return
+	}
+	f.paths = append(f.paths, path)
+}
+
+// remove removes the files, and any written after.
+func (f *consoleFiles) remove() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	var errs []error
+	for _, p := range f.paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	f.paths = nil
+	return errors.Join(errs...)
+}
+
+// loopbackConsole is the console carmy serves on a loopback port that the
+// system picks, for the person at the client of a single-client transport
+// (stdio) to decide approvals: opened the first time such a client needs
+// it, closed with the registry. It serves the console's page, its assets
+// and the approvals of the session's principal, those behind its own
+// secret, and nothing else: no tool, no MCP, nothing that acts as the
+// stdio principal, which any local program could otherwise do there.
+type loopbackConsole struct {
+	once sync.Once
+	base string
+	auth *consoleAuth
+	err  error
+}
+
+// localConsole returns the base URL and the secret of the registry's
+// loopback console, opening it on the first call: it writes the link with
+// the secret to a file only the user can read, where `carmy approvals`
+// finds it.
+func (r *Registry) localConsole(ctx context.Context) (string, *consoleAuth, error) {
+	lc := &r.loopback
+	lc.once.Do(func() {
+		if r.streams.Err() != nil {
+			lc.err = errors.New("the registry is closed")
+			return
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			lc.err = err
+			return
+		}
+		lc.auth = newConsoleAuth(false)
+		lc.auth.codes.TTL = r.tuning.codeTTL
+		srv := &http.Server{Handler: r.loopbackHandler(lc.auth), ReadHeaderTimeout: r.tuning.readHeader(), IdleTimeout: r.tuning.idle(),
+			MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn)}
+		go func() { _ = srv.Serve(ln) }()
+		context.AfterFunc(r.streams, func() { _ = srv.Close() })
+		lc.base = "http://" + ln.Addr().String()
+		path, err := r.writeConsoleFile(lc.auth, lc.base+"/console?token="+lc.auth.secret)
+		if err != nil {
+			r.logger.Error("carmy: cannot write the console's link to a file: carmy approvals cannot find this server", "error", err)
+		}
+		r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: serving the console for approvals", slog.String("addr", ln.Addr().String()), slog.String("path", path))
+	})
+	return lc.base, lc.auth, lc.err
+}
+
+// personKey is the context key of the person a loopback console's request
+// comes from: the holder of its secret.
+type personKey struct{}
+
+// loopbackHandler is the loopback console's handler, behind the boundary
+// every handler of the registry keeps.
+func (r *Registry) loopbackHandler(c *consoleAuth) http.Handler {
+	who := approve.Who{Principal: r.stdioIdentity.Principal, Console: true, Scoped: true}
+	person := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, req *http.Request) {
+			if !c.holds(req) {
+				r.refuse(w, req, "", http.StatusForbidden, &Error{Code: CodePermissionDenied,
+					Message: "this console is the person's at the MCP client: open the link their client showed (it works once), or run `carmy approvals` in a terminal" + linkIn(c.fileName()),
+					Details: map[string]any{"reason": "console_secret", "link_file": c.fileName()}})
+				return
+			}
+			h(w, req.WithContext(context.WithValue(req.Context(), personKey{}, who)))
+		}
+	}
+	mux := http.NewServeMux()
+	mountPage(mux)
+	mux.HandleFunc("POST /console/exchange", r.serveExchange(c))
+	mux.HandleFunc("GET /console/session", func(w http.ResponseWriter, req *http.Request) {
+		s := consoleSession{Console: true, ApprovalsOnly: true, LinkFile: c.fileName()}
+		if c.holds(req) {
+			s.Principal, s.Approver = who.Principal, true
+		}
+		writeJSON(w, http.StatusOK, s)
+	})
+	mux.HandleFunc("GET /approvals", person(r.serveApprovals))
+	mux.HandleFunc("GET /approvals/{id}", person(r.serveApproval))
+	mux.HandleFunc("POST /approvals/{id}/approve", person(r.serveDecision(true)))
+	mux.HandleFunc("POST /approvals/{id}/deny", person(r.serveDecision(false)))
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s: this console serves a person's approvals only (GET /console, /approvals)", req.Method, req.URL.Path))
+	})
+	return r.protect(mux, nil, nil)
 }

@@ -161,16 +161,22 @@ func (b *Builder) Run(ctx context.Context) error {
 
 // RunStdio builds the registry and serves MCP on standard input and
 // output, for local agent clients that start the server themselves, until
-// ctx is done or the client closes the connection. Logs must not go to
-// standard output. A call that needs confirmation asks the person at the
-// client by form, or sends them to a console served on a loopback port,
-// as [Builder.NoFormConfirmation] tells.
+// ctx is done, the client closes the connection, or the process gets
+// SIGINT or SIGTERM. Logs must not go to standard output. A call that
+// needs confirmation asks the person at the client by form, or sends them
+// to a console served on a loopback port, as [Builder.NoFormConfirmation]
+// tells; a client that can do neither is refused with what the person can
+// do instead (`carmy approvals` in a terminal, which finds the console
+// through a file only the user can read). That file is removed when
+// RunStdio returns, the signals included.
 func (b *Builder) RunStdio(ctx context.Context) error {
 	r, err := b.Build()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	return r.ServeStdio(ctx, os.Stdin, os.Stdout)
 }
 
@@ -288,6 +294,9 @@ type tuning struct {
 
 	// limitClock is the clock of the in-process limiter; nil is time.Now.
 	limitClock func() time.Time
+	// codeTTL is how long a console link's one-time code waits for its
+	// use; 0 is console.CodeTTL.
+	codeTTL time.Duration
 }
 
 func (t *tuning) bodyRead() time.Duration {

@@ -37,6 +37,9 @@ const DefaultBodyLimit = 1 << 20
 //	                     [Builder.ApprovalTimeout])
 //	GET  /console        the console: tools, forms, approvals, executions
 //	                     (see [Registry.ConsoleURL])
+//	POST /console/exchange
+//	                     the console's page trades a link's one-time code
+//	                     for the console secret, once, within minutes
 //
 // A call answers 200 with {"execution_id","output","replayed"} and an
 // X-Carmy-Execution-Id header, or a status that fits the error's code with

@@ -8,9 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -36,8 +34,10 @@ import (
 // waits for a person's decision there (until the approval expires or the
 // client gives up), then runs again, which uses the approval up or gets
 // the denial. Over a single-client transport that page is a console that
-// carmy serves on a loopback port, and its URL carries the console
-// secret, for the person at the client. Other clients get the refusal.
+// carmy serves on a loopback port, and its URL carries a one-time code for
+// that console's secret, for the person at the client; other clients
+// there get a refusal that names what the person can use (personRefusal).
+// Other clients get the refusal.
 func (r *Registry) confirmOverMCP(ctx context.Context, p *mcpserve.Peer, c Call, refusal error) (Result, error) {
 	var e *Error
 	if !errors.As(refusal, &e) {
@@ -53,9 +53,13 @@ func (r *Registry) confirmOverMCP(ctx context.Context, p *mcpserve.Peer, c Call,
 	id, link := pending.ID, pending.URL
 	if p.Single() {
 		link = r.personalApprovalURL(ctx, id, link)
+		refusal = r.personRefusal(ctx, e, pending, false)
 	}
 	if link == "" || !p.CanElicitURL() {
 		return Result{}, refusal
+	}
+	if p.Single() {
+		refusal = r.personRefusal(ctx, e, pending, true) // from here, they were asked
 	}
 	res, err := p.Ask(ctx, "carmy/approval/"+id, &mcp.ElicitParams{
 		Mode:          "url",
@@ -84,26 +88,20 @@ func (r *Registry) confirmOverMCP(ctx context.Context, p *mcpserve.Peer, c Call,
 // transport's client decides on approval id: the console of the server
 // that link (the approval's URL, if any) is on, else the console that
 // carmy serves on a loopback port for the purpose, opened on the first
-// need. The URL carries the console secret, if the registry has one: the
-// client hands it to its user, not to the model. It is "" when no console
-// can be served.
+// need. The URL carries a one-time code that the page exchanges for the
+// console secret, if the console has one: the client hands it to its
+// user, not to the model. It is "" when no console can be served.
 func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) string {
+	c := r.console
 	base, ok := strings.CutSuffix(link, "/console?approval="+url.QueryEscape(id))
 	if !ok || base == "" {
 		var err error
-		if base, err = r.localConsole(ctx); err != nil {
+		if base, c, err = r.localConsole(ctx); err != nil {
 			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
 			return ""
 		}
 	}
-	u, err := url.Parse(r.ConsoleURL(base))
-	if err != nil {
-		return ""
-	}
-	q := u.Query()
-	q.Set("approval", id)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return linkWithCode(base, c, url.Values{"approval": {id}})
 }
 
 // asksByForm reports whether a call that needs confirmation is confirmed
@@ -203,12 +201,52 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpserve.Peer, c
 	case "decline":
 		return Result{}, r.declined(ctx, t, c, id)
 	}
+	if p.Single() {
+		return Result{}, r.personRefusal(ctx, refusal, pending, true)
+	}
 	return Result{}, refusal // dismissed: the call still needs a person's confirmation
 }
 
 // elicitationApprover names the person at the MCP client of principal, who
 // decided an approval by answering a confirmation form.
 func elicitationApprover(principal string) string { return "elicitation:" + principal }
+
+// personRefusal is the refusal of a call over a single-client transport
+// (stdio) that waits for pending, a person's approval: it names what
+// exists for that person, `carmy approvals` in a terminal and the
+// loopback console (opened for them, its link with the secret in a file
+// only the user can read), and says whether the person was asked already
+// (asked: they closed the page or the form without deciding). Without a
+// console, e stands.
+func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve.Pending, asked bool) error {
+	base, c, err := r.localConsole(ctx)
+	if err != nil {
+		return e
+	}
+	page, expires := base+"/console", pending.Expires.UTC().Format(time.RFC3339)
+	msg := fmt.Sprintf("%s needs the user's approval (approval %s): ask them to decide with `carmy approvals` in a terminal or at %s, then make the same call again before %s.",
+		pending.Tool, pending.ID, page, expires)
+	if asked {
+		msg = fmt.Sprintf("The user did not decide on %s (approval %s). They can still decide with `carmy approvals` in a terminal or at %s; then make the same call again before %s.",
+			pending.Tool, pending.ID, page, expires)
+	}
+	details := maps.Clone(e.Details)
+	details["console"] = page
+	details["host_help"] = fmt.Sprintf("a person approves or denies approval %s with `carmy approvals` in a terminal, or in the console at %s%s; a host may instead grant the permission %q, for this input only, or %q",
+		pending.ID, page, linkIn(c.fileName()), pending.Permission, details["tool_permission"])
+	out := *e
+	out.Message, out.Details = msg, details
+	return &out
+}
+
+// linkIn says where the console link with the secret is: in the file, if
+// one was written.
+func linkIn(file string) string {
+	if file == "" {
+		return ""
+	}
+	return " (its link with the secret is in " + file + ")"
+}
 
 // confirmAnswer reads an accepted confirmation form: whether the person
 // confirmed, or the invalid input error of an answer that breaks the form.
@@ -408,39 +446,6 @@ func (r *Registry) useOnce(ctx context.Context, c Call, nonce string, ttl time.D
 		return false
 	}
 	return true
-}
-
-// loopbackConsole is the registry's [Registry.Handler] served on a
-// loopback port that the system picks, for the person at the client of a
-// single-client transport (stdio) to decide approvals in the console:
-// opened the first time such a client needs it, closed with the registry.
-type loopbackConsole struct {
-	once sync.Once
-	base string
-	err  error
-}
-
-// localConsole returns the base URL of the registry's loopback console,
-// opening it on the first call.
-func (r *Registry) localConsole(ctx context.Context) (string, error) {
-	lc := &r.loopback
-	lc.once.Do(func() {
-		if r.streams.Err() != nil {
-			lc.err = errors.New("the registry is closed")
-			return
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			lc.err = err
-			return
-		}
-		srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: r.tuning.readHeader(), IdleTimeout: r.tuning.idle()}
-		go func() { _ = srv.Serve(ln) }()
-		context.AfterFunc(r.streams, func() { _ = srv.Close() })
-		lc.base = "http://" + ln.Addr().String()
-		r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: serving the console for approvals", slog.String("addr", ln.Addr().String()))
-	})
-	return lc.base, lc.err
 }
 
 // promptInput is an input as a person confirms it: its canonical form (the

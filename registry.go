@@ -130,7 +130,7 @@ type Registry struct {
 	workers   *workers
 	approvals *approvals
 	signer    *stateSigner // signs the sessionless protocol's request states
-	console   consoleAuth
+	console   *consoleAuth
 	recent    recent // the last calls, for the console
 	// observers are told of every decided call: the console's recent
 	// calls, and the audit when there are sinks.
@@ -153,6 +153,7 @@ type Registry struct {
 	mcp           *mcpserve.Server
 	mcpConfig     mcpConfig       // the host's additions to the MCP server
 	loopback      loopbackConsole // the console for a stdio client's user
+	consoleFiles  consoleFiles    // the files holding console links, removed at Close
 	streams       context.Context // done once the server shuts down
 	endStreams    context.CancelFunc
 	tuning        tuning
@@ -191,7 +192,7 @@ func (r *Registry) Close() error {
 		r.workers.close()
 		r.endStreams()
 		r.sessions.CloseAll()
-		var errs []error
+		errs := []error{r.consoleFiles.remove()}
 		for _, c := range r.closers {
 			errs = append(errs, c())
 		}

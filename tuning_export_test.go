@@ -39,3 +39,10 @@ func SetLimitClock(b *Builder, now func() time.Time) *Builder {
 	b.tuning.limitClock = now
 	return b
 }
+
+// SetCodeTTL sets how long the one-time codes of console links that b's
+// registry sends wait for their use.
+func SetCodeTTL(b *Builder, d time.Duration) *Builder {
+	b.tuning.codeTTL = d
+	return b
+}

@@ -6,12 +6,13 @@
 //
 // The commands are:
 //
-//	gen     write carmy_gen.go: the doc comments of a package's tools, for their schemas
-//	vet     check carmy.Tool calls before run time (also a go vet -vettool)
-//	new     create a module with one example tool, ready to run and test
-//	schema  print the input and output schemas of a package's tools
-//	tools   list the tools of a running server
-//	call    call a tool of a running server
+//	gen        write carmy_gen.go: the doc comments of a package's tools, for their schemas
+//	vet        check carmy.Tool calls before run time (also a go vet -vettool)
+//	new        create a module with one example tool, ready to run and test
+//	schema     print the input and output schemas of a package's tools
+//	tools      list the tools of a running server
+//	call       call a tool of a running server
+//	approvals  list and decide the calls that wait for you on your local servers
 //
 // Install it as a tool of your module and run it with go tool:
 //
@@ -59,6 +60,7 @@ func init() {
 		{"schema", "print the input and output schemas of a package's tools", runSchema},
 		{"tools", "list the tools of a running server", runTools},
 		{"call", "call a tool of a running server", runCall},
+		{"approvals", "list and decide the calls that wait for you on your local servers", runApprovals},
 		{"help", "show the help of carmy or of a command", runHelp},
 	}
 }
@@ -106,7 +108,7 @@ The commands are:
 
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "\t%-6s  %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "\t%-9s  %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
 Use "carmy <command> -h" for more about a command.

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/carmy-dev/carmy v0.0.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 )
 
 require (
@@ -23,7 +24,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/leodido/go-urn v1.5.0 // indirect
-	github.com/modelcontextprotocol/go-sdk v1.8.0 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect

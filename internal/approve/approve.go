@@ -28,6 +28,11 @@ type Who struct {
 	// there: its holder is the person who started the server, never the
 	// agent, which calls as the same anonymous principal.
 	Console bool
+	// Scoped narrows the console's rights to the approvals of Principal's
+	// calls: the console served for the person at one single-client
+	// session (stdio), whose calls are all that principal's, sees and
+	// decides those alone, whatever else the registry's store holds.
+	Scoped bool
 }
 
 // Reasons a decision is refused.
@@ -41,15 +46,19 @@ var (
 	ErrOwnCall = errors.New("approve: the principal that made a call never decides its approval")
 )
 
-// holds reports whether w holds the right to decide approvals of tool.
-func (w Who) holds(tool string) bool {
-	return w.Console || slices.Contains(w.Permissions, "approve:*") || slices.Contains(w.Permissions, "approve:"+tool)
+// holds reports whether w holds the right to decide approvals of tool,
+// for calls that principal made.
+func (w Who) holds(tool, principal string) bool {
+	if w.Console {
+		return !w.Scoped || principal == w.Principal
+	}
+	return slices.Contains(w.Permissions, "approve:*") || slices.Contains(w.Permissions, "approve:"+tool)
 }
 
 // MayDecide returns nil when w may approve or deny a, else [ErrNoRight] or
 // [ErrOwnCall].
 func (w Who) MayDecide(a store.Approval) error {
-	if !w.holds(a.Tool) {
+	if !w.holds(a.Tool, a.Principal) {
 		return ErrNoRight
 	}
 	if !w.Console && a.Principal == w.Principal {
@@ -61,13 +70,13 @@ func (w Who) MayDecide(a store.Approval) error {
 // MayView reports whether w may see a: one of a tool it may decide, or
 // one of its own calls.
 func (w Who) MayView(a store.Approval) bool {
-	return w.holds(a.Tool) || a.Principal == w.Principal
+	return w.holds(a.Tool, a.Principal) || a.Principal == w.Principal
 }
 
 // MayViewCall reports whether w may see a call of tool made by principal,
 // as the console's recent calls list it.
 func (w Who) MayViewCall(tool, principal string) bool {
-	return w.holds(tool) || principal == w.Principal
+	return w.holds(tool, principal) || principal == w.Principal
 }
 
 // DecidesSome reports whether w holds the right to decide approvals of

@@ -26,6 +26,8 @@ func TestMayDecide(t *testing.T) {
 		{"its own call, with approve:tool", Who{Principal: "agent", Permissions: []string{"approve:delete"}}, ErrOwnCall},
 		{"the console secret", Who{Console: true}, nil},
 		{"the console secret, the anonymous caller's call", Who{Console: true}, nil},
+		{"a single-client session's console, its principal's call", Who{Principal: "agent", Console: true, Scoped: true}, nil},
+		{"a single-client session's console, another principal's call", Who{Principal: "local", Console: true, Scoped: true}, ErrNoRight},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,6 +55,8 @@ func TestMayView(t *testing.T) {
 		{Who{Principal: "other"}, false},
 		{Who{Principal: "other", Permissions: []string{"approve:delete"}}, true},
 		{Who{Console: true}, true},
+		{Who{Principal: "agent", Console: true, Scoped: true}, true},
+		{Who{Principal: "local", Console: true, Scoped: true}, false},
 	} {
 		if got := tt.who.MayView(a); got != tt.want {
 			t.Errorf("%+v: MayView = %v, want %v", tt.who, got, tt.want)

@@ -1,7 +1,11 @@
 // Package console holds the files of carmy's console, the page a person
 // opens to watch calls and decide approvals: the page, its script and its
-// style sheet, embedded so that the console ships inside every binary.
-// The handlers that serve them, which need the registry, live with it.
+// style sheet, embedded so that the console ships inside every binary. It
+// also holds what carries the console's secret to the person without
+// exposing it: one-time codes for the links sent to clients ([Codes]), and
+// the owner-only files that hold a local server's console link, which
+// `carmy approvals` finds ([WriteFile], [Find]). The handlers that serve
+// the console, which need the registry, live with it.
 package console
 
 import "embed"

@@ -7,6 +7,7 @@ const state = {
   session: null,
   focus: new URLSearchParams(location.search).get('approval'),
   focused: false,
+  refused: '', // why the link's one-time code was refused
 };
 
 // el makes an element: attributes (text sets textContent, on* handlers),
@@ -27,23 +28,43 @@ const $ = (id) => document.getElementById(id);
 
 function token() { return sessionStorage.getItem('carmy.token') || ''; }
 
-// The console secret of a server without authentication arrives once, in
-// the URL the server printed (?token=). It is kept in this origin's
-// storage, which no other origin (another port of this host included) can
-// read, and sent in a header: never in a cookie, which browsers would hand
-// to every port of the host. localStorage, so that an approval link opened
-// in a new tab is already an approver's.
+// The console secret arrives once, in the URL: as itself (?token=) in the
+// URL a server printed for the person who started it, or as a one-time
+// code (?code=) in a link sent to an MCP client, which the page exchanges
+// for the secret on its first load, so that the link, read later from a
+// process list or a log, grants nothing. The secret is kept in this
+// origin's storage, which no other origin (another port of this host
+// included) can read, and sent in a header: never in a cookie, which
+// browsers would hand to every port of the host. localStorage, so that an
+// approval link opened in a new tab is already an approver's.
 const secretKey = 'carmy.console';
 function consoleSecret() { return localStorage.getItem(secretKey) || ''; }
-(function takeSecret() {
+const arrived = (function takeSecret() {
   const q = new URLSearchParams(location.search);
   const s = q.get('token');
-  if (s === null) return;
+  const code = q.get('code');
+  if (s === null && code === null) return { code: null };
   if (s) localStorage.setItem(secretKey, s);
   q.delete('token');
+  q.delete('code');
   const rest = q.toString();
   history.replaceState(null, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+  return { code };
 })();
+
+// exchange trades the link's one-time code for the console secret; a code
+// used before or expired gets the server's explanation.
+async function exchange() {
+  if (!arrived.code) return '';
+  const code = arrived.code;
+  arrived.code = null;
+  const { status, data } = await api('POST', '/console/exchange', JSON.stringify({ code }));
+  if (status === 200 && data && data.secret) {
+    localStorage.setItem(secretKey, data.secret);
+    return '';
+  }
+  return (data && data.error && data.error.message) || ('This link cannot be used (' + status + ').');
+}
 
 // api calls the server: the token, if any, as a bearer token; the console
 // secret, if any, in its header.
@@ -99,12 +120,24 @@ async function loadSession() {
     // A secret of an earlier run of a server on this port.
     localStorage.removeItem(secretKey);
   }
+  for (const id of ['tools-section', 'executions-section']) $(id).hidden = data.approvals_only;
   if (!data.authenticated && !data.approver) {
-    notice('Read-only: to approve or deny calls, open the console URL that the server printed when it started (or the file it named).');
+    notice(state.refused || whereToDecide());
   } else {
     notice('');
   }
   return 200;
+}
+
+// whereToDecide tells a person without the console secret where the
+// approver's link is.
+function whereToDecide() {
+  const s = state.session;
+  const file = s && s.link_file ? ' It is also in the file ' + s.link_file + ', which only the user who runs the server can read.' : '';
+  if (s && s.approvals_only) {
+    return 'This console belongs to the person at the MCP client: open the link the client showed (each link works once), or run "carmy approvals" in a terminal to approve or deny calls.' + file;
+  }
+  return 'Read-only: to approve or deny calls, open the console link with its secret that the server printed when it started, or run "carmy approvals" in a terminal.' + file;
 }
 
 // Tools --------------------------------------------------------------------
@@ -473,6 +506,10 @@ async function withText(a) {
 async function loadApprovals() {
   const { status, data } = await api('GET', '/approvals?status=pending&limit=50');
   const box = $('approvals');
+  if (status === 403 && state.session && state.session.approvals_only) {
+    box.replaceChildren(el('p', { class: 'empty', text: whereToDecide() }));
+    return;
+  }
   if (status !== 200) {
     box.replaceChildren(el('p', { class: 'empty', text: 'Approvals cannot be listed (' + status + ').' }));
     return;
@@ -528,8 +565,10 @@ function approvalCard(a, onDecide) {
         el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => act('deny') })));
     } else if (state.session && state.session.principal === a.principal && state.session.approver) {
       card.append(el('p', { class: 'empty', text: 'You made this call: another person decides it (a caller never decides its own call).' }));
+    } else if (state.session && state.session.console) {
+      card.append(el('p', { class: 'empty where', text: 'You may not decide this approval here. ' + whereToDecide() }));
     } else {
-      card.append(el('p', { class: 'empty', text: 'You may not decide this approval.' }));
+      card.append(el('p', { class: 'empty', text: 'You may not decide this approval: deciding needs the permission approve:' + a.tool + ' or approve:*, and a caller never decides its own call.' }));
     }
   }
   return card;
@@ -545,6 +584,7 @@ async function decide(id, what) {
 // Executions -----------------------------------------------------------------
 
 async function refreshExecutions() {
+  if (state.session && state.session.approvals_only) return;
   const { status, data } = await api('GET', '/console/executions');
   if (status !== 200) return;
   const body = $('executions').tBodies[0];
@@ -569,9 +609,10 @@ async function refresh() {
 
 async function start() {
   delete document.body.dataset.ready;
+  if (arrived.code) state.refused = await exchange();
   const status = await loadSession();
   if (status === 200) {
-    await loadTools();
+    if (!state.session.approvals_only) await loadTools();
     await refresh();
     document.body.dataset.ready = 'true';
   } else {

@@ -299,3 +299,48 @@ func (r *Registry) awaitDecision(ctx context.Context, id string) (store.Approval
 		t.Stop()
 	}
 }
+
+// Decide records the decision of a person that the host asked itself, in
+// process (an agent framework's interrupt, the host's own page), on the
+// pending approval id, which a [CodeConfirmationRequired] refusal names in
+// its details ("approval_id"). approver names that person for the logs and
+// the audit. Once approved, the same principal's next call of the same tool
+// with the same input runs, once, as after a decision in the console; once
+// denied, it is refused until the approval expires. Calls that wait for the
+// decision are woken.
+//
+// Decide is the host's, like the permissions a call carries: never let a
+// model, or the caller whose call waits, reach it. An approval that is no
+// longer pending is [CodeConflict], one that does not exist (or expired
+// and is gone) [CodeNotFound]. Decide is safe for concurrent use: of two
+// decisions on one approval, one wins and the other is a conflict.
+func (r *Registry) Decide(ctx context.Context, id string, approve bool, approver string) error {
+	if approver == "" {
+		f := FieldError{Path: "approver", Message: "is required: name the person who decided"}
+		return &Error{Code: CodeInvalidInput, Message: "Decide needs the approver: " + describe(f), Fields: []FieldError{f}}
+	}
+	err := r.decide(ctx, id, approve, approver)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrApprovalNotFound):
+		return &Error{Code: CodeNotFound, Message: fmt.Sprintf("no pending approval %s: it never existed, or it expired", id), Details: map[string]any{"approval_id": id}}
+	case errors.Is(err, store.ErrApprovalState):
+		return &Error{Code: CodeConflict, Message: fmt.Sprintf("approval %s is not pending: it cannot be decided again", id), Details: map[string]any{"approval_id": id}}
+	}
+	return r.approvalStoreError(err)
+}
+
+// decide records a decision on approval id, wakes the calls that wait for
+// one and logs it.
+func (r *Registry) decide(ctx context.Context, id string, approve bool, approver string) error {
+	a, err := r.approvals.store.Decide(ctx, id, approve, approver)
+	if err != nil {
+		return err
+	}
+	r.approvals.wake()
+	r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approval decided",
+		slog.Bool("approved", approve), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
+		slog.String("principal", a.Principal), slog.String("approver", a.Approver), slog.String("digest", a.Digest))
+	return nil
+}

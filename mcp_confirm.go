@@ -235,18 +235,9 @@ func (r *Registry) declined(ctx context.Context, t *tool, c Call, id string) err
 // it. An approval that is no longer pending keeps its state: the call that
 // follows gets what it says.
 func (r *Registry) decideByElicitation(ctx context.Context, id string, approve bool, principal string) {
-	approver := "elicitation:" + principal
-	a, err := r.approvals.store.Decide(ctx, id, approve, approver)
-	if err != nil {
-		if !errors.Is(err, store.ErrApprovalState) {
-			r.logger.Error("carmy: approval store failed", "error", err)
-		}
-		return
+	if err := r.decide(ctx, id, approve, "elicitation:"+principal); err != nil && !errors.Is(err, store.ErrApprovalState) {
+		r.logger.Error("carmy: approval store failed", "error", err)
 	}
-	r.approvals.wake()
-	r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approval decided",
-		slog.Bool("approved", approve), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
-		slog.String("principal", a.Principal), slog.String("approver", a.Approver), slog.String("digest", a.Digest))
 }
 
 // stateKey signs the request states that the server hands clients of the

@@ -148,7 +148,7 @@ func TestConfirmation(t *testing.T) {
 			}
 			p := resp.Interrupts()[0]
 			a, ok := genkitcarmy.PendingOf(p)
-			if !ok || a.Tool != "delete_note" || a.ID == "" || a.RequestID != "call-9" || string(a.Input) != `{"id":3}` {
+			if !ok || a.Tool != "delete_note" || a.ID == "" || a.RequestID != "call-9" || a.Input != `{"id":3}` {
 				t.Fatalf("pending = %+v, %v", a, ok)
 			}
 			if n := f.Deleted.Load(); n != 0 {

@@ -26,18 +26,18 @@ type Outcome struct {
 // Approval is a call's wait for a person's decision: what a framework's
 // interrupt carries to the person and back.
 type Approval struct {
-	ID        string          `json:"approval_id"`
-	Tool      string          `json:"tool"`
-	Input     json.RawMessage `json:"input"` // as the model sent it
-	URL       string          `json:"approval_url,omitempty"`
-	Expires   string          `json:"expires,omitempty"`
-	RequestID string          `json:"request_id,omitempty"`
+	ID        string `json:"approval_id"`
+	Tool      string `json:"tool"`
+	Input     string `json:"input"` // the JSON text the model sent
+	URL       string `json:"approval_url,omitempty"`
+	Expires   string `json:"expires,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Of reports whether input is the input the approval was asked for (but
 // for white space): a person's decision is recorded only for the input
 // they were shown.
-func (a Approval) Of(input []byte) bool { return sameJSON(a.Input, input) }
+func (a Approval) Of(input []byte) bool { return sameJSON([]byte(a.Input), input) }
 
 // Run runs a model's call of tool with input (JSON) for the caller the
 // options describe, with requestID (the framework's id of the call, if
@@ -57,7 +57,7 @@ func Run(ctx context.Context, reg *carmy.Registry, caller []carmy.CallOption, to
 		if id, _ := o.Err.Details["approval_id"].(string); id != "" {
 			url, _ := o.Err.Details["approval_url"].(string)
 			expires, _ := o.Err.Details["expires"].(string)
-			o.Pending = &Approval{ID: id, Tool: tool, Input: json.RawMessage(input), URL: url, Expires: expires, RequestID: requestID}
+			o.Pending = &Approval{ID: id, Tool: tool, Input: string(input), URL: url, Expires: expires, RequestID: requestID}
 		}
 	}
 	return o

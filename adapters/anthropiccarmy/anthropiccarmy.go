@@ -128,8 +128,8 @@ type runnerTool struct {
 	schema anthropic.BetaToolInputSchemaParam
 }
 
-func (t *runnerTool) Name() string                                   { return t.name }
-func (t *runnerTool) Description() string                            { return t.desc }
+func (t *runnerTool) Name() string                                    { return t.name }
+func (t *runnerTool) Description() string                             { return t.desc }
 func (t *runnerTool) InputSchema() anthropic.BetaToolInputSchemaParam { return t.schema }
 
 // Execute runs one call. The model reads the output (a string output as

@@ -190,8 +190,12 @@ func TestConfirmation(t *testing.T) {
 		want    string
 	}{
 		{"approved", func(context.Context, anthropiccarmy.Approval) (bool, string, error) { return true, "person:alice", nil }, 1, "deleted"},
-		{"denied", func(context.Context, anthropiccarmy.Approval) (bool, string, error) { return false, "person:alice", nil }, 0, `"code":"permission_denied"`},
-		{"cannot ask", func(context.Context, anthropiccarmy.Approval) (bool, string, error) { return false, "", errors.New("nobody there") }, 0, `"code":"confirmation_required"`},
+		{"denied", func(context.Context, anthropiccarmy.Approval) (bool, string, error) {
+			return false, "person:alice", nil
+		}, 0, `"code":"permission_denied"`},
+		{"cannot ask", func(context.Context, anthropiccarmy.Approval) (bool, string, error) {
+			return false, "", errors.New("nobody there")
+		}, 0, `"code":"confirmation_required"`},
 		{"no callback", nil, 0, `"code":"confirmation_required"`},
 	}
 	for _, c := range cases {

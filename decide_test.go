@@ -3,6 +3,7 @@ package carmy_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/carmy-dev/carmy"
@@ -28,7 +29,17 @@ func TestDecideInProcess(t *testing.T) {
 		return id
 	}
 	t.Run("approved runs once", func(t *testing.T) {
-		_, reg, runs := approvalServer(t, carmy.New())
+		var mu sync.Mutex
+		var executed []carmy.AuditRecord
+		audit := carmy.AuditorFunc(func(_ context.Context, rec carmy.AuditRecord) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if rec.Decision == carmy.AuditExecuted {
+				executed = append(executed, rec)
+			}
+			return nil
+		})
+		_, reg, runs := approvalServer(t, carmy.New().Audit(audit))
 		id := pending(t, reg)
 		if err := reg.Decide(ctx, id, true, "person:alice"); err != nil {
 			t.Fatal(err)
@@ -42,6 +53,11 @@ func TestDecideInProcess(t *testing.T) {
 		if n := runs.Load(); n != 1 {
 			t.Fatalf("runs = %d, want 1", n)
 		}
+		mu.Lock()
+		if len(executed) != 1 || executed[0].ApprovalID != id || executed[0].Approver != "person:alice" {
+			t.Errorf("audit of the execution: %+v, want approval %s by person:alice", executed, id)
+		}
+		mu.Unlock()
 		if err := reg.Decide(ctx, id, false, "person:alice"); carmy.CodeOf(err) != carmy.CodeConflict {
 			t.Fatalf("second decision: %v, want conflict", err)
 		}

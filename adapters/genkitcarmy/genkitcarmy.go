@@ -176,9 +176,6 @@ func (t *tool) run(tc *ai.ToolContext, input any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("genkitcarmy: the input of %s: %w", t.Name(), err)
 	}
-	if input == nil {
-		in = nil // no input: carmy reads {}
-	}
 	var o adapt.Outcome
 	if d, ok := decisionOf(tc); ok && d.Approval.Of(in) {
 		if e := adapt.Decide(tc, t.ts.reg, d.Approval.ID, d.Approve, d.Approver); e != nil {

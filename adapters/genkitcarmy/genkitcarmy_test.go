@@ -20,11 +20,13 @@ type scripted struct {
 	mu    sync.Mutex
 	turns [][]*ai.ToolRequest
 	seen  []*ai.ToolResponse // the tool results the model was sent
+	tools []*ai.ToolDefinition
 }
 
 func (m *scripted) generate(_ context.Context, req *ai.ModelRequest, _ ai.ModelStreamCallback) (*ai.ModelResponse, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.tools = req.Tools
 	if last := req.Messages[len(req.Messages)-1]; last.Role == ai.RoleTool {
 		for _, p := range last.Content {
 			if p.IsToolResponse() {
@@ -100,13 +102,14 @@ func toolset(t *testing.T, f *adapttest.Fixture) *genkitcarmy.Toolset {
 func TestToolRoundTrip(t *testing.T) {
 	f := adapttest.New(t)
 	g, m := setup(t, call("add_note", "call-1", map[string]any{"text": "milk"}))
-	ts := toolset(t, f)
-	def := genkitcarmy.ToolDefinition(t, ts, "add_note")
-	if def.Description != "Save a note" || !strings.Contains(mustJSON(t, def.InputSchema), `"text"`) {
-		t.Fatalf("definition = %+v", def)
-	}
-	if resp := generate(t, g, ts, prompt); resp.Text() != "done" {
+	if resp := generate(t, g, toolset(t, f), prompt); resp.Text() != "done" {
 		t.Fatalf("answer = %q", resp.Text())
+	}
+	if len(m.tools) != 2 || m.tools[0].Name != "add_note" || m.tools[0].Description != "Save a note" {
+		t.Fatalf("offered %s", mustJSON(t, m.tools))
+	}
+	if got, want := mustJSON(t, m.tools[0].InputSchema), `"required":["text"]`; !strings.Contains(got, want) || !strings.Contains(got, `"additionalProperties":false`) {
+		t.Fatalf("add_note's schema %s, want carmy's (%s, closed)", got, want)
 	}
 	if got, want := m.lastResult(t), `{"owner":"alice","text":"milk"}`; got != want {
 		t.Fatalf("the model read %s, want %s", got, want)
@@ -116,11 +119,12 @@ func TestToolRoundTrip(t *testing.T) {
 	}
 }
 
-// TestInvalidInput: an input that breaks the tool's rules reaches the
-// model as carmy's field errors, and the generation goes on.
+// TestInvalidInput: an input that breaks the tool's schema reaches the
+// model as carmy's field errors, and the generation goes on (Genkit's own
+// check of the schema would end it).
 func TestInvalidInput(t *testing.T) {
 	f := adapttest.New(t)
-	g, m := setup(t, call("add_note", "call-1", map[string]any{"text": ""}))
+	g, m := setup(t, call("add_note", "call-1", map[string]any{"text": 5}))
 	generate(t, g, toolset(t, f), prompt)
 	got := m.lastResult(t)
 	for _, want := range []string{`"code":"invalid_input"`, `"path":"text"`} {

@@ -2,6 +2,8 @@ package einocarmy_test
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/carmy-dev/carmy/adapters/einocarmy"
 	"github.com/carmy-dev/carmy/internal/adapt/adapttest"
+	"github.com/carmy-dev/carmy/llm"
 )
 
 // scripted is an Eino chat model that asks for the tool calls it is
@@ -140,8 +143,20 @@ func TestToolRoundTrip(t *testing.T) {
 	if len(m.offered) != 2 || m.offered[0].Name != "add_note" || m.offered[0].Desc != "Save a note" {
 		t.Fatalf("offered %+v", m.offered)
 	}
-	if s, err := m.offered[0].ToJSONSchema(); err != nil || s.Properties == nil || s.Properties.Len() != 1 {
-		t.Fatalf("add_note's schema: %+v, %v", s, err)
+	defs, err := llm.AnthropicTools(f.Reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range defs {
+		s, err := m.offered[i].ToJSONSchema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(s)
+		var a, b any
+		if json.Unmarshal(got, &a) != nil || json.Unmarshal(d.InputSchema, &b) != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("%s's schema offered as %s, want %s", d.Name, got, d.InputSchema)
+		}
 	}
 	if n := f.Added.Load(); n != 1 {
 		t.Fatalf("add_note ran %d times, want 1", n)

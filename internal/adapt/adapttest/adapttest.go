@@ -20,6 +20,15 @@ func Caller() []carmy.CallOption { return []carmy.CallOption{carmy.WithPrincipal
 // AddNote is the input of add_note.
 type AddNote struct {
 	Text string `json:"text" validate:"required,max=40" jsonschema:"description=The note"`
+	// Tags and Due give the schema arrays, pattern rules and a nullable
+	// field, which every framework's form of it must keep.
+	Tags []string `json:"tags,omitempty" validate:"max=3,dive,min=1,max=20"`
+	Due  *DueDate `json:"due"`
+}
+
+// DueDate is an optional part of a note, a nested object in the schema.
+type DueDate struct {
+	Day string `json:"day" validate:"datetime=2006-01-02"`
 }
 
 // Note is a saved note.

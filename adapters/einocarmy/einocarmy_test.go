@@ -143,7 +143,7 @@ func TestToolRoundTrip(t *testing.T) {
 	if len(m.offered) != 2 || m.offered[0].Name != "add_note" || m.offered[0].Desc != "Save a note" {
 		t.Fatalf("offered %+v", m.offered)
 	}
-	defs, err := llm.AnthropicTools(f.Reg)
+	defs, err := llm.AnthropicTools(f.Reg, adapttest.Caller()...)
 	if err != nil {
 		t.Fatal(err)
 	}

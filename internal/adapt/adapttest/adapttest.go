@@ -1,6 +1,7 @@
 // Package adapttest is the registry the adapters' end-to-end tests give
 // their frameworks: a tool that writes and a destructive one that needs a
-// person's confirmation, each counting its runs.
+// person's confirmation, each counting its runs, and one the tests' caller
+// may not call.
 package adapttest
 
 import (
@@ -61,7 +62,11 @@ func New(t testing.TB) *Fixture {
 		f.Deleted.Add(1)
 		return "deleted", nil
 	}, carmy.Destructive, carmy.Name("delete_note"), carmy.Description("Delete a note"), carmy.RequireConfirmation(), carmy.Register(false))
-	reg, err := carmy.New().Tool(add, del).Logger(slog.New(slog.DiscardHandler)).Build()
+	// The caller lacks the permission purge_notes requires: its model is
+	// never offered it.
+	purge := carmy.Tool(func() error { return nil }, carmy.Destructive, carmy.Name("purge_notes"),
+		carmy.Requires("notes:admin"), carmy.Register(false))
+	reg, err := carmy.New().Tool(add, del, purge).Logger(slog.New(slog.DiscardHandler)).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

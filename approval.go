@@ -307,7 +307,9 @@ func (r *Registry) awaitDecision(ctx context.Context, id string) (store.Approval
 // the audit. Once approved, the same principal's next call of the same tool
 // with the same input runs, once, as after a decision in the console; once
 // denied, it is refused until the approval expires. Calls that wait for the
-// decision are woken.
+// decision are woken. The approver is never the principal whose call
+// waits ([CodePermissionDenied]): the record names the person, as
+// "person:alice" or the like, not the agent that acts for them.
 //
 // Decide is the host's, like the permissions a call carries: never let a
 // model, or the caller whose call waits, reach it. An approval that is no
@@ -319,7 +321,15 @@ func (r *Registry) Decide(ctx context.Context, id string, approve bool, approver
 		f := FieldError{Path: "approver", Message: "is required: name the person who decided"}
 		return &Error{Code: CodeInvalidInput, Message: "Decide needs the approver: " + describe(f), Fields: []FieldError{f}}
 	}
-	err := r.decide(ctx, id, approve, approver)
+	a, err := r.approvals.store.Get(ctx, id)
+	if err == nil && a.Principal == approver {
+		return &Error{Code: CodePermissionDenied,
+			Message: "the principal that made a call never decides its approval: name the person who decided, such as \"person:" + approver + "\"",
+			Details: map[string]any{"approval_id": id, "reason": "own_call"}}
+	}
+	if err == nil {
+		err = r.decide(ctx, id, approve, approver)
+	}
 	switch {
 	case err == nil:
 		return nil

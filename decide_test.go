@@ -81,6 +81,12 @@ func TestDecideInProcess(t *testing.T) {
 		if err := reg.Decide(ctx, id, true, ""); carmy.CodeOf(err) != carmy.CodeInvalidInput {
 			t.Fatalf("no approver: %v, want invalid_input", err)
 		}
+		if err := reg.Decide(ctx, id, true, "alice"); carmy.CodeOf(err) != carmy.CodePermissionDenied {
+			t.Fatalf("the caller as approver: %v, want permission_denied", err)
+		}
+		if _, err := reg.Execute(ctx, call); carmy.CodeOf(err) != carmy.CodeConfirmationRequired {
+			t.Fatalf("after refused decisions: %v, want confirmation_required still", err)
+		}
 		if err := reg.Decide(ctx, "no-such-approval", true, "person:alice"); carmy.CodeOf(err) != carmy.CodeNotFound {
 			t.Fatalf("unknown approval: %v, want not_found", err)
 		}

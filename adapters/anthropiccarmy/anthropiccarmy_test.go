@@ -66,7 +66,9 @@ func (m *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.tools = req.Tools
+	if len(req.Tools) > 0 { // on a message thread, the first request alone has them
+		m.tools = req.Tools
+	}
 	var blocks []toolResult
 	if last := req.Messages[len(req.Messages)-1]; last.Role == "user" && json.Unmarshal(last.Content, &blocks) == nil {
 		for _, b := range blocks {
@@ -113,7 +115,6 @@ func run(t *testing.T, ts *anthropiccarmy.Toolset, turns ...[]map[string]any) *s
 			Model: "claude-test", MaxTokens: 100,
 			Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go"))},
 		},
-		DisableThread: true,
 	}))
 	msg, err := runner.RunToCompletion(context.Background())
 	if err != nil {

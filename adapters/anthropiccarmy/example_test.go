@@ -67,7 +67,6 @@ func Example() {
 	runner := anthropiccarmy.Runner(ts, client.Beta.Messages.NewToolRunner(ts.Tools(), anthropic.BetaToolRunnerParams{
 		BetaMessageNewParams: anthropic.BetaMessageNewParams{Model: "claude-demo", MaxTokens: 1024,
 			Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("Greet Ada"))}},
-		DisableThread: true,
 	}))
 	msg, err := runner.RunToCompletion(context.Background())
 	if err != nil {

@@ -29,10 +29,12 @@ import (
 	"github.com/carmy-dev/carmy/llm"
 )
 
-// Approval is a call that waits for a person: the approval's id, the tool,
-// the input as the model sent it (JSON text), the page where a person may
-// also decide (when the registry serves one), when the approval expires,
-// and the tool call's id.
+// Approval is a call that waits for a person's decision.
+// Its fields: ID (the approval's, as carmy's console and
+// Registry.Decide know it), Tool, Input (the JSON text the model sent:
+// show it to the person), URL (the console's page for it, when the
+// registry serves one), Expires (RFC 3339) and RequestID (the tool call's
+// id).
 type Approval = adapt.Approval
 
 // Confirm asks a person, in process, whether the call a describes may run,

@@ -35,9 +35,12 @@ import (
 )
 
 // Approval is what a call that waits for a person carries in its
-// interrupt: the approval's id, the tool, the input as the model sent it,
-// the page where a person may also decide (when the registry serves one),
-// when the approval expires, and the tool call's id.
+// interrupt, as its info and its state.
+// Its fields: ID (the approval's, as carmy's console and
+// Registry.Decide know it), Tool, Input (the JSON text the model sent:
+// show it to the person), URL (the console's page for it, when the
+// registry serves one), Expires (RFC 3339) and RequestID (the tool call's
+// id).
 type Approval = adapt.Approval
 
 func init() {

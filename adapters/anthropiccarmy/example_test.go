@@ -61,7 +61,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	ts.Confirm(func(ctx context.Context, a anthropiccarmy.Approval) (bool, string, error) {
-		return askThePerson(ctx, fmt.Sprintf("Allow %s with %s?", a.Tool, a.Input))
+		return askThePerson(ctx, fmt.Sprintf("Allow %s with %s?", a.Tool, a.Shown))
 	})
 	client := anthropic.NewClient(option.WithBaseURL(api.URL), option.WithAPIKey("demo"))
 	runner := anthropiccarmy.Runner(ts, client.Beta.Messages.NewToolRunner(ts.Tools(), anthropic.BetaToolRunnerParams{

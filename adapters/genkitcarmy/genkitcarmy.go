@@ -205,8 +205,9 @@ func decisionOf(tc *ai.ToolContext) (resumed, bool) {
 // Approval is what a call that waits for a person carries in its
 // interrupt's metadata.
 // Its fields: ID (the approval's, as carmy's console and
-// Registry.Decide know it), Tool, Input (the JSON text the model sent:
-// show it to the person), URL (the console's page for it, when the
+// Registry.Decide know it), Tool, Input (the JSON text the model sent),
+// Shown (Input as the person is to be shown it, hidden characters escaped,
+// as carmy's console shows an input), URL (the console's page for it, when the
 // registry serves one), Expires (RFC 3339) and RequestID (the tool call's
 // id).
 type Approval = adapt.Approval

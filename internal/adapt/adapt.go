@@ -7,11 +7,13 @@
 package adapt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/approve"
 )
 
 // Outcome is what became of one tool call.
@@ -26,9 +28,13 @@ type Outcome struct {
 // Approval is a call's wait for a person's decision: what a framework's
 // interrupt carries to the person and back.
 type Approval struct {
-	ID        string `json:"approval_id"`
-	Tool      string `json:"tool"`
-	Input     string `json:"input"` // the JSON text the model sent
+	ID    string `json:"approval_id"`
+	Tool  string `json:"tool"`
+	Input string `json:"input"` // the JSON text the model sent
+	// Shown is Input as a person is to be shown it before deciding:
+	// indented, every character that could hide or disguise text escaped
+	// as \uXXXX, as carmy's console and MCP prompt show an input.
+	Shown     string `json:"shown"`
 	URL       string `json:"approval_url,omitempty"`
 	Expires   string `json:"expires,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
@@ -57,10 +63,23 @@ func Run(ctx context.Context, reg *carmy.Registry, caller []carmy.CallOption, to
 		if id, _ := o.Err.Details["approval_id"].(string); id != "" {
 			url, _ := o.Err.Details["approval_url"].(string)
 			expires, _ := o.Err.Details["expires"].(string)
-			o.Pending = &Approval{ID: id, Tool: tool, Input: string(input), URL: url, Expires: expires, RequestID: requestID}
+			o.Pending = &Approval{ID: id, Tool: tool, Input: string(input), Shown: shown(input), URL: url, Expires: expires, RequestID: requestID}
 		}
 	}
 	return o
+}
+
+// shown is an input as a person is shown it; the input as it is when it
+// is not JSON, which validation then refuses.
+func shown(input []byte) string {
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = []byte("{}")
+	}
+	text, err := approve.Text(input)
+	if err != nil {
+		return string(input)
+	}
+	return text
 }
 
 // Decide records a person's decision on approval id, as the person's

@@ -90,6 +90,9 @@ func TestOutcome(t *testing.T) {
 	if o.Pending == nil || o.Pending.Tool != "delete_note" || o.Pending.RequestID != "r1" || !o.Pending.Of([]byte(`{ "id": 1 }`)) || o.Pending.Of([]byte(`{"id":2}`)) {
 		t.Fatalf("pending: %+v", o.Pending)
 	}
+	if want := "{\n  \"id\": 1\n}"; o.Pending.Shown != want {
+		t.Fatalf("shown %q, want %q", o.Pending.Shown, want)
+	}
 	if e := adapt.Decide(ctx, f.Reg, o.Pending.ID, true, "person:alice"); e != nil {
 		t.Fatal(e)
 	}

@@ -246,3 +246,24 @@ func TestReplayedCall(t *testing.T) {
 		t.Fatalf("add_note ran %d times for one call id, want 1", n)
 	}
 }
+
+// TestConfirmationBesideAnotherCall: in a turn with two calls, the one that
+// needs no person runs once, though the run stops for the other and
+// resumes.
+func TestConfirmationBesideAnotherCall(t *testing.T) {
+	ctx := context.Background()
+	f := adapttest.New(t)
+	turn := append(call("call-1", "add_note", `{"text":"milk"}`), call("call-2", "delete_note", `{"id":3}`)...)
+	r := agent(t, f, &scripted{turns: [][]schema.ToolCall{turn}})
+	_, err := r.Invoke(ctx, prompt, compose.WithCheckPointID("run"))
+	pending := einocarmy.PendingOf(err)
+	if len(pending) != 1 {
+		t.Fatalf("run: %v; want one call waiting for a person", err)
+	}
+	if _, err := r.Invoke(einocarmy.Approve(ctx, pending[0].InterruptID, "person:alice"), prompt, compose.WithCheckPointID("run")); err != nil {
+		t.Fatal(err)
+	}
+	if a, d := f.Added.Load(), f.Deleted.Load(); a != 1 || d != 1 {
+		t.Fatalf("add_note ran %d times, delete_note %d; want once each", a, d)
+	}
+}

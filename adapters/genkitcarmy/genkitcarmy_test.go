@@ -206,3 +206,25 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestConfirmationBesideAnotherCall: in a turn with two calls, the one that
+// needs no person runs once, though the generation stops for the other
+// and restarts.
+func TestConfirmationBesideAnotherCall(t *testing.T) {
+	f := adapttest.New(t)
+	turn := append(call("add_note", "call-1", map[string]any{"text": "milk"}), call("delete_note", "call-2", map[string]any{"id": 3})...)
+	g, _ := setup(t, turn)
+	ts := toolset(t, f)
+	resp := generate(t, g, ts, prompt)
+	if len(resp.Interrupts()) != 1 {
+		t.Fatalf("%d interrupts, want 1", len(resp.Interrupts()))
+	}
+	part, err := ts.Approve(resp.Interrupts()[0], "person:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	generate(t, g, ts, ai.WithMessages(resp.History()...), ai.WithToolRestarts(part))
+	if a, d := f.Added.Load(), f.Deleted.Load(); a != 1 || d != 1 {
+		t.Fatalf("add_note ran %d times, delete_note %d; want once each", a, d)
+	}
+}

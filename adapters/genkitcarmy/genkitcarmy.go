@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/core/api"
@@ -148,7 +149,9 @@ func (r *schemaRegistry) RegisterAction(key string, a api.Action) {
 }
 
 // schemaAction is an action whose descriptor shows schema as its input
-// schema; it runs as the action does, which checks no schema.
+// schema, and no output schema (Genkit would show the schema of its own
+// wrapper of a tool's output, and the result may be an error object); it
+// runs as the action does, which checks no schema.
 type schemaAction struct {
 	api.Action
 	schema map[string]any
@@ -157,6 +160,8 @@ type schemaAction struct {
 func (a *schemaAction) Desc() api.ActionDesc {
 	d := a.Action.Desc()
 	d.InputSchema = a.schema
+	d.Metadata = maps.Clone(d.Metadata)
+	d.Metadata["originalOutputSchema"] = map[string]any(nil) // the output schema a tool's definition shows
 	return d
 }
 

@@ -303,6 +303,50 @@ func (r *Registry) awaitDecision(ctx context.Context, id string) (store.Approval
 	}
 }
 
+// Decide records the decision of a person that the host asked itself, in
+// process (an agent framework's interrupt, the host's own page), on the
+// pending approval id, which a [CodeConfirmationRequired] refusal names in
+// its details ("approval_id"). approver names that person for the logs and
+// the audit. Once approved, the same principal's next call of the same tool
+// with the same input runs, once, as after a decision in the console; once
+// denied, it is refused until the approval expires. Calls that wait for the
+// decision are woken. The approver is never the principal whose call
+// waits ([CodePermissionDenied]): the record names the person, as
+// "person:alice" or the like, not the agent that acts for them.
+//
+// Decide is the host's, like the permissions a call carries: never let a
+// model, or the caller whose call waits, reach it. An approval that is no
+// longer pending is [CodeConflict], one that does not exist (or expired
+// and is gone) [CodeNotFound]. Decide is safe for concurrent use: of two
+// decisions on one approval, one wins and the other is a conflict.
+func (r *Registry) Decide(ctx context.Context, id string, approve bool, approver string) error {
+	if approver == "" {
+		f := FieldError{Path: "approver", Message: "is required: name the person who decided"}
+		return &Error{Code: CodeInvalidInput, Message: "Decide needs the approver: " + describe(f), Fields: []FieldError{f}}
+	}
+	a, err := r.approvals.store.Get(ctx, id)
+	if err == nil && a.Principal == approver {
+		refused := a
+		refused.Approver = ""
+		r.auditApproval(ctx, refused, AuditRefused, approver, CodePermissionDenied)
+		return &Error{Code: CodePermissionDenied,
+			Message: "the principal that made a call never decides its approval: name the person who decided, such as \"person:" + approver + "\"",
+			Details: map[string]any{"approval_id": id, "reason": "own_call"}}
+	}
+	if err == nil {
+		_, err = r.decide(ctx, id, approve, approver)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrApprovalNotFound):
+		return &Error{Code: CodeNotFound, Message: fmt.Sprintf("no pending approval %s: it never existed, or it expired", id), Details: map[string]any{"approval_id": id}}
+	case errors.Is(err, store.ErrApprovalState):
+		return &Error{Code: CodeConflict, Message: fmt.Sprintf("approval %s is not pending: it cannot be decided again", id), Details: map[string]any{"approval_id": id}}
+	}
+	return r.approvalStoreError(err)
+}
+
 // decide records approver's decision on approval id, wakes the calls that
 // wait for it on this host, and logs and audits it. attrs add to the log
 // line what the door knows of the decider.

@@ -39,6 +39,8 @@
 //     its tool runs.
 //   - prefix + "fence:{" + name + "}": the lock's fencing counter, with no
 //     TTL: one small key per serialized tool.
+//   - prefix + "rfence:{p:" + principal + "}": the counter of the fences of
+//     the principal's reservations, expiring a day after the last.
 //   - prefix + "appr:{appr}:" + id, prefix + "apprkey:{appr}:" + ... and
 //     prefix + "apprs:{appr}": the approvals, their index by call and their
 //     list (see approvals.go), kept an hour past their expiry.
@@ -413,6 +415,12 @@ func (s *Store) recordsKey(principal string) string {
 
 func (s *Store) lockKey(name string) string  { return s.prefix + "lock:{" + name + "}" }
 func (s *Store) fenceKey(name string) string { return s.prefix + "fence:{" + name + "}" }
+
+// reservationFenceKey is the principal's counter of reservation fences, in
+// the slot of the principal's idempotency keys.
+func (s *Store) reservationFenceKey(principal string) string {
+	return s.prefix + "rfence:{p:" + url.QueryEscape(principal) + "}"
+}
 
 // millis converts a lease or TTL to whole milliseconds, rounding up, at
 // least 1: Redis refuses an expiry of 0.

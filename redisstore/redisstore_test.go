@@ -369,19 +369,24 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 	s := newStore(t, c, testPrefix(t, c))
 	ctx := context.Background()
 	key, recs := s.idemKey(store.Key{Tool: "t", RequestID: "1"}), s.recordsKey("")
+	var begun []any
 	for range 2 {
-		v, err := beginScript.Run(ctx, c, s.guarded(key, recs), "d", "tok", 60_000, 10, 0, "", "fresh").Slice()
-		if err != nil || v[0] != int64(1) {
+		v, err := beginScript.Run(ctx, c, s.guarded(key, recs, s.reservationFenceKey("")), "d", "tok", 60_000, 10, 0, "", "fresh", time.Now().UnixMicro()).Slice()
+		if err != nil || v[0] != int64(1) || len(v) != 4 {
 			t.Fatalf("Begin sent twice = %v, %v; want owned both times", v, err)
 		}
+		begun = append(begun, v[3])
+	}
+	if begun[0] != begun[1] {
+		t.Fatalf("Begin sent twice got fences %v; want the same one", begun)
 	}
 	for range 2 {
-		ok, err := completeScript.Run(ctx, c, s.guarded(key, recs), "tok", "d", "e1", "1", "", 60_000, s.channel, 10, 0, "", "fresh", 0, "").Int64()
+		ok, err := completeScript.Run(ctx, c, []string{key, recs}, "tok", "d", "e1", "1", "", 60_000, s.channel, 10, 0).Int64()
 		if err != nil || ok != 1 {
 			t.Fatalf("Complete sent twice = %v, %v; want done both times", ok, err)
 		}
 	}
-	if ok, _ := completeScript.Run(ctx, c, s.guarded(key, recs), "tok", "d", "e2", "2", "", 60_000, s.channel, 10, 0, "", "fresh", 0, "").Int64(); ok != 0 {
+	if ok, _ := completeScript.Run(ctx, c, []string{key, recs}, "tok", "d", "e2", "2", "", 60_000, s.channel, 10, 0).Int64(); ok != 0 {
 		t.Fatal("another Complete with the same token replaced the record")
 	}
 	lk, fk := s.lockKey("tool"), s.fenceKey("tool")

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,6 +39,14 @@ type renewal struct {
 	digest string
 	epoch  string
 	began  int64
+	fence  int64
+
+	// born is when the lease was taken (before the script was sent), and
+	// confirmed how long after born a renewal that succeeded was sent: the
+	// lease holds at least until born + confirmed + lease. Both are read
+	// on the monotonic clock, which runs on while the process is stopped.
+	born      time.Time
+	confirmed atomic.Int64
 
 	ctx     context.Context // done when renewal must end, cancelling a renewal in flight
 	stop    context.CancelFunc
@@ -47,7 +56,7 @@ type renewal struct {
 // keepAlive prepares the renewal of the lease of key, held by token, which
 // start starts.
 func (s *Store) keepAlive(key, token string, lease time.Duration, what, lost string, attrs ...any) *renewal {
-	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, stopped: make(chan struct{})}
+	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, born: time.Now(), stopped: make(chan struct{})}
 	r.ctx, r.stop = context.WithCancel(context.Background())
 	r.renew = func(ctx context.Context) (int64, error) {
 		return s.batch.run(ctx, renewScript, []string{key}, token, millis(lease))
@@ -98,9 +107,27 @@ func (r *renewal) run() {
 			return
 		default:
 			renewed = start
+			r.confirm(start)
 			t.Reset(every)
 		}
 	}
+}
+
+// confirm notes that a renewal sent at start succeeded.
+func (r *renewal) confirm(start time.Time) {
+	d := int64(start.Sub(r.born))
+	for {
+		old := r.confirmed.Load()
+		if d <= old || r.confirmed.CompareAndSwap(old, d) {
+			return
+		}
+	}
+}
+
+// fresh reports whether the lease was confirmed less than a third of it
+// ago, so that it cannot have run out, whatever paused this process.
+func (r *renewal) fresh() bool {
+	return time.Since(r.born)-time.Duration(r.confirmed.Load()) < r.lease/3
 }
 
 // halt ends the renewal and waits for it. Halting twice is harmless.

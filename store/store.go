@@ -49,6 +49,13 @@ type Reservation struct {
 	// execute and then call Complete or Release with Token.
 	Owned bool
 	Token string
+	// Fence, of an owned reservation, is a number that grows with every
+	// new reservation of the key, on every host sharing the store and
+	// through a loss of its state, for the resource the execution writes
+	// to refuse the write of an execution whose reservation has since
+	// passed on (its lease ran out while its host was paused or cut off).
+	// A store that gives none leaves it 0.
+	Fence uint64
 	// Digest is the input digest of the execution that holds or held the
 	// key, when the caller does not own it.
 	Digest string
@@ -94,9 +101,12 @@ type IdempotencyStore interface {
 	// when ctx is done first. It must not poll without pause.
 	Wait(ctx context.Context, key Key) error
 	// Complete replaces the reservation held by token with rec, kept for
-	// ttl, and wakes the waiters. When the reservation is no longer
-	// token's, it changes nothing and returns an error wrapping
-	// [ErrLostReservation]. Any other error (the store cannot be reached)
+	// ttl, and wakes the waiters. When another reservation or a record
+	// holds the key, it changes nothing and returns an error wrapping
+	// [ErrLostReservation]. A store whose reservations lapse records an
+	// outcome whose key nobody holds (its lease ran out and nobody took
+	// it): the execution ran, and refusing its outcome would let a retry
+	// run it again. Any other error (the store cannot be reached)
 	// leaves the reservation held, and renewed, for the caller to call
 	// Complete again: the runtime does, with backoff, until it succeeds,
 	// so that an outcome is never lost while its holder lives.

@@ -389,6 +389,8 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) s
 			time.Sleep(short / 2)
 		}
 	})
+
+	testFences(t, newStore, key)
 }
 
 // ReservationAbandoner is an optional capability of an

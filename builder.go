@@ -41,6 +41,7 @@ type Builder struct {
 	errs       []error
 
 	approvalTimeout time.Duration
+	healthGrace     *time.Duration // nil: DefaultHealthGrace
 
 	effectPerms     map[Effect]string // see EffectPermissions
 	effectPermsSite string
@@ -396,6 +397,7 @@ func (b *Builder) Build() (*Registry, error) {
 			r.locker = store.NewMemoryLocker()
 		}
 	}
+	r.health = newHealth(b.healthGraceOrDefault(), r.store, r.locker)
 	for _, t := range r.tools {
 		t.handler = r.handlerFor(t, b.middleware)
 	}

@@ -124,6 +124,7 @@ type Registry struct {
 	locker    store.Locker
 	ttl       time.Duration
 	publicURL string // Builder.PublicURL: the base of approval links
+	health    *health
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals

@@ -34,3 +34,14 @@ func (s *Store) Check(ctx context.Context, key store.Key, token string) error {
 	r.confirm(start)
 	return nil
 }
+
+var _ store.Pinger = (*Store)(nil)
+
+// Ping returns nil when Redis answers within ctx: the hosts' health checks
+// ask it (see [store.Pinger]).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return failure(ctx, err)
+	}
+	return nil
+}

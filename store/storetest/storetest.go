@@ -391,6 +391,7 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) s
 	})
 
 	testFences(t, newStore, key)
+	testPing(t, newStore)
 }
 
 // ReservationAbandoner is an optional capability of an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -333,17 +334,20 @@ func (s *Store) Wait(ctx context.Context, key store.Key) error {
 // window ([WithWindow]) are evicted.
 func (s *Store) Complete(ctx context.Context, key store.Key, token string, rec store.Record, ttl time.Duration) error {
 	k, records := s.idemKey(key), s.recordsKey(key.Principal)
-	ok, err := completeScript.Run(ctx, s.client, []string{k, records}, token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error,
-		millis(ttl), s.channel, s.limit, s.windowMillis()).Int64()
-	if err != nil {
+	ok, err := s.evalReplicated(ctx, completeScript, []string{k, records}, token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error,
+		millis(ttl), s.channel, s.limit, s.windowMillis())
+	if err != nil && (ok != 1 || !errors.Is(err, ErrNotReplicated)) {
 		return failure(ctx, err)
 	}
+	first := s.renewalOf(token) != nil // not a Complete called again for the replicas
 	s.forget(token)
 	if ok != 1 {
 		return lost()
 	}
-	s.remember(entry{key: k, records: records, token: token, rec: rec, at: time.Now(), ttl: ttl})
-	return nil
+	if first {
+		s.remember(entry{key: k, records: records, token: token, rec: rec, at: time.Now(), ttl: ttl})
+	}
+	return err
 }
 
 // Release drops the reservation held by token without a record, and wakes

@@ -153,6 +153,9 @@ type Store struct {
 	gatesMu sync.Mutex
 	gates   map[string]chan struct{} // one waiter per lock name in this process goes to Redis
 
+	replicas       int           // WithReplicas: replicas that confirm each outcome
+	replicaTimeout time.Duration // how long Complete waits for them
+
 	limit      int                    // records per principal
 	window     atomic.Int64           // ms below which no record is evicted
 	marker     string                 // the key of the marker of lost state; "" in Redis Cluster
@@ -287,8 +290,11 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	if _, cluster := client.(*redis.ClusterClient); !cluster {
+	_, cluster := client.(*redis.ClusterClient)
+	if !cluster {
 		s.marker = s.prefix + "marker"
+	} else if s.replicas > 0 {
+		panic("redisstore: WithReplicas needs one primary (a single-node or failover client), not a cluster client")
 	}
 	if err := checkPrefix(s.prefix); err != nil {
 		panic("redisstore: " + err.Error())
@@ -340,7 +346,8 @@ func (s *Store) Close() error {
 // max_retries, pool_size, ...), and carmy's own: prefix (the key prefix,
 // [WithPrefix]), poll_interval (a Go duration, [WithPollInterval]), limit
 // (records per principal, [WithLimit]), window (a Go duration,
-// [WithWindow]) and journal (bytes, [WithJournal]). The client respects its callers' contexts
+// [WithWindow]), journal (bytes, [WithJournal]), and replicas with
+// replica_timeout (a count and a Go duration, [WithReplicas]). The client respects its callers' contexts
 // (ContextTimeoutEnabled) and is the store's, closed with it.
 func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 	u, err := url.Parse(raw)
@@ -388,6 +395,13 @@ func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 		}
 		opts = append(opts, WithLimit(n))
 		q.Del("limit")
+	}
+	replicaOpt, err := replicaOption(q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if replicaOpt != nil {
+		opts = append(opts, replicaOpt)
 	}
 	u.RawQuery = q.Encode()
 	ro, err := redis.ParseURL(u.String())

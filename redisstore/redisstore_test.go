@@ -307,17 +307,22 @@ func TestOpenURL(t *testing.T) {
 		"redis://127.0.0.1:6379/0?journal=32MiB",
 		"redis://127.0.0.1:6379/0?no_such_option=1",
 		"redis://127.0.0.1:6379/notadb",
+		"redis://127.0.0.1:6379/0?replicas=0",
+		"redis://127.0.0.1:6379/0?replicas=one",
+		"redis://127.0.0.1:6379/0?replica_timeout=1s",
+		"redis://127.0.0.1:6379/0?replicas=1&replica_timeout=0s",
+		"redis://127.0.0.1:6379/0?replicas=1&replica_timeout=soon",
 	} {
 		if _, _, err := open(bad); err == nil {
 			t.Errorf("open(%q) succeeded", bad)
 		}
 	}
-	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&limit=50&journal=0&dial_timeout=1s")
+	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&limit=50&journal=0&dial_timeout=1s&replicas=2&replica_timeout=250ms")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := st.(*Store)
-	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || s.limit != 50 || s.journal.budget != 0 || !s.owned {
+	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || s.limit != 50 || s.journal.budget != 0 || !s.owned || s.replicas != 2 || s.replicaTimeout != 250*time.Millisecond {
 		t.Fatalf("opened %+v", s)
 	}
 	if o := s.client.(*redis.Client).Options(); o.DB != 3 || o.DialTimeout != time.Second || !o.ContextTimeoutEnabled {

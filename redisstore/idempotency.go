@@ -40,33 +40,39 @@ end
 `
 
 // guardLua notes in the store's marker (a hash: id, the server's run id,
-// since, the Redis time of the last loss of state found, 0 for none, and
-// made, when the marker was made)
-// whether Redis lost its state: the marker is gone while the caller knew
-// one (known ~= ”), the server's run id changed (a restart or a failover),
-// or another host made the marker anew since the caller last saw it. It
-// returns the marker's id and since.
+// since, the Redis time of the last loss of state found, 0 for none, made,
+// when the marker was made, and kept, "1" when the last loss found kept
+// the marker) whether Redis lost its state: the marker is gone while the
+// caller knew one (known ~= ”), the server's run id changed (a restart or
+// a failover), or another host made the marker anew since the caller last
+// saw it. It returns the marker's id, since, and whether the last loss
+// kept the marker.
+//
+// A server that kept the marker (a replica promoted, a restart with AOF)
+// kept the state as of some moment: it may lack only what was written
+// since, which the hosts that hold reservations restore within one
+// renewal. A server without it lost everything.
 const guardLua = clockLua + `
 local function guard(mk, known, fresh, now)
 	local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
-	local m = redis.call('HMGET', mk, 'id', 'run', 'since', 'made')
-	local id, since = m[1], tonumber(m[3] or '0')
+	local m = redis.call('HMGET', mk, 'id', 'run', 'since', 'made', 'kept')
+	local id, since, kept = m[1], tonumber(m[3] or '0'), m[5] == '1'
 	if not id then
-		id = fresh
+		id, kept = fresh, false
 		if known ~= '' then
 			since = now
 		end
-		redis.call('HSET', mk, 'id', id, 'run', run, 'since', since, 'made', now)
+		redis.call('HSET', mk, 'id', id, 'run', run, 'since', since, 'made', now, 'kept', '0')
 	elseif m[2] ~= run then
-		since = now
-		redis.call('HSET', mk, 'run', run, 'since', since)
+		since, kept = now, true
+		redis.call('HSET', mk, 'run', run, 'since', since, 'kept', '1')
 	elseif known ~= '' and known ~= id and since < tonumber(m[4] or '0') then
 		-- made anew by a host that knew no marker: the first host that
 		-- knew the old one notes the loss, once
-		since = now
-		redis.call('HSET', mk, 'since', since)
+		since, kept = now, false
+		redis.call('HSET', mk, 'since', since, 'kept', '0')
 	end
-	return id, since
+	return id, since, kept
 end
 `
 
@@ -74,9 +80,10 @@ end
 // ARGV[3] ms, unless it exists: then it returns what it holds. A new key
 // is refused ({2}) when the principal's records KEYS[2] number ARGV[4] or
 // more and the oldest was made less than ARGV[5] ms ago, and held ({3,
-// id, ms left}) for one lease after the marker KEYS[4] (absent in Redis
-// Cluster) found a loss of state. It answers {1, marker id, Redis time,
-// fence} when it reserved.
+// id, ms left}) after the marker KEYS[4] (absent in Redis Cluster) found
+// a loss of state: for one lease when Redis lost the marker too, and for
+// a third of one, the renewal interval, when it kept it. It answers {1,
+// marker id, Redis time, fence} when it reserved.
 //
 // The fence is more than every fence of the principal's counter KEYS[3]
 // before, and at least ARGV[8] (the caller's clock in microseconds), so it
@@ -88,9 +95,9 @@ end
 // a command again when a network error or a timeout lost its reply.
 var beginScript = redis.NewScript(guardLua + `
 local now = clock()
-local id, since = '', 0
+local id, since, kept = '', 0, false
 if KEYS[4] then
-	id, since = guard(KEYS[4], ARGV[6], ARGV[7], now)
+	id, since, kept = guard(KEYS[4], ARGV[6], ARGV[7], now)
 end
 local v = redis.call('HMGET', KEYS[1], 'd', 't', 'e', 'o', 'x', 'f')
 if v[1] then
@@ -99,9 +106,12 @@ if v[1] then
 	end
 	return {0, v[1], v[2], v[3], v[4], v[5], id}
 end
-local lease = tonumber(ARGV[3])
-if since > 0 and now < since + lease then
-	return {3, id, since + lease - now}
+local hold = tonumber(ARGV[3])
+if kept then
+	hold = math.ceil(hold / 3)
+end
+if since > 0 and now < since + hold then
+	return {3, id, since + hold - now}
 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
 	local old = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
@@ -227,8 +237,12 @@ return redis.call('PTTL', KEYS[1])
 // Release succeed: it lapses only when this host dies or loses Redis for
 // longer than the lease. A new key is refused with [store.ErrCapacity]
 // when its principal holds the store's limit of records, all younger than
-// the window, and with [store.ErrRecovering] for one lease after Redis
-// was found to have lost its state.
+// the window, and with [store.ErrRecovering] after Redis was found to
+// have lost its state: for one lease when Redis lost the store's marker
+// too (everything was lost), and for a third of the lease, one renewal
+// interval, when it kept it (a promoted replica, a restart with AOF),
+// since every host restores the reservations it holds as soon as it sees
+// the change.
 func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease time.Duration) (store.Reservation, error) {
 	token := newToken()
 	k := s.idemKey(key)
@@ -266,6 +280,7 @@ func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease t
 		s.renewals[token] = r
 		s.renewalsMu.Unlock()
 		r.start()
+		s.startWatch()
 		return store.Reservation{Owned: true, Token: token, Fence: uint64(r.fence)}, nil
 	case 2:
 		s.learnEpoch(str(1))

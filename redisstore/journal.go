@@ -134,7 +134,16 @@ func (s *Store) remember(e entry) {
 		return
 	}
 	s.journal.add(e)
-	s.watchOnce.Do(func() { s.watching.Go(s.watch) })
+	s.startWatch()
+}
+
+// startWatch starts the watch for lost state, once: with the first
+// reservation or outcome, since only a host that holds one has something
+// to restore.
+func (s *Store) startWatch() {
+	if s.marker != "" {
+		s.watchOnce.Do(func() { s.watching.Go(s.watch) })
+	}
 }
 
 // lossSeen wakes the watch at once: a script answered with a marker this
@@ -165,6 +174,10 @@ func (s *Store) watch() {
 			newSince, _ := v[1].(int64)
 			if newID != id || (since >= 0 && newSince > since) {
 				pending = true
+				// New executions are held for a renewal interval at most:
+				// every reservation this host holds is restored now,
+				// whatever its lease.
+				s.lost.fire()
 			}
 			id, since = newID, newSince
 			s.learnEpoch(id)

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +86,7 @@ func (r *renewal) run() {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
+		case <-r.s.lost.wait(): // Redis lost its state: restore the reservation now
 		}
 		start := time.Now()
 		// Give up on this try when the lease would end anyway; once it may
@@ -134,4 +136,30 @@ func (r *renewal) fresh() bool {
 func (r *renewal) halt() {
 	r.stop()
 	<-r.stopped
+}
+
+// signal wakes every goroutine waiting on it at once, each time it fires.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed when the signal next fires.
+func (g *signal) wait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch == nil {
+		g.ch = make(chan struct{})
+	}
+	return g.ch
+}
+
+// fire wakes those waiting.
+func (g *signal) fire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch != nil {
+		close(g.ch)
+		g.ch = nil
+	}
 }

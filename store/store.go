@@ -126,9 +126,12 @@ var ErrCapacity = errors.New("the principal holds as many idempotency records as
 
 // ErrRecovering is returned, wrapped, by Begin while the store holds keyed
 // executions after finding that it lost its state (a restart without
-// persistence, a failover to a replica that lagged): for one lease, the
-// holders of reservations made before the loss restore them and record
-// their outcomes, so that no call in flight runs again elsewhere.
+// persistence, a failover to a replica that lagged): meanwhile the holders
+// of reservations made before the loss restore them and record their
+// outcomes, so that no call in flight runs again elsewhere. A store that
+// lost everything holds them for one lease; one that kept most (a
+// promoted replica, a restart with AOF) may hold them for less, as long as
+// its holders restore what it lacks within that time.
 var ErrRecovering = errors.New("the idempotency store lost its state recently and holds new executions until reservations made before are restored")
 
 // Windowed is an optional capability of an [IdempotencyStore] that bounds

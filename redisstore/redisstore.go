@@ -71,8 +71,10 @@
 //
 // Redis can lose what it held: a restart without persistence, a failover
 // to a replica that lagged, a FLUSHALL. Every script of a reservation
-// looks at the marker, and for one lease after a loss is found the store
-// holds new executions ([store.ErrRecovering]) while the hosts restore
+// looks at the marker, and after a loss is found the store holds new
+// executions ([store.ErrRecovering]) for one lease, or for one renewal
+// interval (a third of it) when Redis kept the marker (a promoted replica,
+// a restart with AOF), while the hosts restore
 // the reservations they hold, record their outcomes, and record again the
 // outcomes they remember ([WithJournal]): a request in flight or finished
 // before the loss is not run again by its retry, as long as its host
@@ -167,6 +169,7 @@ type Store struct {
 	watchOnce sync.Once      // starts watch with the first outcome remembered
 	watching  sync.WaitGroup // watch, until the store closes
 	poke      chan struct{}  // wakes watch at once
+	lost      signal         // fired by watch when Redis lost its state, to renew every reservation now
 	closed    chan struct{}  // closed by Close
 
 	closeOnce sync.Once
@@ -350,6 +353,7 @@ func (s *Store) Close() error {
 // replica_timeout (a count and a Go duration, [WithReplicas]). The client respects its callers' contexts
 // (ContextTimeoutEnabled) and is the store's, closed with it.
 func open(raw string) (store.IdempotencyStore, store.Locker, error) {
+	raw, sentinels := splitSentinels(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redisstore: %w", err)
@@ -403,15 +407,47 @@ func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 	if replicaOpt != nil {
 		opts = append(opts, replicaOpt)
 	}
-	u.RawQuery = q.Encode()
-	ro, err := redis.ParseURL(u.String())
+	client, err := dial(u, q, sentinels)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redisstore: %w", err)
 	}
-	ro.ContextTimeoutEnabled = true // a caller's cancellation ends its wait for Redis
-	s := New(redis.NewClient(ro), opts...)
+	s := New(client, opts...)
 	s.owned = true
 	return s, s, nil
+}
+
+// dial opens the client of URL u whose carmy parameters were taken out of
+// q: a single node, or the primary that the Sentinels at u's host and
+// sentinels (the other addresses of the URL) name. The client respects
+// its callers' contexts.
+func dial(u *url.URL, q url.Values, sentinels []string) (*redis.Client, error) {
+	scheme, sentinel := strings.CutSuffix(u.Scheme, "-sentinel")
+	if !sentinel {
+		u.RawQuery = q.Encode()
+		ro, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		ro.ContextTimeoutEnabled = true // a caller's cancellation ends its wait for Redis
+		return redis.NewClient(ro), nil
+	}
+	if q.Has("master") {
+		q.Set("master_name", q.Get("master"))
+		q.Del("master")
+	}
+	if q.Get("master_name") == "" {
+		return nil, fmt.Errorf("%s URL names no primary: add ?master=NAME, the name the Sentinels monitor it by", u.Scheme)
+	}
+	for _, a := range sentinels {
+		q.Add("addr", a)
+	}
+	u.Scheme, u.RawQuery = scheme, q.Encode()
+	fo, err := redis.ParseFailoverURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	fo.ContextTimeoutEnabled = true
+	return redis.NewFailoverClient(fo), nil
 }
 
 // keys

@@ -188,10 +188,16 @@ return 1
 // since it was made (marker KEYS[2], checked as beginScript does with
 // ARGV[4] and ARGV[5]: its id is no longer ARGV[7], or a loss was found
 // after ARGV[6], the Redis time of the reservation) is restored with its
-// digest ARGV[3] and fence ARGV[8], since its holder lives.
+// digest ARGV[3] and fence ARGV[8], since its holder lives. It answers 2
+// when the reservation's own outcome replaced it: a Complete whose reply
+// was late or lost got there first.
 var renewReservationScript = redis.NewScript(guardLua + `
-if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
+local v = redis.call('HMGET', KEYS[1], 't', 'k')
+if v[1] == ARGV[1] then
 	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if v[2] == ARGV[1] then
+	return 2
 end
 if not KEYS[2] or ARGV[7] == '' or redis.call('EXISTS', KEYS[1]) == 1 then
 	return 0

@@ -31,8 +31,9 @@ type renewal struct {
 	lost  string // logged when another holder took the key
 	attrs []any  // what names the key in the log
 
-	// renew extends the lease once, answering 1 when it did; for a lock,
-	// renewScript. A reservation's restores it after Redis lost its state.
+	// renew extends the lease once, answering 1 when it did, and 2 when
+	// the reservation's own outcome is recorded; for a lock, renewScript.
+	// A reservation's restores it after Redis lost its state.
 	renew func(ctx context.Context) (int64, error)
 	// Of a reservation: its digest, the id of the store's marker when it
 	// was made, and the Redis time it was made at, which judge whether
@@ -104,6 +105,8 @@ func (r *renewal) run() {
 		case err != nil:
 			r.s.logger.Warn("carmy/redisstore: cannot renew "+r.what+"; trying again", append(r.attrs, "error", err)...)
 			t.Reset(max(every/4, time.Millisecond))
+		case ok == 2: // its own outcome is recorded: nothing was lost
+			return
 		case ok != 1:
 			r.s.logger.Error(r.lost, append(r.attrs, "lease", r.lease)...)
 			return

@@ -28,7 +28,8 @@ const DefaultReplicaTimeout = time.Second
 // under a millisecond on one network; more across zones), and timeout on
 // every outcome while fewer than n replicas are up: ask for no more
 // replicas than you run. n <= 0 waits for none (the default); timeout <= 0
-// means [DefaultReplicaTimeout]. It needs one primary (a single-node or a
+// means [DefaultReplicaTimeout]. Keep timeout below the client's read
+// timeout (go-redis's default is 3 s), which bounds the wait too. It needs one primary (a single-node or a
 // failover client): New panics on a cluster client, whose pipelines may
 // send WAIT to another node.
 func WithReplicas(n int, timeout time.Duration) Option {

@@ -57,6 +57,7 @@ func TestHealthWhileRedisIsDown(t *testing.T) {
 		t.Errorf("GET /readyz at once after Redis stopped = %d; want 200 within the grace", got)
 	}
 	took := awaitStatus("/healthz", 503)
+	t.Logf("GET /healthz answered 503 %v after Redis stopped (grace %v)", took.Round(time.Millisecond), grace)
 	if took < grace/2 {
 		t.Errorf("GET /healthz failed %v after Redis stopped; want the grace of %v first", took, grace)
 	}
@@ -64,6 +65,7 @@ func TestHealthWhileRedisIsDown(t *testing.T) {
 		t.Errorf("during the outage /readyz = %d, /livez = %d; want 503 and 200", status("/readyz"), status("/livez"))
 	}
 	startServer(t, port)
-	awaitStatus("/readyz", 200)
+	back := awaitStatus("/readyz", 200)
 	awaitStatus("/healthz", 200)
+	t.Logf("GET /readyz answered 200 %v after Redis answered again", back.Round(time.Millisecond))
 }

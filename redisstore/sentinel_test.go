@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,20 +64,31 @@ func masterPort(t *testing.T, sentinel *server) int {
 // the primary is killed; the Sentinel promotes its replica, the hosts
 // follow it, and no request id runs twice: the promoted replica kept the
 // store's marker, so new executions are held for one renewal interval
-// while the hosts restore their reservations and outcomes.
+// while the hosts restore their reservations, and the outcomes it lacks
+// (all those of its last 100 ms, when its replication stream is delayed).
 // docs/reliability.md reports the runs (go test -v -run TestFailoverThroughSentinel).
 func TestFailoverThroughSentinel(t *testing.T) {
 	redisURL(t) // only where the Redis tests run
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not installed: apt-get install redis-server redis-sentinel (bash .ci/run does)")
 	}
+	for _, lag := range []time.Duration{0, 100 * time.Millisecond} {
+		t.Run(fmt.Sprintf("replica %v behind", lag), func(t *testing.T) { sentinelFailover(t, lag) })
+	}
+}
+
+func sentinelFailover(t *testing.T, lag time.Duration) {
 	const (
 		ids    = 600
 		spread = 3 * time.Second
 		killAt = time.Second
 	)
 	primary := startServer(t, freePort(t), "--repl-diskless-sync-delay", "0")
-	replica := startReplica(t, primary)
+	upstream := primary
+	if lag > 0 {
+		upstream = &server{port: delayingProxy(t, primary.addr(), lag)}
+	}
+	replica := startReplica(t, upstream)
 	sentinel := startSentinel(t, primary)
 	pay := newPay()
 	regs := make([]*carmy.Registry, 3)
@@ -100,7 +113,62 @@ func TestFailoverThroughSentinel(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		return fmt.Sprintf("primary killed at %v, replica promoted by the Sentinel %v later", killed.Sub(start).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+		return fmt.Sprintf("primary killed at %v, replica %v behind promoted by the Sentinel %v later", killed.Sub(start).Round(time.Millisecond), lag, time.Since(killed).Round(time.Millisecond))
 	})
 	pay.check(t, ids, r)
+}
+
+// delayingProxy forwards connections to addr, delivering what addr sends
+// lag late, as a replica far from its primary receives the replication
+// stream; it returns its port.
+func delayingProxy(t *testing.T, addr string, lag time.Duration) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			down, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				_ = down.Close()
+				continue
+			}
+			t.Cleanup(func() { _ = up.Close(); _ = down.Close() })
+			go func() { _, _ = io.Copy(up, down) }()
+			type chunk struct {
+				at time.Time
+				b  []byte
+			}
+			chunks := make(chan chunk, 1024)
+			go func() {
+				defer close(chunks)
+				for {
+					b := make([]byte, 32<<10)
+					n, err := up.Read(b)
+					if n > 0 {
+						chunks <- chunk{time.Now().Add(lag), b[:n]}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			go func() {
+				defer down.Close()
+				for c := range chunks {
+					time.Sleep(time.Until(c.at))
+					if _, err := down.Write(c.b); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -18,7 +18,8 @@ import (
 // startReplica starts a replica of primary and waits until it is in sync.
 func startReplica(t *testing.T, primary *server) *server {
 	t.Helper()
-	r := startServer(t, freePort(t), "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
+	// The replica writes the primary's snapshot to its directory.
+	r := startServer(t, freePort(t), "--replicaof", "127.0.0.1", strconv.Itoa(primary.port), "--dir", t.TempDir())
 	c := redis.NewClient(&redis.Options{Addr: r.addr()})
 	defer c.Close()
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {

@@ -52,8 +52,6 @@ func TestFailoverHoldsNewCallsOneRenewal(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			time.Sleep(100 * time.Millisecond) // the hosts' watches take their first look
-
 			tc.lose(t, holder, prefix, holder.idemKey(inFlight))
 
 			start := time.Now()

@@ -83,7 +83,8 @@ end
 // id, ms left}) after the marker KEYS[4] (absent in Redis Cluster) found
 // a loss of state: for one lease when Redis lost the marker too, and for
 // a third of one, the renewal interval, when it kept it. It answers {1,
-// marker id, Redis time, fence} when it reserved.
+// marker id, Redis time, fence, time of the last loss found} when it
+// reserved.
 //
 // The fence is more than every fence of the principal's counter KEYS[3]
 // before, and at least ARGV[8] (the caller's clock in microseconds), so it
@@ -102,7 +103,7 @@ end
 local v = redis.call('HMGET', KEYS[1], 'd', 't', 'e', 'o', 'x', 'f')
 if v[1] then
 	if v[2] == ARGV[2] then
-		return {1, id, now, tonumber(v[6])} -- this very reservation: the client sent Begin again after losing the reply
+		return {1, id, now, tonumber(v[6]), since} -- this very reservation: the client sent Begin again after losing the reply
 	end
 	return {0, v[1], v[2], v[3], v[4], v[5], id}
 end
@@ -130,7 +131,7 @@ end
 redis.call('PEXPIRE', KEYS[3], 86400000)
 redis.call('HSET', KEYS[1], 'd', ARGV[1], 't', ARGV[2], 'f', fence)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, id, now, fence}
+return {1, id, now, fence, since}
 `)
 
 // completeScript replaces the reservation of token ARGV[1] with a record
@@ -277,6 +278,7 @@ func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease t
 	case 1:
 		epoch := str(1)
 		s.learnEpoch(epoch)
+		s.firstSince.CompareAndSwap(-1, num(4))
 		r := s.keepAlive(k, token, lease, "an idempotency reservation",
 			"carmy/redisstore: lost an idempotency reservation while its execution was running: its lease ran out, and a retry may run the request again",
 			"principal", key.Principal, "tool", key.Tool, "request_id", key.RequestID)

@@ -163,8 +163,10 @@ func (s *Store) lossSeen() {
 func (s *Store) watch() {
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
-	id, since := s.knownEpoch(), int64(-1) // the loss noted before the first look is not news
-	pending := false                       // a loss was found, and its outcomes are not all restored
+	// A loss noted before the first reservation is not news; one noted
+	// since is, even when found at the first look.
+	id, since := s.knownEpoch(), s.firstSince.Load()
+	pending := false // a loss was found, and its outcomes are not all restored
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), max(s.poll, time.Second))
 		v, err := watchScript.Run(ctx, s.upkeep.get(), []string{s.marker}, s.knownEpoch(), newToken()).Slice()

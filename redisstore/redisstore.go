@@ -174,6 +174,10 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// firstSince is the time of the last loss found, as the first
+	// reservation learned it (-1 before): watch takes a later one for news.
+	firstSince atomic.Int64
 }
 
 var (
@@ -290,6 +294,7 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}, limit: DefaultLimit, renewals: map[string]*renewal{},
 		journal: journal{budget: DefaultJournal}, poke: make(chan struct{}, 1), closed: make(chan struct{})}
 	s.window.Store(store.DefaultWindow.Milliseconds())
+	s.firstSince.Store(-1)
 	for _, o := range opts {
 		o(s)
 	}

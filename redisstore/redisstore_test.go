@@ -377,7 +377,7 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 	var begun []any
 	for range 2 {
 		v, err := beginScript.Run(ctx, c, s.guarded(key, recs, s.reservationFenceKey("")), "d", "tok", 60_000, 10, 0, "", "fresh", time.Now().UnixMicro()).Slice()
-		if err != nil || v[0] != int64(1) || len(v) != 4 {
+		if err != nil || v[0] != int64(1) || len(v) != 5 {
 			t.Fatalf("Begin sent twice = %v, %v; want owned both times", v, err)
 		}
 		begun = append(begun, v[3])

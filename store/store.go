@@ -54,7 +54,7 @@ type Reservation struct {
 	// through a loss of its state, for the resource the execution writes
 	// to refuse the write of an execution whose reservation has since
 	// passed on (its lease ran out while its host was paused or cut off).
-	// A store that gives none leaves it 0.
+	// The storetest package checks that it is set and grows.
 	Fence uint64
 	// Digest is the input digest of the execution that holds or held the
 	// key, when the caller does not own it.

@@ -5,7 +5,8 @@
 // pass an implementation to Builder.Store and Builder.Locker.
 //
 // The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
-// [ApprovalStore]) and their record types, the in-memory implementations a
+// [ApprovalStore]), the optional capabilities a shared store adds
+// ([Checker], [Pinger], [Windowed]) and their record types, the in-memory implementations a
 // builder uses by default ([NewMemoryStore], [NewMemoryLocker],
 // [NewMemoryApprovals]), and the registry of store
 // implementations by URL scheme ([Register], [Open]). The storetest package

@@ -75,7 +75,7 @@ func (l *ledger) write(id string, fence uint64) error {
 // nobody took the request id, its outcome is recorded when it resumes, and
 // a retry replays it.
 func TestHostPausedPastItsLease(t *testing.T) {
-	const lease = 300 * time.Millisecond
+	const lease = 600 * time.Millisecond
 	for _, tc := range []struct {
 		name        string
 		inBegin     bool // paused before the tool started, or while it ran

@@ -18,7 +18,8 @@ import (
 // authenticator checks requests that arrived on a loopback address. A
 // name without a port, "tools.example.com", matches any port;
 // "tools.example.com:8443" matches that port only. Every other Host is
-// refused with 403 on every route but /healthz, so that a web page whose
+// refused with 403 on every route but the health checks (/healthz,
+// /readyz, /livez), so that a web page whose
 // domain an attacker rebinds to the server's address cannot reach the
 // tools.
 func (b *Builder) AllowHosts(hosts ...string) *Builder {

@@ -44,6 +44,7 @@ type Builder struct {
 
 	approvalTimeout time.Duration
 	stateKey        []byte
+	healthGrace     *time.Duration // nil: DefaultHealthGrace
 
 	effectPerms     map[Effect]string // see EffectPermissions
 	effectPermsSite string
@@ -408,6 +409,7 @@ func (b *Builder) Build() (*Registry, error) {
 			r.locker = store.NewMemoryLocker()
 		}
 	}
+	r.health = newHealth(b.healthGraceOrDefault(), r.store, r.locker)
 	for _, t := range r.tools {
 		t.handler = r.handlerFor(t, b.middleware)
 	}

@@ -41,11 +41,16 @@ type Context struct {
 	// Metadata carries the host's extra facts about the call. Tools must
 	// treat it as read-only.
 	Metadata map[string]string
-	// Fence is the fencing token of the serialization lock this execution
-	// holds, for a tool that is not parallel-safe; 0 otherwise. It grows
-	// with every acquisition, so a resource that remembers the highest
-	// fence it saw can refuse a writer whose lock has since passed to
-	// another host.
+	// Fence is a fencing token for the resource the tool writes to: for a
+	// tool that is not parallel-safe, the fence of the serialization lock
+	// this execution holds, which grows with every acquisition; otherwise,
+	// for a call with a request id, the fence of its idempotency
+	// reservation, which grows with every new reservation of that request
+	// id, on every host; 0 for a parallel-safe call without a request id.
+	// A resource that remembers the highest fence it saw (per lock, or per
+	// request id) can refuse the write of an execution whose lock or
+	// reservation has since passed to another (its host was paused or cut
+	// off for longer than the lease).
 	Fence uint64
 
 	log *slog.Logger // the registry's logger, for Log

@@ -27,7 +27,11 @@ const DefaultBodyLimit = 1 << 20
 //	POST /tools/{name}   call a tool: the body is the input, the
 //	                     Idempotency-Key header the request id
 //	     /mcp            the Model Context Protocol, streamable HTTP
-//	GET  /healthz        200 while the registry serves
+//	GET  /healthz        200 while the registry serves and reaches its
+//	                     store; 503 once the store was out of reach for
+//	                     longer than [Builder.HealthGrace]
+//	GET  /readyz         the same, for a readiness probe
+//	GET  /livez          200 while the process serves, for a liveness probe
 //	GET  /approvals      the approvals the caller may see, newest first
 //	GET  /approvals/{id} one approval; ?wait=30s answers once it is decided
 //	POST /approvals/{id}/approve, /approvals/{id}/deny
@@ -51,7 +55,7 @@ const DefaultBodyLimit = 1 << 20
 // Browsers are kept out unless the host lets them in: a request (on a
 // server with an authenticator, one that arrived on a loopback address)
 // must name the server localhost, 127.0.0.1 or [::1] in its Host header, or a name given to [Builder.AllowHosts]
-// (/healthz aside), and a cross-origin request from a browser must come
+// (the health checks aside), and a cross-origin request from a browser must come
 // from an origin given to [Builder.AllowOrigins]; others get 403
 // permission_denied. POST /tools/{name} takes Content-Type:
 // application/json only, even with an empty body (415 otherwise), which a
@@ -65,12 +69,14 @@ func (r *Registry) Handler() http.Handler {
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /tools", r.serveTools)
 		mux.HandleFunc("POST /tools/{name}", r.serveCall)
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		})
+		mux.HandleFunc("GET /healthz", r.serveHealth)
+		mux.HandleFunc("GET /readyz", r.serveHealth)
+		mux.HandleFunc("GET /livez", serveLive)
 		mux.HandleFunc("/tools", onlyMethod("GET"))
 		mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
 		mux.HandleFunc("/healthz", onlyMethod("GET"))
+		mux.HandleFunc("/readyz", onlyMethod("GET"))
+		mux.HandleFunc("/livez", onlyMethod("GET"))
 		mux.Handle("/mcp", r.mcpServer().HTTPHandler())
 		r.mountApprovals(mux)
 		r.mountConsole(mux)

@@ -15,6 +15,7 @@ type reservation struct {
 	key    store.Key
 	token  string
 	digest string
+	fence  uint64
 }
 
 // deduplicate runs a call with a request id at most once per key: it
@@ -39,7 +40,7 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 			}
 			return Result{}, r.replayOnlyError(ctx, t, req)
 		case res.Owned:
-			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest})
+			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest, fence: res.Fence})
 		case res.Digest != digest:
 			return Result{}, r.refused(ctx, t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
 		case res.Record != nil:

@@ -126,6 +126,7 @@ type Registry struct {
 	slots     store.ConcurrencyLimiter // of the tools with a MaxInFlight
 	ttl       time.Duration
 	publicURL string // Builder.PublicURL: the base of approval links
+	health    *health
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals

@@ -239,6 +239,9 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 		r.finish(t, resv, cc.ExecutionID, outcome{err: stopError(ctx, t)})
 		return Result{}, stopError(ctx, t)
 	}
+	if resv != nil {
+		cc.Fence = resv.fence
+	}
 	if !t.meta.ParallelSafe {
 		var err error
 		if lock, err = r.awaitTurn(ctx, t, &req.Call); err != nil {
@@ -246,6 +249,9 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 			return Result{}, err
 		}
 		cc.Fence = lock.Fence()
+	}
+	if err := r.checkReservation(ctx, t, req, resv, lock); err != nil {
+		return Result{}, err
 	}
 	// An approval is used up before the start is audited: a sink that
 	// fails then costs a new approval, never a run without a record.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 //	x  the recorded error as JSON, once recorded ("" for none)
 //	w  set while someone waits for the reservation to end
 //	k  the token of the reservation the record replaced
+//	f  the reservation's fence, while in flight
 //
 // whose expiry is the reservation's lease, renewed while its holder lives,
 // then the record's TTL. Each principal's records are also members of a
@@ -38,33 +40,39 @@ end
 `
 
 // guardLua notes in the store's marker (a hash: id, the server's run id,
-// since, the Redis time of the last loss of state found, 0 for none, and
-// made, when the marker was made)
-// whether Redis lost its state: the marker is gone while the caller knew
-// one (known ~= ”), the server's run id changed (a restart or a failover),
-// or another host made the marker anew since the caller last saw it. It
-// returns the marker's id and since.
+// since, the Redis time of the last loss of state found, 0 for none, made,
+// when the marker was made, and kept, "1" when the last loss found kept
+// the marker) whether Redis lost its state: the marker is gone while the
+// caller knew one (known ~= ”), the server's run id changed (a restart or
+// a failover), or another host made the marker anew since the caller last
+// saw it. It returns the marker's id, since, and whether the last loss
+// kept the marker.
+//
+// A server that kept the marker (a replica promoted, a restart with AOF)
+// kept the state as of some moment: it may lack only what was written
+// since, which the hosts that hold reservations restore within one
+// renewal. A server without it lost everything.
 const guardLua = clockLua + `
 local function guard(mk, known, fresh, now)
 	local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
-	local m = redis.call('HMGET', mk, 'id', 'run', 'since', 'made')
-	local id, since = m[1], tonumber(m[3] or '0')
+	local m = redis.call('HMGET', mk, 'id', 'run', 'since', 'made', 'kept')
+	local id, since, kept = m[1], tonumber(m[3] or '0'), m[5] == '1'
 	if not id then
-		id = fresh
+		id, kept = fresh, false
 		if known ~= '' then
 			since = now
 		end
-		redis.call('HSET', mk, 'id', id, 'run', run, 'since', since, 'made', now)
+		redis.call('HSET', mk, 'id', id, 'run', run, 'since', since, 'made', now, 'kept', '0')
 	elseif m[2] ~= run then
-		since = now
-		redis.call('HSET', mk, 'run', run, 'since', since)
+		since, kept = now, true
+		redis.call('HSET', mk, 'run', run, 'since', since, 'kept', '1')
 	elseif known ~= '' and known ~= id and since < tonumber(m[4] or '0') then
 		-- made anew by a host that knew no marker: the first host that
 		-- knew the old one notes the loss, once
-		since = now
-		redis.call('HSET', mk, 'since', since)
+		since, kept = now, false
+		redis.call('HSET', mk, 'since', since, 'kept', '0')
 	end
-	return id, since
+	return id, since, kept
 end
 `
 
@@ -72,28 +80,39 @@ end
 // ARGV[3] ms, unless it exists: then it returns what it holds. A new key
 // is refused ({2}) when the principal's records KEYS[2] number ARGV[4] or
 // more and the oldest was made less than ARGV[5] ms ago, and held ({3,
-// id, ms left}) for one lease after the marker KEYS[3] (absent in Redis
-// Cluster) found a loss of state. It answers {1, marker id, Redis time}
-// when it reserved.
+// id, ms left}) after the marker KEYS[4] (absent in Redis Cluster) found
+// a loss of state: for one lease when Redis lost the marker too, and for
+// a third of one, the renewal interval, when it kept it. It answers {1,
+// marker id, Redis time, fence, time of the last loss found} when it
+// reserved.
+//
+// The fence is more than every fence of the principal's counter KEYS[3]
+// before, and at least ARGV[8] (the caller's clock in microseconds), so it
+// grows with every reservation of the key, on every host, and through a
+// loss of the counter as long as the hosts' clocks roughly agree: the
+// counter expires a day after the principal's last reservation.
 //
 // Every script is safe to run twice with the same arguments: go-redis sends
 // a command again when a network error or a timeout lost its reply.
 var beginScript = redis.NewScript(guardLua + `
 local now = clock()
-local id, since = '', 0
-if KEYS[3] then
-	id, since = guard(KEYS[3], ARGV[6], ARGV[7], now)
+local id, since, kept = '', 0, false
+if KEYS[4] then
+	id, since, kept = guard(KEYS[4], ARGV[6], ARGV[7], now)
 end
-local v = redis.call('HMGET', KEYS[1], 'd', 't', 'e', 'o', 'x')
+local v = redis.call('HMGET', KEYS[1], 'd', 't', 'e', 'o', 'x', 'f')
 if v[1] then
 	if v[2] == ARGV[2] then
-		return {1, id, now} -- this very reservation: the client sent Begin again after losing the reply
+		return {1, id, now, tonumber(v[6]), since} -- this very reservation: the client sent Begin again after losing the reply
 	end
 	return {0, v[1], v[2], v[3], v[4], v[5], id}
 end
-local lease = tonumber(ARGV[3])
-if since > 0 and now < since + lease then
-	return {3, id, since + lease - now}
+local hold = tonumber(ARGV[3])
+if kept then
+	hold = math.ceil(hold / 3)
+end
+if since > 0 and now < since + hold then
+	return {3, id, since + hold - now}
 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
 	local old = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
@@ -101,9 +120,18 @@ if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
 		return {2, id}
 	end
 end
-redis.call('HSET', KEYS[1], 'd', ARGV[1], 't', ARGV[2])
+local last = tonumber(redis.call('GET', KEYS[3]) or '0')
+local floor = tonumber(ARGV[8])
+local fence
+if floor > last then
+	fence = redis.call('INCRBY', KEYS[3], floor - last)
+else
+	fence = redis.call('INCR', KEYS[3])
+end
+redis.call('PEXPIRE', KEYS[3], 86400000)
+redis.call('HSET', KEYS[1], 'd', ARGV[1], 't', ARGV[2], 'f', fence)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, id, now}
+return {1, id, now, fence, since}
 `)
 
 // completeScript replaces the reservation of token ARGV[1] with a record
@@ -115,24 +143,19 @@ return {1, id, now}
 // key holds a reservation again (its record expired and the request id
 // came back) is not a record, and is left alone.
 //
-// A reservation that is gone because Redis lost its state since it was
-// made (marker KEYS[3], checked as beginScript does with ARGV[10] and
-// ARGV[11]: its id is no longer ARGV[13], or a loss was found after
-// ARGV[12], the Redis time of the reservation) is recorded all the same:
-// its holder lived, and new executions are held meanwhile. ARGV[13] = ”
-// restores nothing.
-var completeScript = redis.NewScript(guardLua + `
+// A key that is gone is recorded all the same: its reservation's lease
+// ran out with nobody taking the key (its host was cut off or paused for
+// longer than the lease), or Redis lost it with its state. Either way the
+// execution ran, and no other holds the key: refusing its outcome would
+// let a retry run the call again.
+var completeScript = redis.NewScript(clockLua + `
 local now = clock()
-local v = redis.call('HMGET', KEYS[1], 't', 'w', 'k', 'e')
+local v = redis.call('HMGET', KEYS[1], 't', 'w', 'k', 'e', 'd')
 if v[1] ~= ARGV[1] then
 	if v[3] == ARGV[1] and v[4] == ARGV[3] then
 		return 1 -- this very Complete, sent again after its reply was lost
 	end
-	if not KEYS[3] or ARGV[13] == '' or redis.call('EXISTS', KEYS[1]) == 1 then
-		return 0
-	end
-	local id, since = guard(KEYS[3], ARGV[10], ARGV[11], now)
-	if id == ARGV[13] and since < tonumber(ARGV[12]) then
+	if v[5] then
 		return 0
 	end
 end
@@ -163,12 +186,19 @@ return 1
 
 // renewReservationScript extends the reservation KEYS[1] of token ARGV[1]
 // to ARGV[2] ms. A reservation that is gone because Redis lost its state
-// since it was made (as completeScript judges, with marker KEYS[2],
-// ARGV[4] to ARGV[7]) is restored with its digest ARGV[3], since its
-// holder lives.
+// since it was made (marker KEYS[2], checked as beginScript does with
+// ARGV[4] and ARGV[5]: its id is no longer ARGV[7], or a loss was found
+// after ARGV[6], the Redis time of the reservation) is restored with its
+// digest ARGV[3] and fence ARGV[8], since its holder lives. It answers 2
+// when the reservation's own outcome replaced it: a Complete whose reply
+// was late or lost got there first.
 var renewReservationScript = redis.NewScript(guardLua + `
-if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
+local v = redis.call('HMGET', KEYS[1], 't', 'k')
+if v[1] == ARGV[1] then
 	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if v[2] == ARGV[1] then
+	return 2
 end
 if not KEYS[2] or ARGV[7] == '' or redis.call('EXISTS', KEYS[1]) == 1 then
 	return 0
@@ -177,7 +207,7 @@ local id, since = guard(KEYS[2], ARGV[4], ARGV[5], clock())
 if id == ARGV[7] and since < tonumber(ARGV[6]) then
 	return 0
 end
-redis.call('HSET', KEYS[1], 'd', ARGV[3], 't', ARGV[1])
+redis.call('HSET', KEYS[1], 'd', ARGV[3], 't', ARGV[1], 'f', ARGV[8])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
@@ -214,12 +244,18 @@ return redis.call('PTTL', KEYS[1])
 // Release succeed: it lapses only when this host dies or loses Redis for
 // longer than the lease. A new key is refused with [store.ErrCapacity]
 // when its principal holds the store's limit of records, all younger than
-// the window, and with [store.ErrRecovering] for one lease after Redis
-// was found to have lost its state.
+// the window, and with [store.ErrRecovering] after Redis was found to
+// have lost its state: for one lease when Redis lost the store's marker
+// too (everything was lost), and for a third of the lease, one renewal
+// interval, when it kept it (a promoted replica, a restart with AOF),
+// since every host restores the reservations it holds as soon as it sees
+// the change.
 func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease time.Duration) (store.Reservation, error) {
 	token := newToken()
 	k := s.idemKey(key)
-	v, err := beginScript.Run(ctx, s.client, s.guarded(k, s.recordsKey(key.Principal)), digest, token, millis(lease), s.limit, s.windowMillis(), s.knownEpoch(), newToken()).Slice()
+	sent := time.Now()
+	v, err := beginScript.Run(ctx, s.client, s.guarded(k, s.recordsKey(key.Principal), s.reservationFenceKey(key.Principal)),
+		digest, token, millis(lease), s.limit, s.windowMillis(), s.knownEpoch(), newToken(), time.Now().UnixMicro()).Slice()
 	if err != nil {
 		return store.Reservation{}, failure(ctx, err)
 	}
@@ -242,16 +278,18 @@ func (s *Store) Begin(ctx context.Context, key store.Key, digest string, lease t
 	case 1:
 		epoch := str(1)
 		s.learnEpoch(epoch)
+		s.firstSince.CompareAndSwap(-1, num(4))
 		r := s.keepAlive(k, token, lease, "an idempotency reservation",
 			"carmy/redisstore: lost an idempotency reservation while its execution was running: its lease ran out, and a retry may run the request again",
 			"principal", key.Principal, "tool", key.Tool, "request_id", key.RequestID)
-		r.digest, r.epoch, r.began = digest, epoch, num(2)
+		r.digest, r.epoch, r.began, r.fence, r.born = digest, epoch, num(2), num(3), sent
 		r.renew = s.renewReservation(r)
 		s.renewalsMu.Lock()
 		s.renewals[token] = r
 		s.renewalsMu.Unlock()
 		r.start()
-		return store.Reservation{Owned: true, Token: token}, nil
+		s.startWatch()
+		return store.Reservation{Owned: true, Token: token, Fence: uint64(r.fence)}, nil
 	case 2:
 		s.learnEpoch(str(1))
 		return store.Reservation{}, fmt.Errorf("redisstore: principal %q: %w", key.Principal, store.ErrCapacity)
@@ -307,31 +345,32 @@ func (s *Store) Wait(ctx context.Context, key store.Key) error {
 }
 
 // Complete replaces the reservation held by token with rec, kept for ttl,
-// and wakes the waiters on every host. When the reservation is no longer
-// token's, it changes nothing and returns an error wrapping
-// [store.ErrLostReservation]. When Redis cannot be reached, the
-// reservation stays held and renewed, for the caller to try again.
+// and wakes the waiters on every host. When another reservation or a
+// record holds the key, it changes nothing and returns an error wrapping
+// [store.ErrLostReservation]; a key that nobody holds (the lease ran out
+// while nobody took the key, or Redis lost it) takes the record. When
+// Redis cannot be reached, the reservation stays held and renewed, for the
+// caller to try again.
 //
 // The record joins its principal's records; beyond the store's limit per
 // principal ([WithLimit]), that principal's oldest records older than the
 // window ([WithWindow]) are evicted.
 func (s *Store) Complete(ctx context.Context, key store.Key, token string, rec store.Record, ttl time.Duration) error {
-	epoch, began := "", int64(0)
-	if r := s.renewalOf(token); r != nil {
-		epoch, began = r.epoch, r.began
-	}
 	k, records := s.idemKey(key), s.recordsKey(key.Principal)
-	ok, err := completeScript.Run(ctx, s.client, s.guarded(k, records), token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error,
-		millis(ttl), s.channel, s.limit, s.windowMillis(), s.knownEpoch(), newToken(), began, epoch).Int64()
-	if err != nil {
+	ok, err := s.evalReplicated(ctx, completeScript, []string{k, records}, token, rec.Digest, rec.ExecutionID, rec.Output, rec.Error,
+		millis(ttl), s.channel, s.limit, s.windowMillis())
+	if err != nil && (ok != 1 || !errors.Is(err, ErrNotReplicated)) {
 		return failure(ctx, err)
 	}
+	first := s.renewalOf(token) != nil // not a Complete called again for the replicas
 	s.forget(token)
 	if ok != 1 {
 		return lost()
 	}
-	s.remember(entry{key: k, records: records, token: token, rec: rec, at: time.Now(), ttl: ttl})
-	return nil
+	if first {
+		s.remember(entry{key: k, records: records, token: token, rec: rec, at: time.Now(), ttl: ttl})
+	}
+	return err
 }
 
 // Release drops the reservation held by token without a record, and wakes
@@ -376,7 +415,7 @@ func (s *Store) forget(token string) {
 func (s *Store) renewReservation(r *renewal) func(ctx context.Context) (int64, error) {
 	keys := s.guarded(r.key)
 	return func(ctx context.Context) (int64, error) {
-		return s.batch.run(ctx, renewReservationScript, keys, r.token, millis(r.lease), r.digest, s.knownEpoch(), newToken(), r.began, r.epoch)
+		return s.batch.run(ctx, renewReservationScript, keys, r.token, millis(r.lease), r.digest, s.knownEpoch(), newToken(), r.began, r.epoch, r.fence)
 	}
 }
 

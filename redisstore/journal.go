@@ -95,14 +95,23 @@ func (j *journal) live(now time.Time) []entry {
 
 // restoreScript records an outcome again (digest ARGV[1], execution
 // ARGV[2], output ARGV[3], error ARGV[4], the token of its reservation
-// ARGV[5]) for ARGV[6] ms at key KEYS[1], made ARGV[7] ms ago, unless the
-// key exists: Redis kept it, or a reservation holds it again.
+// ARGV[5]) for ARGV[6] ms at key KEYS[1], made ARGV[7] ms ago, when the key
+// is gone or still holds that very reservation: a replica promoted before
+// the record reached it keeps the reservation, which would otherwise lapse
+// with its lease and let a retry run the call again. A key that holds a
+// record, or another reservation, is left alone. A waiter of the
+// reservation is woken on channel ARGV[8].
 var restoreScript = redis.NewScript(clockLua + `
-if redis.call('EXISTS', KEYS[1]) == 1 then
+local v = redis.call('HMGET', KEYS[1], 'd', 't', 'w')
+if v[1] and v[2] ~= ARGV[5] then
 	return 0
 end
+redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'd', ARGV[1], 'e', ARGV[2], 'o', ARGV[3], 'x', ARGV[4], 'k', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if v[3] then
+	redis.call('PUBLISH', ARGV[8], KEYS[1])
+end
 redis.call('ZADD', KEYS[2], clock() - tonumber(ARGV[7]), KEYS[1])
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[6]) then
 	redis.call('PEXPIRE', KEYS[2], ARGV[6])
@@ -125,7 +134,16 @@ func (s *Store) remember(e entry) {
 		return
 	}
 	s.journal.add(e)
-	s.watchOnce.Do(func() { s.watching.Go(s.watch) })
+	s.startWatch()
+}
+
+// startWatch starts the watch for lost state, once: with the first
+// reservation or outcome, since only a host that holds one has something
+// to restore.
+func (s *Store) startWatch() {
+	if s.marker != "" {
+		s.watchOnce.Do(func() { s.watching.Go(s.watch) })
+	}
 }
 
 // lossSeen wakes the watch at once: a script answered with a marker this
@@ -145,8 +163,10 @@ func (s *Store) lossSeen() {
 func (s *Store) watch() {
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
-	id, since := s.knownEpoch(), int64(-1) // the loss noted before the first look is not news
-	pending := false                       // a loss was found, and its outcomes are not all restored
+	// A loss noted before the first reservation is not news; one noted
+	// since is, even when found at the first look.
+	id, since := s.knownEpoch(), s.firstSince.Load()
+	pending := false // a loss was found, and its outcomes are not all restored
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), max(s.poll, time.Second))
 		v, err := watchScript.Run(ctx, s.upkeep.get(), []string{s.marker}, s.knownEpoch(), newToken()).Slice()
@@ -156,6 +176,10 @@ func (s *Store) watch() {
 			newSince, _ := v[1].(int64)
 			if newID != id || (since >= 0 && newSince > since) {
 				pending = true
+				// New executions are held for a renewal interval at most:
+				// every reservation this host holds is restored now,
+				// whatever its lease.
+				s.lost.fire()
 			}
 			id, since = newID, newSince
 			s.learnEpoch(id)
@@ -195,7 +219,7 @@ func (s *Store) restore(ctx context.Context) (int, error) {
 		for _, e := range entries[start:min(start+batch, len(entries))] {
 			if left := e.at.Add(e.ttl).Sub(now); left > 0 {
 				runs = append(runs, scriptRun{restoreScript, []string{e.key, e.records}, []any{
-					e.rec.Digest, e.rec.ExecutionID, e.rec.Output, e.rec.Error, e.token, millis(left), now.Sub(e.at).Milliseconds()}})
+					e.rec.Digest, e.rec.ExecutionID, e.rec.Output, e.rec.Error, e.token, millis(left), now.Sub(e.at).Milliseconds(), s.channel}})
 			}
 		}
 		for _, cmd := range evalScripts(ctx, s.upkeep.get(), runs) {

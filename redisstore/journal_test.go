@@ -147,3 +147,61 @@ func TestJournalBounds(t *testing.T) {
 		t.Fatalf("live after expiry = %d entries", len(live))
 	}
 }
+
+// A replica promoted before an outcome reached it still holds the
+// outcome's reservation: the journal records the outcome over it, since
+// the reservation would otherwise lapse with its lease and let a retry run
+// the call again. A reservation of another token is another execution's,
+// and is left alone.
+func TestJournalRestoresOverItsOwnReservation(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		token    func(own string) string // the token the promoted replica holds
+		restored int
+	}{
+		{"same token", func(own string) string { return own }, 1},
+		{"another token", func(string) string { return "another-execution" }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t)
+			prefix := testPrefix(t, c)
+			a := newStore(t, c, prefix, WithLogger(quiet), WithPollInterval(20*time.Millisecond))
+			ctx := context.Background()
+			key := store.Key{Principal: "agent", Tool: "pay", RequestID: "lagged"}
+			r, err := a.Begin(ctx, key, "digest", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Complete(ctx, key, r.Token, store.Record{Digest: "digest", ExecutionID: "exec-1", Output: []byte(`"paid"`)}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			// The promoted replica: the reservation, as it was before the
+			// record replaced it, and a new server.
+			k := a.idemKey(key)
+			c.Del(ctx, k)
+			if err := c.HSet(ctx, k, "d", "digest", "t", tc.token(r.Token)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			c.PExpire(ctx, k, time.Minute)
+			if got, err := a.restore(ctx); err != nil || got != tc.restored {
+				t.Fatalf("restore = %d, %v; want %d", got, err, tc.restored)
+			}
+			got, err := newStore(t, c, prefix, WithLogger(quiet)).Begin(ctx, key, "digest", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.restored == 1 {
+				if got.Record == nil || got.Record.ExecutionID != "exec-1" || string(got.Record.Output) != `"paid"` {
+					t.Fatalf("Begin after the restore = %+v; want the outcome", got)
+				}
+				if ttl := c.PTTL(ctx, k).Val(); ttl < 50*time.Minute {
+					t.Errorf("the restored record expires in %v; want what was left of its hour", ttl)
+				}
+				return
+			}
+			if got.Owned || got.Record != nil || c.HGet(ctx, k, "t").Val() != "another-execution" {
+				t.Fatalf("Begin after the restore = %+v; want the other execution's reservation, left alone", got)
+			}
+		})
+	}
+}

@@ -41,6 +41,8 @@
 //     its tool runs.
 //   - prefix + "fence:{" + name + "}": the lock's fencing counter, with no
 //     TTL: one small key per serialized tool.
+//   - prefix + "rfence:{p:" + principal + "}": the counter of the fences of
+//     the principal's reservations, expiring a day after the last.
 //   - prefix + "appr:{appr}:" + id, prefix + "apprkey:{appr}:" + ... and
 //     prefix + "apprs:{appr}": the approvals, their index by call and their
 //     list (see approvals.go), kept an hour past their expiry.
@@ -82,8 +84,10 @@
 //
 // Redis can lose what it held: a restart without persistence, a failover
 // to a replica that lagged, a FLUSHALL. Every script of a reservation
-// looks at the marker, and for one lease after a loss is found the store
-// holds new executions ([store.ErrRecovering]) while the hosts restore
+// looks at the marker, and after a loss is found the store holds new
+// executions ([store.ErrRecovering]) for one lease, or for one renewal
+// interval (a third of it) when Redis kept the marker (a promoted replica,
+// a restart with AOF), while the hosts restore
 // the reservations they hold, record their outcomes, and record again the
 // outcomes they remember ([WithJournal]): a request in flight or finished
 // before the loss is not run again by its retry, as long as its host
@@ -164,6 +168,9 @@ type Store struct {
 	gatesMu sync.Mutex
 	gates   map[string]chan struct{} // one waiter per lock name in this process goes to Redis
 
+	replicas       int           // WithReplicas: replicas that confirm each outcome
+	replicaTimeout time.Duration // how long Complete waits for them
+
 	limit      int                    // records per principal
 	window     atomic.Int64           // ms below which no record is evicted
 	marker     string                 // the key of the marker of lost state; "" in Redis Cluster
@@ -175,10 +182,15 @@ type Store struct {
 	watchOnce sync.Once      // starts watch with the first outcome remembered
 	watching  sync.WaitGroup // watch, until the store closes
 	poke      chan struct{}  // wakes watch at once
+	lost      signal         // fired by watch when Redis lost its state, to renew every reservation now
 	closed    chan struct{}  // closed by Close
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// firstSince is the time of the last loss found, as the first
+	// reservation learned it (-1 before): watch takes a later one for news.
+	firstSince atomic.Int64
 }
 
 var (
@@ -295,11 +307,15 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{client: client, prefix: DefaultPrefix, poll: DefaultPollInterval, logger: slog.Default(), gates: map[string]chan struct{}{}, limit: DefaultLimit, renewals: map[string]*renewal{},
 		journal: journal{budget: DefaultJournal}, poke: make(chan struct{}, 1), closed: make(chan struct{})}
 	s.window.Store(store.DefaultWindow.Milliseconds())
+	s.firstSince.Store(-1)
 	for _, o := range opts {
 		o(s)
 	}
-	if _, cluster := client.(*redis.ClusterClient); !cluster {
+	_, cluster := client.(*redis.ClusterClient)
+	if !cluster {
 		s.marker = s.prefix + "marker"
+	} else if s.replicas > 0 {
+		panic("redisstore: WithReplicas needs one primary (a single-node or failover client), not a cluster client")
 	}
 	if err := checkPrefix(s.prefix); err != nil {
 		panic("redisstore: " + err.Error())
@@ -351,9 +367,11 @@ func (s *Store) Close() error {
 // max_retries, pool_size, ...), and carmy's own: prefix (the key prefix,
 // [WithPrefix]), poll_interval (a Go duration, [WithPollInterval]), limit
 // (records per principal, [WithLimit]), window (a Go duration,
-// [WithWindow]) and journal (bytes, [WithJournal]). The client respects its callers' contexts
+// [WithWindow]), journal (bytes, [WithJournal]), and replicas with
+// replica_timeout (a count and a Go duration, [WithReplicas]). The client respects its callers' contexts
 // (ContextTimeoutEnabled) and is the store's, closed with it.
 func open(raw string) (store.IdempotencyStore, store.Locker, error) {
+	raw, sentinels := splitSentinels(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redisstore: %w", err)
@@ -400,15 +418,54 @@ func open(raw string) (store.IdempotencyStore, store.Locker, error) {
 		opts = append(opts, WithLimit(n))
 		q.Del("limit")
 	}
-	u.RawQuery = q.Encode()
-	ro, err := redis.ParseURL(u.String())
+	replicaOpt, err := replicaOption(q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if replicaOpt != nil {
+		opts = append(opts, replicaOpt)
+	}
+	client, err := dial(u, q, sentinels)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redisstore: %w", err)
 	}
-	ro.ContextTimeoutEnabled = true // a caller's cancellation ends its wait for Redis
-	s := New(redis.NewClient(ro), opts...)
+	s := New(client, opts...)
 	s.owned = true
 	return s, s, nil
+}
+
+// dial opens the client of URL u whose carmy parameters were taken out of
+// q: a single node, or the primary that the Sentinels at u's host and
+// sentinels (the other addresses of the URL) name. The client respects
+// its callers' contexts.
+func dial(u *url.URL, q url.Values, sentinels []string) (*redis.Client, error) {
+	scheme, sentinel := strings.CutSuffix(u.Scheme, "-sentinel")
+	if !sentinel {
+		u.RawQuery = q.Encode()
+		ro, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, err
+		}
+		ro.ContextTimeoutEnabled = true // a caller's cancellation ends its wait for Redis
+		return redis.NewClient(ro), nil
+	}
+	if q.Has("master") {
+		q.Set("master_name", q.Get("master"))
+		q.Del("master")
+	}
+	if q.Get("master_name") == "" {
+		return nil, fmt.Errorf("%s URL names no primary: add ?master=NAME, the name the Sentinels monitor it by", u.Scheme)
+	}
+	for _, a := range sentinels {
+		q.Add("addr", a)
+	}
+	u.Scheme, u.RawQuery = scheme, q.Encode()
+	fo, err := redis.ParseFailoverURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	fo.ContextTimeoutEnabled = true
+	return redis.NewFailoverClient(fo), nil
 }
 
 // keys
@@ -426,6 +483,12 @@ func (s *Store) recordsKey(principal string) string {
 
 func (s *Store) lockKey(name string) string  { return s.prefix + "lock:{" + name + "}" }
 func (s *Store) fenceKey(name string) string { return s.prefix + "fence:{" + name + "}" }
+
+// reservationFenceKey is the principal's counter of reservation fences, in
+// the slot of the principal's idempotency keys.
+func (s *Store) reservationFenceKey(principal string) string {
+	return s.prefix + "rfence:{p:" + url.QueryEscape(principal) + "}"
+}
 
 // millis converts a lease or TTL to whole milliseconds, rounding up, at
 // least 1: Redis refuses an expiry of 0.

@@ -307,17 +307,22 @@ func TestOpenURL(t *testing.T) {
 		"redis://127.0.0.1:6379/0?journal=32MiB",
 		"redis://127.0.0.1:6379/0?no_such_option=1",
 		"redis://127.0.0.1:6379/notadb",
+		"redis://127.0.0.1:6379/0?replicas=0",
+		"redis://127.0.0.1:6379/0?replicas=one",
+		"redis://127.0.0.1:6379/0?replica_timeout=1s",
+		"redis://127.0.0.1:6379/0?replicas=1&replica_timeout=0s",
+		"redis://127.0.0.1:6379/0?replicas=1&replica_timeout=soon",
 	} {
 		if _, _, err := open(bad); err == nil {
 			t.Errorf("open(%q) succeeded", bad)
 		}
 	}
-	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&limit=50&journal=0&dial_timeout=1s")
+	st, l, err := open("redis://127.0.0.1:6379/3?prefix=app1:&poll_interval=250ms&limit=50&journal=0&dial_timeout=1s&replicas=2&replica_timeout=250ms")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := st.(*Store)
-	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || s.limit != 50 || s.journal.budget != 0 || !s.owned {
+	if l != store.Locker(s) || s.prefix != "app1:" || s.poll != 250*time.Millisecond || s.limit != 50 || s.journal.budget != 0 || !s.owned || s.replicas != 2 || s.replicaTimeout != 250*time.Millisecond {
 		t.Fatalf("opened %+v", s)
 	}
 	if o := s.client.(*redis.Client).Options(); o.DB != 3 || o.DialTimeout != time.Second || !o.ContextTimeoutEnabled {
@@ -369,19 +374,24 @@ func TestScriptsAreSafeToRunTwice(t *testing.T) {
 	s := newStore(t, c, testPrefix(t, c))
 	ctx := context.Background()
 	key, recs := s.idemKey(store.Key{Tool: "t", RequestID: "1"}), s.recordsKey("")
+	var begun []any
 	for range 2 {
-		v, err := beginScript.Run(ctx, c, s.guarded(key, recs), "d", "tok", 60_000, 10, 0, "", "fresh").Slice()
-		if err != nil || v[0] != int64(1) {
+		v, err := beginScript.Run(ctx, c, s.guarded(key, recs, s.reservationFenceKey("")), "d", "tok", 60_000, 10, 0, "", "fresh", time.Now().UnixMicro()).Slice()
+		if err != nil || v[0] != int64(1) || len(v) != 5 {
 			t.Fatalf("Begin sent twice = %v, %v; want owned both times", v, err)
 		}
+		begun = append(begun, v[3])
+	}
+	if begun[0] != begun[1] {
+		t.Fatalf("Begin sent twice got fences %v; want the same one", begun)
 	}
 	for range 2 {
-		ok, err := completeScript.Run(ctx, c, s.guarded(key, recs), "tok", "d", "e1", "1", "", 60_000, s.channel, 10, 0, "", "fresh", 0, "").Int64()
+		ok, err := completeScript.Run(ctx, c, []string{key, recs}, "tok", "d", "e1", "1", "", 60_000, s.channel, 10, 0).Int64()
 		if err != nil || ok != 1 {
 			t.Fatalf("Complete sent twice = %v, %v; want done both times", ok, err)
 		}
 	}
-	if ok, _ := completeScript.Run(ctx, c, s.guarded(key, recs), "tok", "d", "e2", "2", "", 60_000, s.channel, 10, 0, "", "fresh", 0, "").Int64(); ok != 0 {
+	if ok, _ := completeScript.Run(ctx, c, []string{key, recs}, "tok", "d", "e2", "2", "", 60_000, s.channel, 10, 0).Int64(); ok != 0 {
 		t.Fatal("another Complete with the same token replaced the record")
 	}
 	lk, fk := s.lockKey("tool"), s.fenceKey("tool")

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,8 +31,9 @@ type renewal struct {
 	lost  string // logged when another holder took the key
 	attrs []any  // what names the key in the log
 
-	// renew extends the lease once, answering 1 when it did; for a lock,
-	// renewScript. A reservation's restores it after Redis lost its state.
+	// renew extends the lease once, answering 1 when it did, and 2 when
+	// the reservation's own outcome is recorded; for a lock, renewScript.
+	// A reservation's restores it after Redis lost its state.
 	renew func(ctx context.Context) (int64, error)
 	// Of a reservation: its digest, the id of the store's marker when it
 	// was made, and the Redis time it was made at, which judge whether
@@ -38,6 +41,14 @@ type renewal struct {
 	digest string
 	epoch  string
 	began  int64
+	fence  int64
+
+	// born is when the lease was taken (before the script was sent), and
+	// confirmed how long after born a renewal that succeeded was sent: the
+	// lease holds at least until born + confirmed + lease. Both are read
+	// on the monotonic clock, which runs on while the process is stopped.
+	born      time.Time
+	confirmed atomic.Int64
 
 	ctx     context.Context // done when renewal must end, cancelling a renewal in flight
 	stop    context.CancelFunc
@@ -47,7 +58,7 @@ type renewal struct {
 // keepAlive prepares the renewal of the lease of key, held by token, which
 // start starts.
 func (s *Store) keepAlive(key, token string, lease time.Duration, what, lost string, attrs ...any) *renewal {
-	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, stopped: make(chan struct{})}
+	r := &renewal{s: s, key: key, token: token, lease: lease, what: what, lost: lost, attrs: attrs, born: time.Now(), stopped: make(chan struct{})}
 	r.ctx, r.stop = context.WithCancel(context.Background())
 	r.renew = func(ctx context.Context) (int64, error) {
 		return s.batch.run(ctx, renewScript, []string{key}, token, millis(lease))
@@ -76,6 +87,7 @@ func (r *renewal) run() {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
+		case <-r.s.lost.wait(): // Redis lost its state: restore the reservation now
 		}
 		start := time.Now()
 		// Give up on this try when the lease would end anyway; once it may
@@ -93,18 +105,64 @@ func (r *renewal) run() {
 		case err != nil:
 			r.s.logger.Warn("carmy/redisstore: cannot renew "+r.what+"; trying again", append(r.attrs, "error", err)...)
 			t.Reset(max(every/4, time.Millisecond))
+		case ok == 2: // its own outcome is recorded: nothing was lost
+			return
 		case ok != 1:
 			r.s.logger.Error(r.lost, append(r.attrs, "lease", r.lease)...)
 			return
 		default:
 			renewed = start
+			r.confirm(start)
 			t.Reset(every)
 		}
 	}
+}
+
+// confirm notes that a renewal sent at start succeeded.
+func (r *renewal) confirm(start time.Time) {
+	d := int64(start.Sub(r.born))
+	for {
+		old := r.confirmed.Load()
+		if d <= old || r.confirmed.CompareAndSwap(old, d) {
+			return
+		}
+	}
+}
+
+// fresh reports whether the lease was confirmed less than a third of it
+// ago, so that it cannot have run out, whatever paused this process.
+func (r *renewal) fresh() bool {
+	return time.Since(r.born)-time.Duration(r.confirmed.Load()) < r.lease/3
 }
 
 // halt ends the renewal and waits for it. Halting twice is harmless.
 func (r *renewal) halt() {
 	r.stop()
 	<-r.stopped
+}
+
+// signal wakes every goroutine waiting on it at once, each time it fires.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed when the signal next fires.
+func (g *signal) wait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch == nil {
+		g.ch = make(chan struct{})
+	}
+	return g.ch
+}
+
+// fire wakes those waiting.
+func (g *signal) fire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch != nil {
+		close(g.ch)
+		g.ch = nil
+	}
 }

@@ -9,6 +9,10 @@ import (
 // upkeepPoolSize is the size of the pool a store keeps for its own upkeep.
 const upkeepPoolSize = 4
 
+// failoverAddr is the address go-redis gives the options of a client made
+// by redis.NewFailoverClient.
+const failoverAddr = "FailoverClient"
+
 // upkeep is the client of a store's own upkeep: renewing the leases its
 // host holds, and watching for, and recovering from, a Redis that lost its
 // state. It is a small pool of its own, with the caller's client's
@@ -16,7 +20,9 @@ const upkeepPoolSize = 4
 // caller's pool busy (a burst of retries, thousands of waiters) never
 // makes its renewals wait behind them until their leases lapse, which
 // would let another host run the same request. For a client whose options
-// cannot be copied (a Ring), it is the caller's client.
+// cannot be copied (a Ring), or whose copy would not follow a failover (a
+// Sentinel client, whose own pool alone is told of a new primary), it is
+// the caller's client.
 type upkeep struct {
 	caller redis.UniversalClient
 	own    redis.UniversalClient // nil when the caller's client serves
@@ -30,6 +36,9 @@ func newUpkeep(c redis.UniversalClient) *upkeep {
 	// connects, so reading it here would race.
 	switch c := c.(type) {
 	case *redis.Client:
+		if c.Options().Addr == failoverAddr {
+			break
+		}
 		o := *c.Options()
 		o.MaintNotificationsConfig = nil
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.PipelinePoolSize = upkeepPoolSize, 0, upkeepPoolSize, 0, 1

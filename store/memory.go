@@ -27,6 +27,7 @@ type memoryStore struct {
 	largest       owners // the principals holding records, by how many
 	limit, global int
 	window        time.Duration // no record younger than this is evicted
+	fence         uint64        // the last reservation's fence
 	sweep         time.Duration
 	now           func() time.Time
 	keys          sharedKeys
@@ -275,7 +276,8 @@ func (s *memoryStore) keep(en *entry, now time.Time) {
 }
 
 // Begin reserves key unless it is in flight or recorded. The lease is
-// ignored: a reservation lasts until Complete or Release.
+// ignored: a reservation lasts until Complete or Release. Its fence is
+// more than every fence before, and at least the clock in microseconds.
 func (s *memoryStore) Begin(_ context.Context, key Key, digest string, _ time.Duration) (Reservation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -293,7 +295,10 @@ func (s *memoryStore) Begin(_ context.Context, key Key, digest string, _ time.Du
 	}
 	en := &entry{key: key, digest: digest, token: newToken(), done: make(chan struct{})}
 	s.entries[key] = en
-	return Reservation{Owned: true, Token: en.token}, nil
+	// The clock floor keeps fences growing across a restart of the
+	// process, for a resource that remembers them longer than this store.
+	s.fence = max(s.fence+1, uint64(max(time.Now().UnixMicro(), 0)))
+	return Reservation{Owned: true, Token: en.token, Fence: s.fence}, nil
 }
 
 // Wait returns once key is not in flight, or ctx is done.

@@ -5,11 +5,11 @@
 // pass an implementation to Builder.Store and Builder.Locker.
 //
 // The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
-// [ApprovalStore], the limits of [RateLimiter] and [ConcurrencyLimiter],
-// and the optional [KeyStore]) and their record types, the in-memory
-// implementations a builder uses by default ([NewMemoryStore],
-// [NewMemoryLocker], [NewMemoryApprovals], [NewMemoryLimiter]), and the
-// registry of store
+// [ApprovalStore]), the optional capabilities a shared store adds
+// ([RateLimiter], [ConcurrencyLimiter], [KeyStore], [Checker], [Pinger],
+// [Windowed]), their record types, the in-memory implementations a builder
+// uses by default ([NewMemoryStore], [NewMemoryLocker],
+// [NewMemoryApprovals], [NewMemoryLimiter]), and the registry of store
 // implementations by URL scheme ([Register], [Open]). The storetest package
 // checks that an implementation keeps the promises the runtime relies on.
 //
@@ -51,6 +51,13 @@ type Reservation struct {
 	// execute and then call Complete or Release with Token.
 	Owned bool
 	Token string
+	// Fence, of an owned reservation, is a number that grows with every
+	// new reservation of the key, on every host sharing the store and
+	// through a loss of its state, for the resource the execution writes
+	// to refuse the write of an execution whose reservation has since
+	// passed on (its lease ran out while its host was paused or cut off).
+	// The storetest package checks that it is set and grows.
+	Fence uint64
 	// Digest is the input digest of the execution that holds or held the
 	// key, when the caller does not own it.
 	Digest string
@@ -96,9 +103,12 @@ type IdempotencyStore interface {
 	// when ctx is done first. It must not poll without pause.
 	Wait(ctx context.Context, key Key) error
 	// Complete replaces the reservation held by token with rec, kept for
-	// ttl, and wakes the waiters. When the reservation is no longer
-	// token's, it changes nothing and returns an error wrapping
-	// [ErrLostReservation]. Any other error (the store cannot be reached)
+	// ttl, and wakes the waiters. When another reservation or a record
+	// holds the key, it changes nothing and returns an error wrapping
+	// [ErrLostReservation]. A store whose reservations lapse records an
+	// outcome whose key nobody holds (its lease ran out and nobody took
+	// it): the execution ran, and refusing its outcome would let a retry
+	// run it again. Any other error (the store cannot be reached)
 	// leaves the reservation held, and renewed, for the caller to call
 	// Complete again: the runtime does, with backoff, until it succeeds,
 	// so that an outcome is never lost while its holder lives.
@@ -118,9 +128,12 @@ var ErrCapacity = errors.New("the principal holds as many idempotency records as
 
 // ErrRecovering is returned, wrapped, by Begin while the store holds keyed
 // executions after finding that it lost its state (a restart without
-// persistence, a failover to a replica that lagged): for one lease, the
-// holders of reservations made before the loss restore them and record
-// their outcomes, so that no call in flight runs again elsewhere.
+// persistence, a failover to a replica that lagged): meanwhile the holders
+// of reservations made before the loss restore them and record their
+// outcomes, so that no call in flight runs again elsewhere. A store that
+// lost everything holds them for one lease; one that kept most (a
+// promoted replica, a restart with AOF) may hold them for less, as long as
+// its holders restore what it lacks within that time.
 var ErrRecovering = errors.New("the idempotency store lost its state recently and holds new executions until reservations made before are restored")
 
 // Windowed is an optional capability of an [IdempotencyStore] that bounds

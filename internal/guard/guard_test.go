@@ -126,6 +126,8 @@ func TestHost(t *testing.T) {
 		{"rebound name", Config{}, "evil.example:3000", "/tools", loopback, true},
 		{"rebound name, upper case loopback", Config{}, "LOCALHOST:3000", "/tools", loopback, false},
 		{"health is never refused", Config{}, "evil.example:3000", "/healthz", loopback, false},
+		{"readiness is never refused", Config{}, "evil.example:3000", "/readyz", loopback, false},
+		{"liveness is never refused", Config{}, "evil.example:3000", "/livez", loopback, false},
 		{"no authenticator: checked on any address", Config{}, "evil.example:3000", "/tools", container, true},
 		{"authenticator: not checked off loopback", Config{Authenticated: true}, "evil.example:3000", "/tools", container, false},
 		{"authenticator: checked on loopback", Config{Authenticated: true}, "evil.example:3000", "/tools", loopback, true},

@@ -390,6 +390,9 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) s
 			time.Sleep(short / 2)
 		}
 	})
+
+	testFences(t, newStore, key)
+	testPing(t, newStore)
 }
 
 // ReservationAbandoner is an optional capability of an

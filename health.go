@@ -1,0 +1,118 @@
+package carmy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
+// DefaultHealthGrace is how long a host may be unable to reach its store
+// before its health and readiness checks fail, unless the host sets
+// another ([Builder.HealthGrace]).
+const DefaultHealthGrace = 5 * time.Second
+
+// pingTimeout bounds one ping of the store by a health check.
+const pingTimeout = time.Second
+
+// HealthGrace sets how long the store ([Builder.Store], [Builder.Locker],
+// [Builder.StoreURL]) may be out of reach, as seen by the health checks,
+// before GET /healthz and GET /readyz answer 503: a short blip does not
+// drain the host, a partition does, so that the load balancer sends calls
+// to the hosts that can keep their promises. The default is
+// [DefaultHealthGrace]; 0 fails the checks at the first failed ping. A
+// store reports its reachability by implementing [store.Pinger]; the
+// in-memory default is always reachable.
+func (b *Builder) HealthGrace(d time.Duration) *Builder {
+	if d < 0 {
+		b.misuse("Builder.HealthGrace(%v): the grace must not be negative", d)
+		return b
+	}
+	b.healthGrace = &d
+	return b
+}
+
+func (b *Builder) healthGraceOrDefault() time.Duration {
+	if b.healthGrace == nil {
+		return DefaultHealthGrace
+	}
+	return *b.healthGrace
+}
+
+// health tracks whether the host reaches its store, as its health checks
+// find by pinging it. It is safe for concurrent use.
+type health struct {
+	grace   time.Duration
+	pingers []store.Pinger
+
+	mu      sync.Mutex
+	failing time.Time // when pings began to fail; zero while they succeed
+}
+
+// newHealth returns the health of a registry whose store and locker are s
+// and l, which it pings when they implement [store.Pinger] (once when
+// they are the same).
+func newHealth(grace time.Duration, s store.IdempotencyStore, l store.Locker) *health {
+	h := &health{grace: grace}
+	if p, ok := s.(store.Pinger); ok {
+		h.pingers = append(h.pingers, p)
+	}
+	if p, ok := l.(store.Pinger); ok && any(l) != any(s) {
+		h.pingers = append(h.pingers, p)
+	}
+	return h
+}
+
+// check pings the store and reports whether the host has been unable to
+// reach it for longer than the grace, since when, and why.
+func (h *health) check(ctx context.Context) (down bool, since time.Time, err error) {
+	if len(h.pingers) == 0 {
+		return false, time.Time{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	var errs []error
+	for _, p := range h.pingers {
+		if err := p.Ping(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	err = errors.Join(errs...)
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.failing = time.Time{}
+	case h.failing.IsZero():
+		h.failing = now
+	}
+	return err != nil && now.Sub(h.failing) >= h.grace, h.failing, err
+}
+
+// serveHealth answers GET /healthz and GET /readyz: 200 while the host
+// reaches its store, or lost it for less than the grace; 503 past it. The
+// answer names no address or cause, since anyone may ask: the log has the
+// cause.
+func (r *Registry) serveHealth(w http.ResponseWriter, req *http.Request) {
+	down, since, err := r.health.check(req.Context())
+	switch {
+	case down:
+		r.logger.Warn("carmy: health check failed: the store is out of reach", "since", since, "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "store": "unreachable", "since": since.UTC().Format(time.RFC3339)})
+	case err != nil:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "store": "unreachable", "since": since.UTC().Format(time.RFC3339)})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "store": "ok"})
+	}
+}
+
+// serveLive answers GET /livez: 200 while the process serves HTTP, whatever
+// its store does, so that an orchestrator restarts a host that hangs, not
+// one whose store is out of reach (a restart would not bring it back).
+func serveLive(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

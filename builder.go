@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,7 @@ type Builder struct {
 	errs       []error
 
 	approvalTimeout time.Duration
+	taskTTL         time.Duration
 
 	effectPerms     map[Effect]string // see EffectPermissions
 	effectPermsSite string
@@ -386,6 +388,7 @@ func (b *Builder) Build() (*Registry, error) {
 		o.v.LocateAt(b.publicURL)
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
+	r.tasks = tasks{store: taskStore(r.store), ttl: cmp.Or(b.taskTTL, DefaultTaskTTL), lease: cmp.Or(b.tuning.taskLease, defaultTaskLease)}
 	r.console = newConsoleAuth(r.auth != nil)
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;

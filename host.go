@@ -285,6 +285,8 @@ type tuning struct {
 	// person reads it; nil is standard error, a terminal when it is one.
 	consoleOut      io.Writer
 	consoleTerminal bool
+
+	taskLease time.Duration // 0: defaultTaskLease
 }
 
 func (t *tuning) bodyRead() time.Duration {

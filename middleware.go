@@ -46,6 +46,8 @@ type Request struct {
 	digest string
 	// peer is the MCP client the call came from, for the tool's Context.
 	peer *mcpserve.Peer
+	// task is the task the call runs as, if any.
+	task *taskRun
 }
 
 // Logging returns middleware that logs one record per call: execution id,

@@ -78,6 +78,9 @@ type ToolMetadata struct {
 	// declares its own here. A caller that lacks one is refused, and does
 	// not see the tool listed.
 	Requires []string `json:"requires,omitempty"`
+	// Tasks says whether a call may, or must, run as a task ([Tasks]);
+	// task_support in JSON, left out for the default, optional.
+	Tasks TaskSupport `json:"task_support,omitempty"`
 }
 
 // toolMetadataJSON is ToolMetadata without its methods, for its JSON form.
@@ -127,6 +130,7 @@ type Registry struct {
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals
+	tasks     tasks
 	console   consoleAuth
 	recent    recent // the last calls, for the console
 	// observers are told of every decided call: the console's recent

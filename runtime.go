@@ -78,16 +78,22 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 // executeFor is Execute for a call of MCP client p, which the tool's
 // Context reaches (Progress, Log, Elicit); p is nil for other callers.
 func (r *Registry) executeFor(ctx context.Context, c Call, p *mcpserve.Peer) (Result, error) {
+	return r.dispatch(ctx, c, p, nil)
+}
+
+// dispatch runs a call of MCP client p, or of task run (each nil when
+// the call has none), through the tool's middleware and the pipeline.
+func (r *Registry) dispatch(ctx context.Context, c Call, p *mcpserve.Peer, run *taskRun) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p}
+		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, task: run}
 		return r.call(ctx, t, &req)
 	}
-	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p})
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, task: run})
 }
 
 // handlerFor builds a tool's middleware chain once.
@@ -131,11 +137,15 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		Metadata:    c.Metadata,
 		log:         r.logger,
 		peer:        req.peer,
+		task:        req.task,
 	}
 	// Before the input is read: a caller that may not call the tool
 	// learns nothing of its input's rules.
 	if e := r.permit(cc, t); e != nil {
 		return Result{}, r.refused(ctx, t, c, e)
+	}
+	if t.meta.Tasks == TaskRequired && req.task == nil {
+		return Result{}, r.refused(ctx, t, c, Errorf(CodeInvalidInput, "%s runs only as a task: start it as one (over HTTP, send Prefer: respond-async)", t.meta.Name))
 	}
 	in, err := t.decode(c.Input)
 	if err != nil {
@@ -237,6 +247,9 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	ev.Context = execCtx
 	cc.Context = ev
 	req.ExecutionID, req.decision = cc.ExecutionID, AuditExecuted
+	if req.task != nil {
+		req.task.started()
+	}
 	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, resv: resv, lock: lock, done: make(chan outcome, 1)}
 	r.workers.run(j)
 	select {

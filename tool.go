@@ -56,6 +56,7 @@ type options struct {
 	idempotent, parallelSafe bool
 	confirm                  bool
 	timeout                  time.Duration
+	tasks                    TaskSupport
 	register                 bool
 	requires                 []string
 	set                      map[string]any

@@ -32,3 +32,10 @@ func SetServerTimeouts(b *Builder, readHeader, idle time.Duration) *Builder {
 func OAuthKeyRefresh(ctx context.Context, cfg OAuthConfig, interval time.Duration) (Authenticator, error) {
 	return oauth(ctx, cfg, interval)
 }
+
+// SetTaskLease sets the lease of the tasks b's registry runs: a task whose
+// host stops renewing it is lost that long after.
+func SetTaskLease(b *Builder, d time.Duration) *Builder {
+	b.tuning.taskLease = d
+	return b
+}

@@ -96,6 +96,7 @@ func New() *Builder {
 //	session_timeout = "10m"            # see Builder.SessionTimeout
 //	max_sessions = 64                  # see Builder.MaxSessions
 //	idempotency_window = "10m"         # see Builder.IdempotencyWindow
+//	task_ttl = "1h"                    # see Builder.TaskTTL
 //	public_url = "https://tools.example.com" # see Builder.PublicURL
 //	audit_file = "/var/log/carmy/audit.jsonl" # audit records as JSON lines (see Builder.AuditFile)
 //	audit_url = "postgres://carmy@db/carmy"   # audit records in a sink registered with RegisterAuditor

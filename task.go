@@ -151,7 +151,8 @@ type Task struct {
 // any host sharing the store) answers the same task and runs nothing. The
 // host running a task renews its lease; a task whose host stopped is
 // failed, with details.reason "host_lost", once its lease lapses, and is
-// never run again by carmy.
+// never run again by carmy. [Registry.Close] stops the tasks the registry
+// runs, as a host that dies would.
 func (r *Registry) Start(ctx context.Context, c Call) (*Task, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {

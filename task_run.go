@@ -119,6 +119,8 @@ func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error
 func (run *taskRun) run(ctx context.Context, c Call) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// A registry that closes stops its tasks, as a host that dies does.
+	defer context.AfterFunc(run.r.streams, stop)()
 	// The keepers stop with the call, or when the registry closes: a
 	// closed host no longer vouches for its tasks.
 	keepCtx, endKeep := context.WithCancel(run.r.streams)
@@ -194,6 +196,13 @@ func (run *taskRun) finish(res Result, err error) {
 			u.Release = true
 			run.refusal = err
 		}
+	}
+	if run.r.streams.Err() != nil {
+		// The registry closed: the task is not this host's to end. It is
+		// failed, host_lost, once its lease lapses, as a crashed host's.
+		run.r.logger.Warn("carmy: the registry closed while a task ran; it fails once its lease lapses", "task_id", run.id, "tool", run.t.meta.Name)
+		run.begin()
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()

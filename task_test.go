@@ -403,3 +403,23 @@ func TestTaskApprovedOnAnotherHost(t *testing.T) {
 		})
 	}
 }
+
+func TestTaskTTL(t *testing.T) {
+	t.Parallel()
+	e := newExporter()
+	close(e.release)
+	reg := taskRegistry(t, carmy.New().TaskTTL(100*time.Millisecond), e.tool())
+	task, err := reg.Start(context.Background(), carmy.Call{Tool: "export", Input: []byte(`{"rows":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := task.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	_, err = reg.Task(context.Background(), task.ID)
+	wantCode(t, err, carmy.CodeNotFound)
+	if _, err := carmy.New().TaskTTL(0).Build(); err == nil {
+		t.Fatal("Build took TaskTTL(0)")
+	}
+}

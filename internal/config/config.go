@@ -49,6 +49,7 @@ type Settings struct {
 	MaxSessions          int           // MCP sessions per principal
 	EffectPermissions    EffectPermissions
 	IdempotencyWindow    time.Duration // the age below which no idempotency record is evicted
+	TaskTTL              time.Duration // how long a finished task is kept
 	PublicURL            string        // the address clients use, for links and OAuth metadata
 }
 
@@ -166,9 +167,9 @@ func FromEnv() (Settings, error) {
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "public_url", "tokens", "oauth", "effect_permissions"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "task_ttl", "public_url", "tokens", "oauth", "effect_permissions"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, public_url, [[tokens]], [oauth] and [effect_permissions]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, task_ttl, public_url, [[tokens]], [oauth] and [effect_permissions]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -301,6 +302,7 @@ func parse(path, src string) (Settings, error) {
 		}
 	}
 	scalar("idempotency_window", func(s string) (err error) { c.IdempotencyWindow, err = parseDuration(s); return }, `a duration such as "10m"`)
+	scalar("task_ttl", func(s string) (err error) { c.TaskTTL, err = parseDuration(s); return }, `a duration such as "1h"`)
 	scalar("public_url", func(s string) (err error) { c.PublicURL, err = parsePublicURL(s); return }, `a URL such as "https://tools.example.com"`)
 	c.Tokens = parseTokens(&d, fail)
 	c.OAuth = parseOAuth(&d, path, fail)

@@ -99,6 +99,7 @@ func TestLoadConfig(t *testing.T) {
 			SessionTimeout:    5 * time.Minute,
 			MaxSessions:       8,
 			IdempotencyWindow: 15 * time.Minute,
+			TaskTTL:           2 * time.Hour,
 			PublicURL:         "https://tools.example.com",
 			Tokens: []config.Token{
 				{SHA256: hash(aliceToken), Principal: "alice", Permissions: []string{"confirm:cancel_order", "orders:write"}},

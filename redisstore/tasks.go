@@ -119,8 +119,8 @@ end
 `
 
 // updateTaskScript applies an update to task KEYS[1]: ARGV[1] a lease in
-// ms (0: none), ARGV[2] '1' to free the request id, ARGV[3] the channel,
-// ARGV[4] a status (” none) and ARGV[5] its approval, then fields and
+// ms (0: none), ARGV[2] "1" to free the request id, ARGV[3] the channel,
+// ARGV[4] a status (empty for none) and ARGV[5] its approval, then fields and
 // values.
 var updateTaskScript = redis.NewScript(taskStateCheck + `
 local lease = tonumber(h[2])

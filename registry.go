@@ -184,8 +184,8 @@ func (r *Registry) Lookup(name string) (ToolMetadata, bool) {
 }
 
 // Close stops the registry's background work, such as the sweeper of the
-// default idempotency store. Calls made after Close still run; Close is
-// idempotent. Stores and lockers given to the builder are the caller's to
+// default idempotency store, and the tasks it runs (see [Registry.Start]).
+// Calls made after Close still run; Close is idempotent. Stores and lockers given to the builder are the caller's to
 // close.
 func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {

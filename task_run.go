@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/approve"
+	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -92,9 +93,20 @@ func (run *taskRun) lastProgress() []byte {
 
 // startTask records a task of call c and runs it.
 func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error) {
-	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, TTL: r.tasks.ttl}, r.tasks.lease)
+	var digest string
+	if c.RequestID != "" {
+		// The digest the pipeline takes; an input it cannot take is
+		// refused there.
+		if form, err := t.canonicalInput(c.Input); err == nil {
+			digest = canon.Sum(form)
+		}
+	}
+	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, Digest: digest, TTL: r.tasks.ttl}, r.tasks.lease)
 	if err != nil {
 		return nil, r.taskStoreError(ctx, err)
+	}
+	if !created && rec.Digest != digest {
+		return nil, r.refused(ctx, t, &c, requestIDConflict(t, c.RequestID))
 	}
 	if !created {
 		return r.taskOf(rec, c.Principal), nil // that call, started before

@@ -423,3 +423,26 @@ func TestTaskTTL(t *testing.T) {
 		t.Fatal("Build took TaskTTL(0)")
 	}
 }
+
+func TestTaskRequestIDWithAnotherInputIsAConflict(t *testing.T) {
+	t.Parallel()
+	e := newExporter()
+	close(e.release)
+	reg := taskRegistry(t, carmy.New(), e.tool())
+	c := carmy.Call{Tool: "export", Input: []byte(`{"rows":2}`), Principal: "alice", RequestID: "r1"}
+	first, err := reg.Start(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same input, written otherwise, is the same call.
+	c.Input = []byte(`{ "rows" : 2.0 }`)
+	if same, err := reg.Start(context.Background(), c); err != nil || same.ID != first.ID {
+		t.Fatalf("Start with the same input written otherwise = %v, %v; want task %s", same, err, first.ID)
+	}
+	c.Input = []byte(`{"rows":3}`)
+	_, err = reg.Start(context.Background(), c)
+	wantCode(t, err, carmy.CodeConflict)
+	// As a synchronous call with that request id is.
+	_, err = reg.Execute(context.Background(), c)
+	wantCode(t, err, carmy.CodeConflict)
+}

@@ -68,7 +68,8 @@ local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 // createTaskScript records task ARGV[1] (hash KEYS[3]) unless the request
 // id ARGV[4] names a task kept (index KEYS[1]): then it returns {0, id}.
 // A principal (list KEYS[2]) holding ARGV[7] tasks or ARGV[8] bytes gets
-// {2, count}. ARGV[9] is the prefix of the hashes' keys.
+// {2, count}. ARGV[9] is the prefix of the hashes' keys, ARGV[10] the
+// input's digest.
 var createTaskScript = redis.NewScript(luaNow + `
 if ARGV[4] ~= '' then
 	local cur = redis.call('GET', KEYS[1])
@@ -98,7 +99,7 @@ if ARGV[4] ~= '' then
 end
 redis.call('HSET', KEYS[3], 'id', ARGV[1], 'principal', ARGV[2], 'tool', ARGV[3], 'rid', ARGV[4], 'ridkey', ridkey,
 	'status', 'working', 'created', now, 'updated', now, 'lease', lease, 'ttl', ARGV[6], 'version', 1,
-	'size', #ARGV[1] + #ARGV[3] + #ARGV[4])
+	'digest', ARGV[10], 'size', #ARGV[1] + #ARGV[3] + #ARGV[4])
 redis.call('PEXPIREAT', KEYS[3], keep)
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 return {1, ARGV[1]}
@@ -182,7 +183,7 @@ func (s *Store) CreateTask(ctx context.Context, t store.Task, lease time.Duratio
 	id := hex.EncodeToString(b[:]) + "-" + taskTag(t.Principal)
 	v, err := createTaskScript.Run(ctx, s.client, []string{s.taskIndexKey(t), s.taskListKey(t.Principal), s.taskKey(id)},
 		id, t.Principal, t.Tool, t.RequestID, millis(lease), millis(t.TTL), store.DefaultTaskLimit, store.DefaultTaskBytes,
-		strings.TrimSuffix(s.taskKey(id), id)).Slice()
+		strings.TrimSuffix(s.taskKey(id), id), t.Digest).Slice()
 	if err != nil {
 		return store.Task{}, false, failure(ctx, err)
 	}
@@ -349,7 +350,7 @@ func taskOf(m map[string]string) store.Task {
 		return nil
 	}
 	return store.Task{
-		ID: m["id"], Principal: m["principal"], Tool: m["tool"], RequestID: m["rid"], Status: store.TaskStatus(m["status"]),
+		ID: m["id"], Principal: m["principal"], Tool: m["tool"], RequestID: m["rid"], Digest: m["digest"], Status: store.TaskStatus(m["status"]),
 		Created: ms("created"), Updated: ms("updated"), Lease: ms("lease"), TTL: time.Duration(num("ttl")) * time.Millisecond,
 		ExecutionID: m["exec"], Output: bytesOf("output"), Error: bytesOf("error"), Progress: bytesOf("progress"),
 		ApprovalID: m["approval"], CancelRequested: m["cancel"] == "1", Version: num("version"),

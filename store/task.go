@@ -35,9 +35,12 @@ type Task struct {
 	// RequestID is the request id of the call, if any: one principal's
 	// task of one tool with one request id is created once.
 	RequestID string
-	Status    TaskStatus
-	Created   time.Time
-	Updated   time.Time
+	// Digest is the hex SHA-256 of the call's canonical input, which a
+	// second start with the same request id must match.
+	Digest  string
+	Status  TaskStatus
+	Created time.Time
+	Updated time.Time
 	// Lease is when the task, unless it is final, is taken for lost: the
 	// host that runs it renews it while it lives. A task whose lease
 	// passed reads as failed, with Lost set.

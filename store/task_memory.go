@@ -14,9 +14,9 @@ import (
 type memoryTasks struct {
 	mu      sync.Mutex
 	byID    map[string]*Task
-	byKey   map[Key]string      // request ids, by principal, tool and request id
-	owned   map[string][]string // ids by principal, oldest first
-	changed chan struct{}       // closed and replaced at every change
+	byKey   map[Key]string           // request ids, by principal, tool and request id
+	owned   map[string][]string      // ids by principal, oldest first
+	changed map[string]chan struct{} // by task: closed at its next change
 	limit   int
 	bytes   int
 	now     func() time.Time
@@ -31,7 +31,7 @@ func NewMemoryTasks() TaskStore { return newMemoryTasks(DefaultTaskLimit, Defaul
 
 func newMemoryTasks(limit, bytes int) *memoryTasks {
 	return &memoryTasks{byID: map[string]*Task{}, byKey: map[Key]string{}, owned: map[string][]string{},
-		changed: make(chan struct{}), limit: limit, bytes: bytes, now: time.Now}
+		changed: map[string]chan struct{}{}, limit: limit, bytes: bytes, now: time.Now}
 }
 
 // expired reports whether a task is past its TTL at now.
@@ -63,6 +63,7 @@ func (m *memoryTasks) prune(now time.Time, force bool) {
 				continue
 			}
 			delete(m.byID, id)
+			m.wake(id)
 			k := Key{t.Principal, t.Tool, t.RequestID}
 			if m.byKey[k] == id {
 				delete(m.byKey, k)
@@ -76,10 +77,23 @@ func (m *memoryTasks) prune(now time.Time, force bool) {
 	}
 }
 
-// wake tells those awaiting any task to look again. The caller holds mu.
-func (m *memoryTasks) wake() {
-	close(m.changed)
-	m.changed = make(chan struct{})
+// wake tells those awaiting task id to look again. The caller holds mu.
+func (m *memoryTasks) wake(id string) {
+	if ch, ok := m.changed[id]; ok {
+		close(ch)
+		delete(m.changed, id)
+	}
+}
+
+// woken returns a channel closed at the next change of task id. The
+// caller holds mu.
+func (m *memoryTasks) woken(id string) <-chan struct{} {
+	ch, ok := m.changed[id]
+	if !ok {
+		ch = make(chan struct{})
+		m.changed[id] = ch
+	}
+	return ch
 }
 
 func copyTask(t *Task) Task {
@@ -222,7 +236,7 @@ func (m *memoryTasks) UpdateTask(_ context.Context, id string, u TaskUpdate) (Ta
 	}
 	t.Updated = now
 	t.Version++
-	m.wake()
+	m.wake(id)
 	return copyTask(t), nil
 }
 
@@ -240,7 +254,7 @@ func (m *memoryTasks) CancelTask(_ context.Context, id string) (Task, error) {
 		t.CancelRequested = true
 		t.Updated = now
 		t.Version++
-		m.wake()
+		m.wake(id)
 	}
 	return copyTask(t), nil
 }
@@ -249,10 +263,13 @@ func (m *memoryTasks) AwaitTask(ctx context.Context, id string, version int64) (
 	for {
 		m.mu.Lock()
 		t, now, err := m.lookup(id)
-		changed := m.changed
 		var cur Task
+		var changed <-chan struct{}
 		if err == nil {
 			cur = copyTask(t).At(now)
+			if cur.Version == version && !cur.Status.Final() {
+				changed = m.woken(id)
+			}
 		}
 		m.mu.Unlock()
 		if err != nil || cur.Version != version || cur.Status.Final() {

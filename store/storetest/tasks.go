@@ -38,12 +38,14 @@ func TestTaskStore(t *testing.T, newStore func(t *testing.T) store.TaskStore) {
 
 	t.Run("CreateTask records a working task that GetTask returns", func(t *testing.T) {
 		s := newStore(t)
-		a, created := create(t, s, task("alice", "export", "r1"), long)
+		in := task("alice", "export", "r1")
+		in.Digest = "d1"
+		a, created := create(t, s, in, long)
 		if !created || a.ID == "" || a.Status != store.TaskWorking || a.Created.IsZero() || a.Lease.Before(time.Now()) {
 			t.Fatalf("CreateTask = %+v, %v; want a new working task with an id and a lease", a, created)
 		}
 		got := get(t, s, a.ID)
-		if got.Principal != "alice" || got.Tool != "export" || got.RequestID != "r1" || got.Status != store.TaskWorking || got.Lost || got.CancelRequested {
+		if got.Principal != "alice" || got.Tool != "export" || got.RequestID != "r1" || got.Digest != "d1" || got.Status != store.TaskWorking || got.Lost || got.CancelRequested {
 			t.Fatalf("GetTask = %+v", got)
 		}
 		b, _ := create(t, s, task("alice", "export", ""), long)

@@ -44,6 +44,10 @@ error's code and message, and for invalid input each field's path and
 message, to standard error, and exits with status 1. With -json it prints
 the server's answer as it came, to standard output, in both cases.
 
+With -async the call starts as a task (Prefer: respond-async): it prints
+the task, which outlives the request, and carmy tasks follows it. A tool
+that forbids tasks answers as without -async.
+
 Flags:
 `
 
@@ -231,6 +235,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	fs, help := newFlagSet("carmy call", callUsage, stdout, stderr, args)
 	cf.register(fs)
 	key := fs.String("idempotency-key", "", "send this `key` as the Idempotency-Key header: a repeat of the call with the same key and input replays the first outcome")
+	async := fs.Bool("async", false, "start the call as a task and print the task (see carmy tasks)")
 	if help {
 		fs.Usage()
 		return 0
@@ -273,12 +278,22 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	if *key != "" {
 		header.Set("Idempotency-Key", *key)
 	}
+	if *async {
+		header.Set("Prefer", "respond-async")
+	}
 	ctx, stop := cf.context()
 	defer stop()
 	status, body, err := cf.do(ctx, http.MethodPost, endpoint, header, input)
 	if err != nil {
 		fmt.Fprintf(stderr, "carmy call: %v\n", err)
 		return 1
+	}
+	if status == http.StatusAccepted {
+		if cf.json {
+			stdout.Write(withNewline(body))
+			return 0
+		}
+		return printStarted(stdout, stderr, pos[0], body)
 	}
 	var res struct {
 		ExecutionID string          `json:"execution_id"`

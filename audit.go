@@ -37,6 +37,12 @@ const (
 	// destructive tool, a store that failed, or a caller that gave up while
 	// waiting.
 	AuditRefused AuditDecision = "refused"
+	// AuditCancelRequested is a request to cancel a task ([Task.Cancel],
+	// POST /tasks/{id}/cancel), naming the task's tool, request id,
+	// digest and execution, if it started, and who asked (Principal), with
+	// no code; the call's own record, code cancelled, follows once it
+	// stopped.
+	AuditCancelRequested AuditDecision = "cancel_requested"
 )
 
 // AuditRecord is one decision about one call, as an [Auditor] receives it.

@@ -331,8 +331,14 @@ func (r *Registry) awaitTask(ctx context.Context, rec store.Task) (store.Task, e
 // cancelTask asks the store to cancel principal's task id. A final task is
 // not changed: CodeConflict says so.
 func (r *Registry) cancelTask(ctx context.Context, id, principal string) (store.Task, error) {
-	if _, err := r.readTask(ctx, id, principal); err != nil {
+	cur, err := r.readTask(ctx, id, principal)
+	if err != nil {
 		return store.Task{}, err
+	}
+	if t, ok := r.tools[cur.Tool]; ok && len(r.auditors) > 0 && !cur.Status.Final() {
+		// Before the cancel, which the call's own record follows.
+		_ = r.writeAudit(context.WithoutCancel(ctx), AuditRecord{Time: time.Now(), Decision: AuditCancelRequested, ExecutionID: cur.ExecutionID,
+			RequestID: cur.RequestID, Principal: principal, Tool: cur.Tool, Effect: t.meta.Effect, Digest: cur.Digest})
 	}
 	rec, err := r.tasks.store.CancelTask(ctx, id)
 	switch {

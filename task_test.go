@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,7 +34,10 @@ type exporter struct {
 
 func newExporter() *exporter { return &exporter{release: make(chan struct{})} }
 
-func (e *exporter) tool(opts ...carmy.Option) *carmy.ToolDef {
+func (e *exporter) tool(opts ...carmy.Option) *carmy.ToolDef { return e.toolOf(carmy.Read, opts...) }
+
+// toolOf is the exporter with another effect.
+func (e *exporter) toolOf(effect carmy.Effect, opts ...carmy.Option) *carmy.ToolDef {
 	fn := func(ctx carmy.Context, in ExportIn) (ExportOut, error) {
 		e.runs.Add(1)
 		ctx.Progress(1, float64(in.Rows), "exporting")
@@ -43,7 +48,7 @@ func (e *exporter) tool(opts ...carmy.Option) *carmy.ToolDef {
 			return ExportOut{}, ctx.Err()
 		}
 	}
-	return carmy.Tool(fn, carmy.Read, append([]carmy.Option{carmy.Name("export"), carmy.ParallelSafe(), carmy.Register(false)}, opts...)...)
+	return carmy.Tool(fn, effect, append([]carmy.Option{carmy.Name("export"), carmy.ParallelSafe(), carmy.Register(false)}, opts...)...)
 }
 
 // hostsStore is one store that several registries share, as hosts share
@@ -445,4 +450,38 @@ func TestTaskRequestIDWithAnotherInputIsAConflict(t *testing.T) {
 	// As a synchronous call with that request id is.
 	_, err = reg.Execute(context.Background(), c)
 	wantCode(t, err, carmy.CodeConflict)
+}
+
+// The audit records a task's call like any call, and its cancellation.
+func TestTaskCancelAudited(t *testing.T) {
+	t.Parallel()
+	e := newExporter()
+	var mu sync.Mutex
+	var recs []carmy.AuditRecord
+	sink := carmy.AuditorFunc(func(_ context.Context, rec carmy.AuditRecord) error {
+		mu.Lock()
+		defer mu.Unlock()
+		recs = append(recs, rec)
+		return nil
+	})
+	reg := taskRegistry(t, carmy.New().Audit(sink), e.toolOf(carmy.Write))
+	task, err := reg.Start(context.Background(), carmy.Call{Tool: "export", Input: []byte(`{"rows":2}`), Principal: "alice", RequestID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Cancel(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var got []string
+	for _, r := range recs {
+		if r.Principal != "alice" || r.RequestID != "r1" || r.Tool != "export" || r.Digest == "" {
+			t.Errorf("record %+v; want alice's call of export with r1 and its digest", r)
+		}
+		got = append(got, string(r.Decision)+":"+string(r.Code))
+	}
+	if strings.Join(got, ",") != "cancel_requested:,executed:cancelled" {
+		t.Fatalf("audit = %v; want the cancel request, then the call cancelled", got)
+	}
 }

@@ -43,7 +43,7 @@ func (e *exporter) toolOf(effect carmy.Effect, opts ...carmy.Option) *carmy.Tool
 		ctx.Progress(1, float64(in.Rows), "exporting")
 		select {
 		case <-e.release:
-			return ExportOut{Rows: in.Rows}, nil
+			return ExportOut(in), nil
 		case <-ctx.Done():
 			return ExportOut{}, ctx.Err()
 		}

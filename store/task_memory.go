@@ -199,48 +199,51 @@ func (m *memoryTasks) ListTasks(_ context.Context, principal, before string, lim
 }
 
 func (m *memoryTasks) UpdateTask(_ context.Context, id string, u TaskUpdate) (Task, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t, now, err := m.lookup(id)
-	if err != nil {
-		return Task{}, err
-	}
-	if cur := t.At(now); cur.Status.Final() {
-		return copyTask(t).At(now), ErrTaskState
-	}
-	if u.Lease > 0 {
-		t.Lease = now.Add(u.Lease)
-	}
-	if u.Release {
-		if k := (Key{t.Principal, t.Tool, t.RequestID}); m.byKey[k] == id {
-			delete(m.byKey, k)
+	return m.change(id, func(t *Task, now time.Time) bool {
+		if u.Lease > 0 {
+			t.Lease = now.Add(u.Lease)
 		}
-	}
-	if u.Status == "" && u.ExecutionID == "" && u.Output == nil && u.Error == nil && u.Progress == nil {
-		return copyTask(t), nil // a renewal alone wakes nobody
-	}
-	if u.Status != "" {
-		t.Status, t.ApprovalID = u.Status, u.ApprovalID
-	}
-	if u.ExecutionID != "" {
-		t.ExecutionID = u.ExecutionID
-	}
-	if u.Output != nil {
-		t.Output = slices.Clone(u.Output)
-	}
-	if u.Error != nil {
-		t.Error = slices.Clone(u.Error)
-	}
-	if u.Progress != nil {
-		t.Progress = slices.Clone(u.Progress)
-	}
-	t.Updated = now
-	t.Version++
-	m.wake(id)
-	return copyTask(t), nil
+		if u.Release {
+			if k := (Key{t.Principal, t.Tool, t.RequestID}); m.byKey[k] == id {
+				delete(m.byKey, k)
+			}
+		}
+		if u.Status == "" && u.ExecutionID == "" && u.Output == nil && u.Error == nil && u.Progress == nil {
+			return false // a renewal alone wakes nobody
+		}
+		if u.Status != "" {
+			t.Status, t.ApprovalID = u.Status, u.ApprovalID
+		}
+		if u.ExecutionID != "" {
+			t.ExecutionID = u.ExecutionID
+		}
+		if u.Output != nil {
+			t.Output = slices.Clone(u.Output)
+		}
+		if u.Error != nil {
+			t.Error = slices.Clone(u.Error)
+		}
+		if u.Progress != nil {
+			t.Progress = slices.Clone(u.Progress)
+		}
+		return true
+	})
 }
 
 func (m *memoryTasks) CancelTask(_ context.Context, id string) (Task, error) {
+	return m.change(id, func(t *Task, _ time.Time) bool {
+		if t.CancelRequested {
+			return false
+		}
+		t.CancelRequested = true
+		return true
+	})
+}
+
+// change applies apply to a task that is not final, nor lost; one that is
+// is returned as it stands with ErrTaskState. A change apply reports grows
+// the task's version and wakes those who await it.
+func (m *memoryTasks) change(id string, apply func(t *Task, now time.Time) bool) (Task, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, now, err := m.lookup(id)
@@ -250,8 +253,7 @@ func (m *memoryTasks) CancelTask(_ context.Context, id string) (Task, error) {
 	if cur := t.At(now); cur.Status.Final() {
 		return copyTask(t).At(now), ErrTaskState
 	}
-	if !t.CancelRequested {
-		t.CancelRequested = true
+	if apply(t, now) {
 		t.Updated = now
 		t.Version++
 		m.wake(id)

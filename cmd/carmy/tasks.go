@@ -59,17 +59,10 @@ const taskWait = "60s"
 
 func runTasks(args []string, stdout, stderr io.Writer) int {
 	var cf clientFlags
-	fs, help := newFlagSet("carmy tasks", tasksUsage, stdout, stderr, args)
-	cf.register(fs)
-	if help {
-		fs.Usage()
-		return 0
+	fs, pos, code, done := parseClient("carmy tasks", tasksUsage, &cf, stdout, stderr, args, nil)
+	if done {
+		return code
 	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return 2
-	}
-	cf.defaults()
 	verb := "list"
 	switch {
 	case len(pos) == 1:

@@ -31,7 +31,9 @@ type DeleteNote struct {
 
 // TestTasksAcrossHosts: two registries on one Redis. A task started on one
 // is read, cancelled and approved on the other; the cancel reaches the
-// host running the tool through the store's notifications.
+// host running the tool, and wakes the one waiting for the task, through
+// the store's notifications: the hosts poll once an hour, and a task's
+// lease (which a waiter also looks at) lasts longer than the test waits.
 func TestTasksAcrossHosts(t *testing.T) {
 	c := newClient(t)
 	prefix := testPrefix(t, c)
@@ -47,7 +49,7 @@ func TestTasksAcrossHosts(t *testing.T) {
 		return []*carmy.ToolDef{export, del}
 	}
 	host := func(b *carmy.Builder) *carmy.Registry {
-		reg, err := b.Store(newStore(t, c, prefix)).Tool(tools()...).Logger(quiet).Build()
+		reg, err := b.Store(newStore(t, c, prefix, WithPollInterval(time.Hour))).Tool(tools()...).Logger(quiet).Build()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -120,7 +120,7 @@ func New() *Builder {
 // CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES,
 // CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (lists comma-separated),
 // CARMY_SESSION_TIMEOUT, CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW,
-// CARMY_PUBLIC_URL, CARMY_AUDIT_FILE and
+// CARMY_TASK_TTL, CARMY_PUBLIC_URL, CARMY_AUDIT_FILE and
 // CARMY_AUDIT_URL, when set and not empty, override the file's values;
 // the tokens authenticate with [BearerTokens], [oauth] with [OAuth],
 // resolved at Build, which then reaches the issuer.

@@ -111,8 +111,8 @@ func Load(path string) (Settings, error) {
 // CARMY_AUDIT_URL, CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE,
 // CARMY_OAUTH_SCOPES (comma-separated), CARMY_ALLOWED_HOSTS,
 // CARMY_ALLOWED_ORIGINS (both comma-separated), CARMY_SESSION_TIMEOUT,
-// CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW and CARMY_PUBLIC_URL, when
-// set and not empty, override the file's values.
+// CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW, CARMY_PUBLIC_URL and
+// CARMY_TASK_TTL, when set and not empty, override the file's values.
 // A bad variable is a [*Problem] whose Site is its name.
 func FromEnv() (Settings, error) {
 	var (

@@ -285,7 +285,7 @@ func TestAppConfig(t *testing.T) {
 	clearEnv := func(t *testing.T) {
 		for _, v := range []string{"CARMY_CONFIG", "CARMY_LISTEN", "CARMY_BODY_LIMIT", "CARMY_TIMEOUT", "CARMY_DRAIN_TIMEOUT", "CARMY_LOG_LEVEL", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL",
 			"CARMY_AUDIT_FILE", "CARMY_AUDIT_URL", "CARMY_ALLOWED_HOSTS", "CARMY_ALLOWED_ORIGINS", "CARMY_SESSION_TIMEOUT", "CARMY_MAX_SESSIONS",
-			"CARMY_IDEMPOTENCY_WINDOW", "CARMY_PUBLIC_URL"} {
+			"CARMY_IDEMPOTENCY_WINDOW", "CARMY_PUBLIC_URL", "CARMY_TASK_TTL"} {
 			t.Setenv(v, "")
 		}
 	}
@@ -323,17 +323,19 @@ func TestAppConfig(t *testing.T) {
 		t.Setenv("CARMY_CONFIG", full)
 		t.Setenv("CARMY_IDEMPOTENCY_WINDOW", "20m")
 		t.Setenv("CARMY_PUBLIC_URL", "https://mcp.example.com")
+		t.Setenv("CARMY_TASK_TTL", "3h")
 		c, err := config.FromEnv()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.IdempotencyWindow != 20*time.Minute || c.PublicURL != "https://mcp.example.com" {
-			t.Errorf("IdempotencyWindow, PublicURL = %v, %q; want the variables' 20m, https://mcp.example.com", c.IdempotencyWindow, c.PublicURL)
+		if c.IdempotencyWindow != 20*time.Minute || c.PublicURL != "https://mcp.example.com" || c.TaskTTL != 3*time.Hour {
+			t.Errorf("IdempotencyWindow, PublicURL, TaskTTL = %v, %q, %v; want the variables' 20m, https://mcp.example.com, 3h", c.IdempotencyWindow, c.PublicURL, c.TaskTTL)
 		}
 		t.Setenv("CARMY_IDEMPOTENCY_WINDOW", "0s")
 		t.Setenv("CARMY_PUBLIC_URL", "https://mcp.example.com/?x=1")
+		t.Setenv("CARMY_TASK_TTL", "-1h")
 		_, err = config.FromEnv()
-		wantProblems(t, err, `CARMY_IDEMPOTENCY_WINDOW: "0s" must be positive`, `CARMY_PUBLIC_URL: "https://mcp.example.com/?x=1" is not an http or https URL`)
+		wantProblems(t, err, `CARMY_IDEMPOTENCY_WINDOW: "0s" must be positive`, `CARMY_PUBLIC_URL: "https://mcp.example.com/?x=1" is not an http or https URL`, `CARMY_TASK_TTL: "-1h"`)
 	})
 
 	t.Run("no file", func(t *testing.T) {

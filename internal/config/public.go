@@ -7,10 +7,12 @@ import (
 	"strings"
 )
 
-// The environment variables of the idempotency window and the public URL.
+// The environment variables of the idempotency window, the public URL
+// and the tasks' TTL.
 const (
 	envIdempotencyWindow = "CARMY_IDEMPOTENCY_WINDOW"
 	envPublicURL         = "CARMY_PUBLIC_URL"
+	envTaskTTL           = "CARMY_TASK_TTL"
 )
 
 // parsePublicURL checks public_url: an absolute http or https URL with a
@@ -23,7 +25,8 @@ func parsePublicURL(s string) (string, error) {
 	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
-// storeFromEnv applies CARMY_IDEMPOTENCY_WINDOW and CARMY_PUBLIC_URL to c.
+// storeFromEnv applies CARMY_IDEMPOTENCY_WINDOW, CARMY_PUBLIC_URL and
+// CARMY_TASK_TTL to c.
 func storeFromEnv(c *Settings) []error {
 	var errs []error
 	if v := os.Getenv(envIdempotencyWindow); v != "" {
@@ -39,6 +42,13 @@ func storeFromEnv(c *Settings) []error {
 			errs = append(errs, &Problem{Site: envPublicURL, Err: err})
 		}
 		c.PublicURL = u
+	}
+	if v := os.Getenv(envTaskTTL); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			errs = append(errs, &Problem{Site: envTaskTTL, Err: err})
+		}
+		c.TaskTTL = d
 	}
 	return errs
 }

@@ -46,6 +46,9 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 			req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
 			return replay(res.Record)
 		}
+		if req.task != nil {
+			req.task.begin() // a task waits for the execution in flight
+		}
 		if err := r.store.Wait(ctx, key); err != nil {
 			return Result{}, r.storeError(ctx, t, err)
 		}

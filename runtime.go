@@ -225,6 +225,9 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 		r.finish(t, resv, cc.ExecutionID, outcome{err: stopError(ctx, t)})
 		return Result{}, stopError(ctx, t)
 	}
+	if req.task != nil {
+		req.task.begin() // checked: a task waits its turn, or runs
+	}
 	if !t.meta.ParallelSafe {
 		var err error
 		if lock, err = r.awaitTurn(ctx, t, &req.Call); err != nil {

@@ -136,10 +136,11 @@ type Task struct {
 // Start runs a call as a task: it goes through the pipeline of
 // [Registry.Execute] (middleware, permissions, validation, confirmation,
 // idempotency, audit) on its own, detached from ctx, under the tool's
-// timeout, and Start returns once the tool has started, waits for a
-// person, or has finished. A call refused before its tool started (unknown
-// tool, permission, invalid input, busy) is Start's error, and leaves no
-// task behind.
+// timeout, and Start returns once the call passed its checks (it waits for
+// its tool's turn, or runs), waits for a person, or has finished. A call
+// refused by its checks (unknown tool, permission, invalid input) is
+// Start's error, and leaves no task behind; one refused later (busy) fails
+// its task, and frees its request id for a retry.
 //
 // A call of a tool that needs confirmation, without a grant, waits for a
 // person's decision as long as its approval lives: the task is

@@ -49,10 +49,10 @@ type taskRun struct {
 	r     *Registry
 	t     *tool
 	id    string
-	begun chan struct{} // closed once the tool started, the task waits for a person, or the call ended
+	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
 	once  sync.Once
-	// refusal is the error of a call refused before its tool started, set
-	// before begun is closed: Start returns it.
+	// refusal is the error of a call refused before it passed its checks,
+	// set as begun is closed: Start returns it.
 	refusal  error
 	executed atomic.Bool // the tool started
 	waited   bool        // the task waited for a person
@@ -62,7 +62,17 @@ type taskRun struct {
 	poke     chan struct{} // progress to write
 }
 
-func (run *taskRun) begin() { run.once.Do(func() { close(run.begun) }) }
+// begin lets Start return: the call passed its checks (it waits for its
+// turn, runs, or waits for a person), or ended.
+func (run *taskRun) begin() { run.end(nil) }
+
+// end lets Start return with refusal, unless it has returned already.
+func (run *taskRun) end(refusal error) {
+	run.once.Do(func() {
+		run.refusal = refusal
+		close(run.begun)
+	})
+}
 
 // started is told by the runtime that the tool's execution starts.
 func (run *taskRun) started() {
@@ -186,10 +196,11 @@ func (run *taskRun) update(ctx context.Context, u store.TaskUpdate) error {
 }
 
 // finish writes the outcome. A call refused before its tool started is
-// Start's error: its task is failed, and its request id free for a call
-// that fixes what was refused.
+// Start's error, unless Start returned already: its task is failed, and
+// its request id free for a call that fixes what was refused.
 func (run *taskRun) finish(res Result, err error) {
 	u := store.TaskUpdate{Progress: run.lastProgress()}
+	var refusal error
 	if err == nil {
 		u.Status, u.ExecutionID, u.Output = store.TaskCompleted, res.ExecutionID, res.Output
 		if u.Output == nil {
@@ -205,8 +216,7 @@ func (run *taskRun) finish(res Result, err error) {
 			u.ExecutionID = id
 		}
 		if _, replayed := e.Details["replayed"]; !run.executed.Load() && !run.waited && !replayed {
-			u.Release = true
-			run.refusal = err
+			refusal, u.Release = err, true
 		}
 	}
 	if run.r.streams.Err() != nil {
@@ -221,7 +231,9 @@ func (run *taskRun) finish(res Result, err error) {
 	if _, err := run.r.tasks.store.UpdateTask(ctx, run.id, u); err != nil {
 		run.r.logger.Error("carmy: cannot record the outcome of a task", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
 	}
-	run.begin()
+	// Once written: a retry of the refused call with its request id
+	// starts anew.
+	run.end(refusal)
 }
 
 // watch stops the call when the task is cancelled, or taken for lost,

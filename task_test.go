@@ -485,3 +485,46 @@ func TestTaskCancelAudited(t *testing.T) {
 		t.Fatalf("audit = %v; want the cancel request, then the call cancelled", got)
 	}
 }
+
+// A task of a tool that is not parallel-safe waits for its turn as a
+// working task: Start does not wait for the turn.
+func TestTaskWaitsItsTurnAsWorking(t *testing.T) {
+	t.Parallel()
+	e := newExporter()
+	fn := func(ctx carmy.Context, in ExportIn) (ExportOut, error) {
+		e.runs.Add(1)
+		select {
+		case <-e.release:
+			return ExportOut(in), nil
+		case <-ctx.Done():
+			return ExportOut{}, ctx.Err()
+		}
+	}
+	reg := taskRegistry(t, carmy.New(), carmy.Tool(fn, carmy.Write, carmy.Name("serial_export"), carmy.Timeout(5*time.Second), carmy.Register(false)))
+	start := func() *carmy.Task {
+		t.Helper()
+		task, err := reg.Start(context.Background(), carmy.Call{Tool: "serial_export", Input: []byte(`{"rows":1}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	first := start()
+	awaitStatus(t, reg, first.ID, "", carmy.TaskWorking)
+	for e.runs.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	second := start()
+	if second.Status != carmy.TaskWorking || e.runs.Load() != 1 {
+		t.Fatalf("the second task = %s, runs %d; want it working, waiting for its turn", second.Status, e.runs.Load())
+	}
+	close(e.release)
+	for _, task := range []*carmy.Task{first, second} {
+		if _, err := task.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.runs.Load(); n != 2 {
+		t.Fatalf("runs = %d; want 2", n)
+	}
+}

@@ -5,9 +5,10 @@
 //
 // It is a module of its own, so that programs that do not use Redis never
 // depend on go-redis. A [Store] is a [store.IdempotencyStore], a
-// [store.Locker] and a [store.ApprovalStore] (so that a call approved on one
-// host runs once, on any); give it to the builder as store and locker, and
-// the builder keeps its approvals there too:
+// [store.Locker], a [store.ApprovalStore] (so that a call approved on one
+// host runs once, on any) and a [store.TaskStore] (so that any host answers
+// for any task); give it to the builder as store and locker, and the
+// builder keeps its approvals and tasks there too:
 //
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
 //	s := redisstore.New(client)
@@ -42,12 +43,17 @@
 //   - prefix + "appr:{appr}:" + id, prefix + "apprkey:{appr}:" + ... and
 //     prefix + "apprs:{appr}": the approvals, their index by call and their
 //     list (see approvals.go), kept an hour past their expiry.
+//   - prefix + "task:{tk:T}:" + id, prefix + "taskrid:{tk:T}:" + ... and
+//     prefix + "tasks:{tk:T}:" + principal: a task, the index of its
+//     request id and its principal's list, under one tag per principal
+//     (see tasks.go), kept for the task's TTL once it ended.
 //   - prefix + "marker": a hash naming the Redis server (its run id) and
 //     the time of the last loss of state found, by which the store sees
 //     that Redis restarted or lost its data (not kept in Redis Cluster).
 //   - prefix + "done": the pub/sub channel on which the key of a finished
-//     reservation that someone awaits, or of a released lock, is
-//     published, to wake the waiters on every host.
+//     reservation that someone awaits, of a released lock, of a decided
+//     approval or of a changed task is published, to wake the waiters on
+//     every host.
 //
 // The braces are Redis Cluster hash tags: a lock and its fence counter live
 // in one slot, and so do a principal's records and their sorted set. Reservations and locks are taken, completed, renewed and

@@ -5,10 +5,10 @@
 // pass an implementation to Builder.Store and Builder.Locker.
 //
 // The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
-// [ApprovalStore]) and their record types, the in-memory implementations a
-// builder uses by default ([NewMemoryStore], [NewMemoryLocker],
-// [NewMemoryApprovals]), and the registry of store
-// implementations by URL scheme ([Register], [Open]). The storetest package
+// [ApprovalStore], [TaskStore]) and their record types, the in-memory
+// implementations a builder uses by default ([NewMemoryStore],
+// [NewMemoryLocker], [NewMemoryApprovals], [NewMemoryTasks]), and the
+// registry of store implementations by URL scheme ([Register], [Open]). The storetest package
 // checks that an implementation keeps the promises the runtime relies on.
 //
 // A store never sees the runtime's types: outputs and errors are recorded as

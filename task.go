@@ -113,8 +113,10 @@ type TaskProgress struct {
 }
 
 // Task is a call that outlives its request, as read by its principal: its
-// fields are as of when it was read ([Registry.Start], [Registry.Task]).
-// Its methods are safe for concurrent use; they read the task anew.
+// fields are as of when it was read ([Registry.Start], [Registry.Task]),
+// and [Task.Wait] and [Task.Cancel] set them to the task as they last read
+// it. A Task is for one goroutine at a time; another goroutine reads the
+// same task with [Registry.Task].
 type Task struct {
 	ID     string
 	Tool   string

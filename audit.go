@@ -49,6 +49,12 @@ const (
 	// AuditExpired is an approval that no call used before it expired,
 	// pending or approved, written by the host that recorded it.
 	AuditExpired AuditDecision = "expired"
+	// AuditCancelRequested is a request to cancel a task ([Task.Cancel],
+	// POST /tasks/{id}/cancel), naming the task's tool, request id,
+	// digest and execution, if it started, and who asked (Principal), with
+	// no code; the call's own record, code cancelled, follows once it
+	// stopped.
+	AuditCancelRequested AuditDecision = "cancel_requested"
 )
 
 // AuditRecord is one decision about one call, as an [Auditor] receives it.

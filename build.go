@@ -28,11 +28,15 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 		if meta.Timeout < 0 {
 			problems = append(problems, fmt.Errorf("has a negative Timeout %v", meta.Timeout))
 		}
+		if meta.Tasks > TaskRequired {
+			problems = append(problems, fmt.Errorf("has an unknown Tasks %d", meta.Tasks))
+		}
 		t.invoke = d.impl.invoke
 	} else {
 		o := d.opts
 		meta.Name, meta.Description = o.name, o.description
 		meta.Effect, meta.Idempotent, meta.ParallelSafe, meta.Timeout = d.effect, o.idempotent, o.parallelSafe, o.timeout
+		meta.Tasks = o.tasks
 		if o.confirm {
 			meta.Confirmation = ConfirmationRequired
 		}

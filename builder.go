@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type Builder struct {
 	approvalTimeout time.Duration
 	stateKey        []byte
 	healthGrace     *time.Duration // nil: DefaultHealthGrace
+	taskTTL         time.Duration
 
 	effectPerms     map[Effect]string // see EffectPermissions
 	effectPermsSite string
@@ -98,6 +100,7 @@ func New() *Builder {
 //	session_timeout = "10m"            # see Builder.SessionTimeout
 //	max_sessions = 64                  # see Builder.MaxSessions
 //	idempotency_window = "10m"         # see Builder.IdempotencyWindow
+//	task_ttl = "1h"                    # see Builder.TaskTTL
 //	public_url = "https://tools.example.com" # see Builder.PublicURL
 //	audit_file = "/var/log/carmy/audit.jsonl" # audit records as JSON lines (see Builder.AuditFile)
 //	audit_url = "postgres://carmy@db/carmy"   # audit records in a sink registered with RegisterAuditor
@@ -125,7 +128,7 @@ func New() *Builder {
 // CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES,
 // CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (lists comma-separated),
 // CARMY_SESSION_TIMEOUT, CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW,
-// CARMY_PUBLIC_URL, CARMY_AUDIT_FILE and
+// CARMY_TASK_TTL, CARMY_PUBLIC_URL, CARMY_AUDIT_FILE and
 // CARMY_AUDIT_URL, when set and not empty, override the file's values;
 // the tokens authenticate with [BearerTokens], [oauth] with [OAuth],
 // resolved at Build, which then reaches the issuer.
@@ -398,6 +401,7 @@ func (b *Builder) Build() (*Registry, error) {
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.limiter, r.slots = limitersOf(r.store, b.tuning.limitClock)
 	r.signer = newStateSigner(b.stateKey, r.store)
+	r.tasks = tasks{store: taskStore(r.store), ttl: cmp.Or(b.taskTTL, DefaultTaskTTL), lease: cmp.Or(b.tuning.taskLease, defaultTaskLease)}
 	r.console = newConsoleAuth(r.auth != nil)
 	r.console.codes.TTL = r.tuning.codeTTL
 	if r.locker == nil {

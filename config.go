@@ -97,6 +97,9 @@ func (b *Builder) configure() {
 	if c.StateKey != nil {
 		b.StateKey(c.StateKey)
 	}
+	if c.TaskTTL > 0 {
+		b.taskTTL = c.TaskTTL
+	}
 	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
 		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}
 	}

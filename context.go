@@ -57,6 +57,9 @@ type Context struct {
 	// peer is the MCP client of the call, which the MCP door handed the
 	// runtime with it; nil for every other caller.
 	peer *mcpserve.Peer
+	// task is the task the call runs as, which keeps its progress; nil
+	// for a call that is not one.
+	task *taskRun
 }
 
 type contextKey struct{}
@@ -123,13 +126,17 @@ type stateMarker struct{}
 // when the total is unknown), with a message for people. It reaches an MCP
 // client that asked for progress with a progress token; for every other
 // caller (in process, over HTTP, an MCP client that did not ask) it does
-// nothing.
+// nothing, except that a call run as a task keeps the last progress on its
+// task, for whoever reads it.
 func (c Context) Progress(done, total float64, msg string) {
 	if c.Context == nil {
 		return
 	}
 	if c.peer != nil {
 		c.peer.Progress(c.Context, done, total, msg)
+	}
+	if c.task != nil {
+		c.task.report(done, total, msg)
 	}
 }
 

@@ -91,6 +91,15 @@
 // approve or deny at /console or /approvals; the approved call then runs
 // once.
 //
+// # Tasks
+//
+// A call can outlive its request: [Registry.Start] (over HTTP, a call sent
+// with Prefer: respond-async) runs it as a [Task], which its principal
+// reads back by id, on any host sharing the store ([Registry.Task],
+// GET /tasks/{id}), waits for and cancels. A call that waits for a
+// person's approval is the task's input_required, for as long as the
+// approval lives. [Tasks] says whether a tool's calls may run as tasks.
+//
 // # Concurrency
 //
 // A [Registry] is immutable and safe for concurrent use. A tool without

@@ -296,7 +296,8 @@ type tuning struct {
 	limitClock func() time.Time
 	// codeTTL is how long a console link's one-time code waits for its
 	// use; 0 is console.CodeTTL.
-	codeTTL time.Duration
+	codeTTL   time.Duration
+	taskLease time.Duration // 0: defaultTaskLease
 }
 
 func (t *tuning) bodyRead() time.Duration {

@@ -25,7 +25,16 @@ const DefaultBodyLimit = 1 << 20
 //	GET  /tools          the metadata and schemas of the tools the caller
 //	                     may call (see [Registry.ToolsFor]), sorted by name
 //	POST /tools/{name}   call a tool: the body is the input, the
-//	                     Idempotency-Key header the request id
+//	                     Idempotency-Key header the request id; with
+//	                     Prefer: respond-async, start it as a task: 202,
+//	                     Location: /tasks/{id} and the task (a tool that
+//	                     forbids tasks answers as without it)
+//	GET  /tasks          the caller's tasks, newest first, paged
+//	                     (?limit=, ?cursor=)
+//	GET  /tasks/{id}     one of the caller's tasks; ?wait=30s answers once
+//	                     its status changes (see [Registry.Start])
+//	POST /tasks/{id}/cancel
+//	                     cancel it (409 for a task that already ended)
 //	     /mcp            the Model Context Protocol, streamable HTTP
 //	GET  /healthz        200 while the registry serves and reaches its
 //	                     store; 503 once the store was out of reach for
@@ -79,10 +88,11 @@ func (r *Registry) Handler() http.Handler {
 		mux.HandleFunc("/livez", onlyMethod("GET"))
 		mux.Handle("/mcp", r.mcpServer().HTTPHandler())
 		r.mountApprovals(mux)
+		r.mountTasks(mux)
 		r.mountConsole(mux)
 		r.mountWellKnown(mux) // OAuth: protected resource metadata
 		mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz, /approvals, GET /console", req.Method, req.URL.Path))
+			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz, /approvals, /tasks, GET /console", req.Method, req.URL.Path))
 		})
 		r.httpHandler = r.protect(mux, r.allowHosts, r.allowOrigins)
 	})
@@ -192,7 +202,7 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		}
 		return
 	}
-	res, err := r.Execute(withHTTPRequest(req.Context(), req), Call{
+	c := Call{
 		Tool:        req.PathValue("name"),
 		Input:       body,
 		RequestID:   req.Header.Get("Idempotency-Key"),
@@ -200,7 +210,11 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
 		Principal:   id.Principal,
 		Permissions: id.Permissions,
 		Metadata:    withTrace(id.Metadata, req.Header.Get(MetaTraceparent), req.Header.Get(MetaTracestate)),
-	})
+	}
+	if prefersAsync(req) && r.startOverHTTP(w, req, c) {
+		return
+	}
+	res, err := r.Execute(withHTTPRequest(req.Context(), req), c)
 	if err != nil {
 		r.challengeMissing(w, req, err)
 		writeError(w, err)

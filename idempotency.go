@@ -42,10 +42,13 @@ func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *e
 		case res.Owned:
 			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest, fence: res.Fence})
 		case res.Digest != digest:
-			return Result{}, r.refused(ctx, t, c, Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", c.RequestID, t.meta.Name))
+			return Result{}, r.refused(ctx, t, c, requestIDConflict(t, c.RequestID))
 		case res.Record != nil:
 			req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
 			return replay(res.Record)
+		}
+		if req.task != nil {
+			req.task.begin() // a task waits for the execution in flight
 		}
 		if err := r.store.Wait(ctx, key); err != nil {
 			return Result{}, r.storeError(ctx, t, err)
@@ -181,4 +184,10 @@ func storeRefusal(t *tool, err error) *Error {
 		}
 	}
 	return nil
+}
+
+// requestIDConflict refuses a call whose request id was used with another
+// input.
+func requestIDConflict(t *tool, requestID string) *Error {
+	return Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", requestID, t.meta.Name)
 }

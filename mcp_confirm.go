@@ -428,7 +428,7 @@ func (r *Registry) runConfirmed(ctx context.Context, p *mcpserve.Peer, c Call, d
 		// only after the person at this client confirmed.
 		a = store.Approval{ID: id, Approver: elicitationApprover(c.Principal)}
 	}
-	return r.executeUnder(ctx, c, p, &a)
+	return r.dispatch(ctx, c, p, &a, nil)
 }
 
 // useOnce records the nonce of a request state as used, in the

@@ -49,6 +49,8 @@ type Request struct {
 	// slot is the call's place under the tool's MaxInFlight, until the
 	// execution takes it.
 	slot store.Slot
+	// task is the task the call runs as, if any.
+	task *taskRun
 }
 
 // Logging returns middleware that logs one record per call: execution id,

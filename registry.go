@@ -78,6 +78,9 @@ type ToolMetadata struct {
 	// declares its own here. A caller that lacks one is refused, and does
 	// not see the tool listed.
 	Requires []string `json:"requires,omitempty"`
+	// Tasks says whether a call may, or must, run as a task ([Tasks]);
+	// task_support in JSON, left out for the default, optional.
+	Tasks TaskSupport `json:"task_support,omitempty"`
 }
 
 // toolMetadataJSON is ToolMetadata without its methods, for its JSON form.
@@ -131,6 +134,7 @@ type Registry struct {
 	workers   *workers
 	approvals *approvals
 	signer    *stateSigner // signs the sessionless protocol's request states
+	tasks     tasks
 	console   *consoleAuth
 	recent    recent // the last calls, for the console
 	// observers are told of every decided call: the console's recent
@@ -185,8 +189,8 @@ func (r *Registry) Lookup(name string) (ToolMetadata, bool) {
 }
 
 // Close stops the registry's background work, such as the sweeper of the
-// default idempotency store. Calls made after Close still run; Close is
-// idempotent. Stores and lockers given to the builder are the caller's to
+// default idempotency store, and the tasks it runs (see [Registry.Start]).
+// Calls made after Close still run; Close is idempotent. Stores and lockers given to the builder are the caller's to
 // close.
 func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {

@@ -84,23 +84,24 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 // executeFor is Execute for a call of MCP client p, which the tool's
 // Context reaches (Progress, Log, Elicit); p is nil for other callers.
 func (r *Registry) executeFor(ctx context.Context, c Call, p *mcpserve.Peer) (Result, error) {
-	return r.executeUnder(ctx, c, p, nil)
+	return r.dispatch(ctx, c, p, nil, nil)
 }
 
-// executeUnder is executeFor for a call that runs under approval a, used
-// up by an earlier round of the same call (nil for none), which its
-// records name.
-func (r *Registry) executeUnder(ctx context.Context, c Call, p *mcpserve.Peer, a *store.Approval) (Result, error) {
+// dispatch runs a call of MCP client p, under approval a used up by an
+// earlier round of the same call (which its records name), or as task run
+// (each nil when the call has none), through the tool's middleware and the
+// pipeline.
+func (r *Registry) dispatch(ctx context.Context, c Call, p *mcpserve.Peer, a *store.Approval, run *taskRun) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, approval: a}
+		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, approval: a, task: run}
 		return r.call(ctx, t, &req)
 	}
-	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, approval: a})
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, approval: a, task: run})
 }
 
 // handlerFor builds a tool's middleware chain once.
@@ -147,11 +148,15 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		Metadata:    c.Metadata,
 		log:         r.logger,
 		peer:        req.peer,
+		task:        req.task,
 	}
 	// Before the input is read: a caller that may not call the tool
 	// learns nothing of its input's rules.
 	if e := r.permit(cc, t); e != nil {
 		return Result{}, r.refused(ctx, t, c, e)
+	}
+	if t.meta.Tasks == TaskRequired && req.task == nil {
+		return Result{}, r.refused(ctx, t, c, Errorf(CodeInvalidInput, "%s runs only as a task: start it as one (over HTTP, send Prefer: respond-async)", t.meta.Name))
 	}
 	// Before the input is read too: a caller past its limits costs no
 	// decoding, and learns of its limits, not of its input's mistakes.
@@ -242,6 +247,9 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	if resv != nil {
 		cc.Fence = resv.fence
 	}
+	if req.task != nil {
+		req.task.begin() // checked: a task waits its turn, or runs
+	}
 	if !t.meta.ParallelSafe {
 		var err error
 		if lock, err = r.awaitTurn(ctx, t, &req.Call); err != nil {
@@ -267,6 +275,9 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execV
 	ev.Context = execCtx
 	cc.Context = ev
 	req.ExecutionID, req.decision = cc.ExecutionID, AuditExecuted
+	if req.task != nil {
+		req.task.started()
+	}
 	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, resv: resv, lock: lock, slot: req.slot, done: make(chan outcome, 1)}
 	req.slot = nil // the execution's now, released when the tool's code returns
 	r.workers.run(j)

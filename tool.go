@@ -57,6 +57,7 @@ type options struct {
 	idempotent, parallelSafe bool
 	confirm                  bool
 	timeout                  time.Duration
+	tasks                    TaskSupport
 	register                 bool
 	requires                 []string
 	rate                     store.Rate // RateLimit

@@ -46,3 +46,10 @@ func SetCodeTTL(b *Builder, d time.Duration) *Builder {
 	b.tuning.codeTTL = d
 	return b
 }
+
+// SetTaskLease sets the lease of the tasks b's registry runs: a task whose
+// host stops renewing it is lost that long after.
+func SetTaskLease(b *Builder, d time.Duration) *Builder {
+	b.tuning.taskLease = d
+	return b
+}

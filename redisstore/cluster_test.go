@@ -89,6 +89,11 @@ func TestClusterConformance(t *testing.T) {
 			return &approvalsRoundRobin{hosts: clusterHosts(t, c, 0)}
 		})
 	})
+	t.Run("tasks", func(t *testing.T) {
+		storetest.TestTaskStore(t, func(t *testing.T) store.TaskStore {
+			return &tasksRoundRobin{hosts: clusterHosts(t, c, 0)}
+		})
+	})
 }
 
 // clusterHosts returns three stores on the cluster under one fresh prefix.

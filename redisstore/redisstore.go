@@ -10,6 +10,9 @@
 // [store.ConcurrencyLimiter] (so that a principal's limits hold across
 // hosts); give it to the builder as store and locker, and the builder
 // keeps its approvals and limits there too:
+// host runs once, on any) and a [store.TaskStore] (so that any host answers
+// for any task); give it to the builder as store and locker, and the
+// builder keeps its approvals and tasks there too:
 //
 //	client := redis.NewClient(&redis.Options{Addr: "redis:6379"})
 //	s := redisstore.New(client)
@@ -57,12 +60,17 @@
 //     ([store.KeyStore]): "state" signs the request state of the
 //     sessionless MCP protocol, so that a call's next round verifies on
 //     any host. It never expires.
+//   - prefix + "task:{tk:T}:" + id, prefix + "taskrid:{tk:T}:" + ... and
+//     prefix + "tasks:{tk:T}:" + principal: a task, the index of its
+//     request id and its principal's list, under one tag per principal
+//     (see tasks.go), kept for the task's TTL once it ended.
 //   - prefix + "marker": a hash naming the Redis server (its run id) and
 //     the time of the last loss of state found, by which the store sees
 //     that Redis restarted or lost its data (not kept in Redis Cluster).
 //   - prefix + "done": the pub/sub channel on which the key of a finished
-//     reservation that someone awaits, or of a released lock, is
-//     published, to wake the waiters on every host.
+//     reservation that someone awaits, of a released lock, of a decided
+//     approval or of a changed task is published, to wake the waiters on
+//     every host.
 //
 // The braces are Redis Cluster hash tags: a lock and its fence counter live
 // in one slot, and so do a principal's records and their sorted set. Reservations and locks are taken, completed, renewed and

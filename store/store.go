@@ -11,6 +11,10 @@
 // uses by default ([NewMemoryStore], [NewMemoryLocker],
 // [NewMemoryApprovals], [NewMemoryLimiter]), and the registry of store
 // implementations by URL scheme ([Register], [Open]). The storetest package
+// [ApprovalStore], [TaskStore]) and their record types, the in-memory
+// implementations a builder uses by default ([NewMemoryStore],
+// [NewMemoryLocker], [NewMemoryApprovals], [NewMemoryTasks]), and the
+// registry of store implementations by URL scheme ([Register], [Open]). The storetest package
 // checks that an implementation keeps the promises the runtime relies on.
 //
 // A store never sees the runtime's types: outputs and errors are recorded as

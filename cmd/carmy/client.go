@@ -44,6 +44,10 @@ error's code and message, and for invalid input each field's path and
 message, to standard error, and exits with status 1. With -json it prints
 the server's answer as it came, to standard output, in both cases.
 
+With -async the call starts as a task (Prefer: respond-async): it prints
+the task, which outlives the request, and carmy tasks follows it. A tool
+that forbids tasks answers as without -async.
+
 Flags:
 `
 
@@ -103,19 +107,34 @@ func newFlagSet(name, usage string, stdout, stderr io.Writer, args []string) (*f
 	return fs, false
 }
 
-func runTools(args []string, stdout, stderr io.Writer) int {
-	var cf clientFlags
-	fs, help := newFlagSet("carmy tools", toolsUsage, stdout, stderr, args)
+// parseClient parses the flags of a command that talks to a server, with
+// those extra adds, and returns the positional arguments; done reports
+// that the command ends there (its help, or a usage mistake) with exit
+// status code.
+func parseClient(name, usage string, cf *clientFlags, stdout, stderr io.Writer, args []string, extra func(*flag.FlagSet)) (fs *flag.FlagSet, pos []string, code int, done bool) {
+	fs, help := newFlagSet(name, usage, stdout, stderr, args)
 	cf.register(fs)
+	if extra != nil {
+		extra(fs)
+	}
 	if help {
 		fs.Usage()
-		return 0
+		return fs, nil, 0, true
 	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
-		return 2
+		return fs, nil, 2, true
 	}
 	cf.defaults()
+	return fs, pos, 0, false
+}
+
+func runTools(args []string, stdout, stderr io.Writer) int {
+	var cf clientFlags
+	fs, pos, code, done := parseClient("carmy tools", toolsUsage, &cf, stdout, stderr, args, nil)
+	if done {
+		return code
+	}
 	if len(pos) != 1 {
 		fmt.Fprintf(stderr, "carmy tools: want one URL, got %d arguments\n", len(pos))
 		fs.Usage()
@@ -228,18 +247,15 @@ func summary(s string, max int) string {
 
 func runCall(args []string, stdout, stderr io.Writer) int {
 	var cf clientFlags
-	fs, help := newFlagSet("carmy call", callUsage, stdout, stderr, args)
-	cf.register(fs)
-	key := fs.String("idempotency-key", "", "send this `key` as the Idempotency-Key header: a repeat of the call with the same key and input replays the first outcome")
-	if help {
-		fs.Usage()
-		return 0
+	var key *string
+	var async *bool
+	fs, pos, code, done := parseClient("carmy call", callUsage, &cf, stdout, stderr, args, func(fs *flag.FlagSet) {
+		key = fs.String("idempotency-key", "", "send this `key` as the Idempotency-Key header: a repeat of the call with the same key and input replays the first outcome")
+		async = fs.Bool("async", false, "start the call as a task and print the task (see carmy tasks)")
+	})
+	if done {
+		return code
 	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return 2
-	}
-	cf.defaults()
 	if len(pos) < 2 || len(pos) > 3 {
 		fmt.Fprintf(stderr, "carmy call: want URL TOOL [JSON], got %d arguments\n", len(pos))
 		fs.Usage()
@@ -273,12 +289,22 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	if *key != "" {
 		header.Set("Idempotency-Key", *key)
 	}
+	if *async {
+		header.Set("Prefer", "respond-async")
+	}
 	ctx, stop := cf.context()
 	defer stop()
 	status, body, err := cf.do(ctx, http.MethodPost, endpoint, header, input)
 	if err != nil {
 		fmt.Fprintf(stderr, "carmy call: %v\n", err)
 		return 1
+	}
+	if status == http.StatusAccepted {
+		if cf.json {
+			stdout.Write(withNewline(body))
+			return 0
+		}
+		return printStarted(stdout, stderr, pos[0], body)
 	}
 	var res struct {
 		ExecutionID string          `json:"execution_id"`

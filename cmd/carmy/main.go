@@ -12,6 +12,7 @@
 //	schema     print the input and output schemas of a package's tools
 //	tools      list the tools of a running server
 //	call       call a tool of a running server
+//	tasks      list, read, wait for and cancel the caller's tasks on a running server
 //	approvals  list and decide the calls that wait for you on your local servers
 //
 // Install it as a tool of your module and run it with go tool:
@@ -61,6 +62,7 @@ func init() {
 		{"tools", "list the tools of a running server", runTools},
 		{"call", "call a tool of a running server", runCall},
 		{"approvals", "list and decide the calls that wait for you on your local servers", runApprovals},
+		{"tasks", "list, read, wait for and cancel the caller's tasks on a running server", runTasks},
 		{"help", "show the help of carmy or of a command", runHelp},
 	}
 }

@@ -95,7 +95,7 @@ func TestExampleOrders(t *testing.T) {
 	}
 
 	code, stdout, stderr = carmyRun("tools", url)
-	if code != 0 || !strings.Contains(stdout, "create_order") || !strings.Contains(stdout, "cancel_order  destructive") {
+	if code != 0 || !strings.Contains(stdout, "create_order") || !strings.Contains(stdout, "cancel_order   destructive") {
 		t.Errorf("carmy tools on the example: exit %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, _ = carmyRun("tools", "--json", url)

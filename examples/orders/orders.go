@@ -45,6 +45,9 @@ type Order struct {
 // receive it as carmy.State[*Store]; a real application would put a
 // database handle there instead.
 type Store struct {
+	// ExportPause is how long export_orders takes per order.
+	ExportPause time.Duration
+
 	mu     sync.Mutex
 	last   uint64
 	orders map[uint64]Order
@@ -52,7 +55,7 @@ type Store struct {
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{orders: map[uint64]Order{}}
+	return &Store{orders: map[uint64]Order{}, ExportPause: DefaultExportPause}
 }
 
 // Place stores a new order and returns it.
@@ -177,7 +180,7 @@ var (
 const createOrderRate = 20
 
 // tools lists every tool of the example, in the order main shows them.
-var tools = []*carmy.ToolDef{createOrderTool, getOrderTool, listOrdersTool, cancelOrderTool, whoamiTool}
+var tools = []*carmy.ToolDef{createOrderTool, getOrderTool, listOrdersTool, cancelOrderTool, whoamiTool, exportOrdersTool}
 
 // newBuilder collects the example's tools over a store. main serves what it
 // builds to agents; the tests and the demo call the registry from Go.

@@ -58,11 +58,12 @@ func TestToolsMetadata(t *testing.T) {
 		confirmation carmy.Confirmation
 	}
 	wants := map[string]want{
-		"create_order": {carmy.Write, false, true, carmy.ConfirmationNone},
-		"get_order":    {carmy.Read, true, true, carmy.ConfirmationNone},
-		"list_orders":  {carmy.Read, true, true, carmy.ConfirmationNone},
-		"cancel_order": {carmy.Destructive, false, false, carmy.ConfirmationRequired},
-		"whoami":       {carmy.Read, true, true, carmy.ConfirmationNone},
+		"create_order":  {carmy.Write, false, true, carmy.ConfirmationNone},
+		"get_order":     {carmy.Read, true, true, carmy.ConfirmationNone},
+		"list_orders":   {carmy.Read, true, true, carmy.ConfirmationNone},
+		"cancel_order":  {carmy.Destructive, false, false, carmy.ConfirmationRequired},
+		"whoami":        {carmy.Read, true, true, carmy.ConfirmationNone},
+		"export_orders": {carmy.Read, true, true, carmy.ConfirmationNone},
 	}
 	var names []string
 	for _, m := range reg.Tools() {
@@ -85,7 +86,7 @@ func TestToolsMetadata(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{"cancel_order", "create_order", "get_order", "list_orders", "whoami"}; !slices.Equal(names, want) {
+	if want := []string{"cancel_order", "create_order", "export_orders", "get_order", "list_orders", "whoami"}; !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want %v", names, want)
 	}
 }
@@ -403,7 +404,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"cancel_order  destructive",
+		"cancel_order   destructive",
 		`ok: "alice"`,
 		"ok: null",
 		"invalid_input: ",

@@ -49,6 +49,7 @@ type Settings struct {
 	MaxSessions          int           // MCP sessions per principal
 	EffectPermissions    EffectPermissions
 	IdempotencyWindow    time.Duration // the age below which no idempotency record is evicted
+	TaskTTL              time.Duration // how long a finished task is kept
 	PublicURL            string        // the address clients use, for links and OAuth metadata
 	RateLimits           RateLimits    // [rate_limits]
 	StateKey             []byte        // signs the sessionless protocol's request state
@@ -112,9 +113,9 @@ func Load(path string) (Settings, error) {
 // CARMY_AUDIT_URL, CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE,
 // CARMY_OAUTH_SCOPES (comma-separated), CARMY_ALLOWED_HOSTS,
 // CARMY_ALLOWED_ORIGINS (both comma-separated), CARMY_SESSION_TIMEOUT,
-// CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW, CARMY_PUBLIC_URL and
-// CARMY_STATE_KEY, when
-// set and not empty, override the file's values.
+// CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW, CARMY_PUBLIC_URL,
+// CARMY_STATE_KEY and CARMY_TASK_TTL, when set and not empty, override
+// the file's values.
 // A bad variable is a [*Problem] whose Site is its name.
 func FromEnv() (Settings, error) {
 	var (
@@ -169,9 +170,9 @@ func FromEnv() (Settings, error) {
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "public_url", "state_key", "tokens", "oauth", "effect_permissions", "rate_limits"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "task_ttl", "public_url", "state_key", "tokens", "oauth", "effect_permissions", "rate_limits"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, public_url, state_key, [[tokens]], [oauth], [effect_permissions] and [rate_limits]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, task_ttl, public_url, state_key, [[tokens]], [oauth], [effect_permissions] and [rate_limits]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -304,6 +305,7 @@ func parse(path, src string) (Settings, error) {
 		}
 	}
 	scalar("idempotency_window", func(s string) (err error) { c.IdempotencyWindow, err = parseDuration(s); return }, `a duration such as "10m"`)
+	scalar("task_ttl", func(s string) (err error) { c.TaskTTL, err = parseDuration(s); return }, `a duration such as "1h"`)
 	scalar("public_url", func(s string) (err error) { c.PublicURL, err = parsePublicURL(s); return }, `a URL such as "https://tools.example.com"`)
 	scalar("state_key", func(s string) (err error) { c.StateKey, err = parseStateKey(s); return }, `64 hex digits, such as the output of "openssl rand -hex 32"`)
 	c.Tokens = parseTokens(&d, fail)

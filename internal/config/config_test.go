@@ -100,6 +100,7 @@ func TestLoadConfig(t *testing.T) {
 			SessionTimeout:    5 * time.Minute,
 			MaxSessions:       8,
 			IdempotencyWindow: 15 * time.Minute,
+			TaskTTL:           2 * time.Hour,
 			PublicURL:         "https://tools.example.com",
 			Tokens: []config.Token{
 				{SHA256: hash(aliceToken), Principal: "alice", Permissions: []string{"confirm:cancel_order", "orders:write"}},
@@ -108,7 +109,7 @@ func TestLoadConfig(t *testing.T) {
 			RateLimits: config.RateLimits{
 				Default: &config.Rate{Calls: 100, Per: time.Minute, Key: "rate_limits.default", Site: filepath.Join("testdata", "full.toml") + ":28"},
 				Tools: map[string]config.Rate{
-					"create_order": {Calls: 10, Per: 30 * time.Second, Key: "rate_limits.create_order", Site: filepath.Join("testdata", "full.toml") + ":29"},
+					"create_order": {Calls: 10, Per: 30 * time.Second, Key: "rate_limits.create_order", Site: filepath.Join("testdata", "full.toml") + ":30"},
 				},
 			},
 		}},
@@ -291,7 +292,7 @@ func TestAppConfig(t *testing.T) {
 	clearEnv := func(t *testing.T) {
 		for _, v := range []string{"CARMY_CONFIG", "CARMY_LISTEN", "CARMY_BODY_LIMIT", "CARMY_TIMEOUT", "CARMY_DRAIN_TIMEOUT", "CARMY_LOG_LEVEL", "CARMY_ALLOW_UNAUTHENTICATED", "CARMY_STORE_URL",
 			"CARMY_AUDIT_FILE", "CARMY_AUDIT_URL", "CARMY_ALLOWED_HOSTS", "CARMY_ALLOWED_ORIGINS", "CARMY_SESSION_TIMEOUT", "CARMY_MAX_SESSIONS",
-			"CARMY_IDEMPOTENCY_WINDOW", "CARMY_PUBLIC_URL"} {
+			"CARMY_IDEMPOTENCY_WINDOW", "CARMY_PUBLIC_URL", "CARMY_TASK_TTL"} {
 			t.Setenv(v, "")
 		}
 	}
@@ -329,17 +330,19 @@ func TestAppConfig(t *testing.T) {
 		t.Setenv("CARMY_CONFIG", full)
 		t.Setenv("CARMY_IDEMPOTENCY_WINDOW", "20m")
 		t.Setenv("CARMY_PUBLIC_URL", "https://mcp.example.com")
+		t.Setenv("CARMY_TASK_TTL", "3h")
 		c, err := config.FromEnv()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.IdempotencyWindow != 20*time.Minute || c.PublicURL != "https://mcp.example.com" {
-			t.Errorf("IdempotencyWindow, PublicURL = %v, %q; want the variables' 20m, https://mcp.example.com", c.IdempotencyWindow, c.PublicURL)
+		if c.IdempotencyWindow != 20*time.Minute || c.PublicURL != "https://mcp.example.com" || c.TaskTTL != 3*time.Hour {
+			t.Errorf("IdempotencyWindow, PublicURL, TaskTTL = %v, %q, %v; want the variables' 20m, https://mcp.example.com, 3h", c.IdempotencyWindow, c.PublicURL, c.TaskTTL)
 		}
 		t.Setenv("CARMY_IDEMPOTENCY_WINDOW", "0s")
 		t.Setenv("CARMY_PUBLIC_URL", "https://mcp.example.com/?x=1")
+		t.Setenv("CARMY_TASK_TTL", "-1h")
 		_, err = config.FromEnv()
-		wantProblems(t, err, `CARMY_IDEMPOTENCY_WINDOW: "0s" must be positive`, `CARMY_PUBLIC_URL: "https://mcp.example.com/?x=1" is not an http or https URL`)
+		wantProblems(t, err, `CARMY_IDEMPOTENCY_WINDOW: "0s" must be positive`, `CARMY_PUBLIC_URL: "https://mcp.example.com/?x=1" is not an http or https URL`, `CARMY_TASK_TTL: "-1h"`)
 	})
 
 	t.Run("no file", func(t *testing.T) {

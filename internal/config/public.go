@@ -8,11 +8,13 @@ import (
 	"strings"
 )
 
-// The environment variables of the idempotency window and the public URL.
+// The environment variables of the idempotency window, the public URL
+// and the tasks' TTL.
 const (
 	envIdempotencyWindow = "CARMY_IDEMPOTENCY_WINDOW"
 	envPublicURL         = "CARMY_PUBLIC_URL"
 	envStateKey          = "CARMY_STATE_KEY"
+	envTaskTTL           = "CARMY_TASK_TTL"
 )
 
 // minStateKey is the shortest state_key, in bytes.
@@ -38,8 +40,8 @@ func parsePublicURL(s string) (string, error) {
 	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
-// storeFromEnv applies CARMY_IDEMPOTENCY_WINDOW, CARMY_PUBLIC_URL and
-// CARMY_STATE_KEY to c.
+// storeFromEnv applies CARMY_IDEMPOTENCY_WINDOW, CARMY_PUBLIC_URL,
+// CARMY_STATE_KEY and CARMY_TASK_TTL to c.
 func storeFromEnv(c *Settings) []error {
 	var errs []error
 	if v := os.Getenv(envIdempotencyWindow); v != "" {
@@ -62,6 +64,13 @@ func storeFromEnv(c *Settings) []error {
 			errs = append(errs, &Problem{Site: envStateKey, Err: err})
 		}
 		c.StateKey = k
+	}
+	if v := os.Getenv(envTaskTTL); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			errs = append(errs, &Problem{Site: envTaskTTL, Err: err})
+		}
+		c.TaskTTL = d
 	}
 	return errs
 }

@@ -1,6 +1,6 @@
-// The carmy console: the tools, a form per tool, the approvals and the
-// recent executions, over the server's own HTTP API. Plain script, no
-// framework, nothing fetched from elsewhere.
+// The carmy console: the tools, a form per tool, the approvals, the
+// caller's tasks and the recent executions, over the server's own HTTP
+// API. Plain script, no framework, nothing fetched from elsewhere.
 'use strict';
 
 const state = {
@@ -601,10 +601,43 @@ async function refreshExecutions() {
   }
 }
 
+// Tasks ------------------------------------------------------------------------
+
+// refreshTasks lists the caller's newest tasks: calls that outlive their
+// request, with their progress, and the approval a waiting one needs.
+async function refreshTasks() {
+  const { status, data } = await api('GET', '/tasks?limit=20');
+  if (status !== 200) return;
+  const body = $('tasks').tBodies[0];
+  body.replaceChildren();
+  if (data.tasks.length === 0) body.append(el('tr', {}, el('td', { colspan: 5, class: 'empty', text: 'None yet.' })));
+  for (const t of data.tasks) {
+    body.append(el('tr', { class: 'task ' + t.status, 'data-id': t.id },
+      el('td', { text: new Date(t.created_at).toLocaleTimeString() }),
+      el('td', {}, el('code', { text: t.tool })),
+      el('td', {}, el('span', { class: 'badge code', text: t.status.replace('_', ' ') })),
+      el('td', { class: 'progress', text: progressText(t.progress) }),
+      el('td', { class: 'outcome' }, taskOutcome(t))));
+  }
+}
+
+function progressText(p) {
+  if (!p) return '';
+  const done = p.total ? p.done + ' of ' + p.total : String(p.done);
+  return p.message ? done + ' · ' + p.message : done;
+}
+
+function taskOutcome(t) {
+  if (t.status === 'input_required' && t.approval_url) return el('a', { href: t.approval_url, text: 'waits for approval ' + t.approval_id });
+  if (t.error) return el('span', { class: 'error', text: t.error.code + ': ' + t.error.message });
+  if (t.status === 'completed') return el('code', { text: JSON.stringify(t.output).slice(0, 80) });
+  return '';
+}
+
 // Start ------------------------------------------------------------------------
 
 async function refresh() {
-  await Promise.all([loadApprovals(), refreshExecutions()]);
+  await Promise.all([loadApprovals(), refreshTasks(), refreshExecutions()]);
 }
 
 async function start() {

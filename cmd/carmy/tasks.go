@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const tasksUsage = `usage: carmy tasks [flags] URL [get ID | wait ID | cancel ID]
+
+carmy tasks shows the tasks of the caller (the token's holder) on a running
+carmy server: calls started with carmy call -async (or Prefer:
+respond-async), which outlive their request.
+
+  carmy tasks URL             list the caller's tasks, newest first
+  carmy tasks URL get ID      print one task
+  carmy tasks URL wait ID     wait until it ends and print its outcome as
+                              carmy call does (exit status 1 for an error)
+  carmy tasks URL cancel ID   cancel it and print it as it stopped; a task
+                              that already ended is not changed (exit 1)
+
+A task is its principal's alone: another caller's id is not found. -json
+prints the server's answers as they came.
+
+Flags:
+`
+
+// wireTask is a task as the HTTP API shows it.
+type wireTask struct {
+	ID          string          `json:"id"`
+	Tool        string          `json:"tool"`
+	Status      string          `json:"status"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	Output      json.RawMessage `json:"output"`
+	Error       *wireError      `json:"error"`
+	ApprovalID  string          `json:"approval_id"`
+	ApprovalURL string          `json:"approval_url"`
+	Progress    *struct {
+		Done    float64 `json:"done"`
+		Total   float64 `json:"total"`
+		Message string  `json:"message"`
+	} `json:"progress"`
+}
+
+func (t *wireTask) final() bool {
+	return t.Status == "completed" || t.Status == "failed" || t.Status == "cancelled"
+}
+
+// taskWait is how long one GET of carmy tasks wait holds the request: the
+// server's bound.
+const taskWait = "60s"
+
+func runTasks(args []string, stdout, stderr io.Writer) int {
+	var cf clientFlags
+	fs, pos, code, done := parseClient("carmy tasks", tasksUsage, &cf, stdout, stderr, args, nil)
+	if done {
+		return code
+	}
+	verb := "list"
+	switch {
+	case len(pos) == 1:
+	case len(pos) == 3 && (pos[1] == "get" || pos[1] == "wait" || pos[1] == "cancel"):
+		verb = pos[1]
+	default:
+		fmt.Fprintf(stderr, "carmy tasks: want URL, or URL get|wait|cancel ID; got %q\n", pos)
+		fs.Usage()
+		return 2
+	}
+	elems := []string{"tasks"}
+	if verb != "list" {
+		elems = append(elems, pos[2])
+	}
+	if verb == "cancel" {
+		elems = append(elems, "cancel")
+	}
+	endpoint, err := endpointURL(pos[0], elems...)
+	if err != nil {
+		fmt.Fprintf(stderr, "carmy tasks: %v\n", err)
+		return 2
+	}
+	ctx, stop := cf.context()
+	defer stop()
+	method, header := http.MethodGet, http.Header(nil)
+	if verb == "cancel" {
+		method, header = http.MethodPost, http.Header{"Content-Type": {"application/json"}}
+	}
+	for {
+		target := endpoint
+		if verb == "wait" {
+			target += "?wait=" + url.QueryEscape(taskWait)
+		}
+		status, body, err := cf.do(ctx, method, target, header, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "carmy tasks: %v\n", err)
+			return 1
+		}
+		if status != http.StatusOK {
+			if cf.json {
+				stdout.Write(withNewline(body))
+			} else {
+				printFailure(stderr, "carmy tasks", status, body)
+				cf.authHint(stderr, status)
+			}
+			return 1
+		}
+		if verb == "list" {
+			return printTaskList(stdout, stderr, body, cf.json)
+		}
+		var t wireTask
+		if err := json.Unmarshal(body, &t); err != nil {
+			fmt.Fprintf(stderr, "carmy tasks: the server's answer is not a task: %v\n", err)
+			return 1
+		}
+		if verb == "wait" && !t.final() {
+			continue // the server held the request as long as it may
+		}
+		if cf.json {
+			stdout.Write(withNewline(body))
+		} else if verb == "wait" {
+			return printOutcome(stdout, stderr, &t)
+		} else {
+			printTask(stdout, &t)
+		}
+		if verb == "wait" && t.Status != "completed" {
+			return 1
+		}
+		return 0
+	}
+}
+
+// printTaskList writes a page of tasks as a table.
+func printTaskList(stdout, stderr io.Writer, body []byte, raw bool) int {
+	if raw {
+		stdout.Write(withNewline(body))
+		return 0
+	}
+	var page struct {
+		Tasks      []wireTask `json:"tasks"`
+		NextCursor string     `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		fmt.Fprintf(stderr, "carmy tasks: the server's answer is not a list of tasks: %v\n", err)
+		return 1
+	}
+	if len(page.Tasks) == 0 {
+		fmt.Fprintln(stdout, "This caller has no tasks on the server.")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTOOL\tSTATUS\tPROGRESS\tUPDATED")
+	for _, t := range page.Tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Tool, t.Status, progressText(&t), t.UpdatedAt.Local().Format(time.DateTime))
+	}
+	tw.Flush()
+	if page.NextCursor != "" {
+		fmt.Fprintln(stderr, "(older tasks not shown)")
+	}
+	return 0
+}
+
+// progressText is a task's progress in a few words.
+func progressText(t *wireTask) string {
+	p := t.Progress
+	switch {
+	case p == nil:
+		return "-"
+	case p.Total > 0:
+		return fmt.Sprintf("%g/%g", p.Done, p.Total)
+	}
+	return fmt.Sprintf("%g", p.Done)
+}
+
+// printTask writes one task for a person.
+func printTask(w io.Writer, t *wireTask) {
+	fmt.Fprintf(w, "task %s: %s %s\n", t.ID, t.Tool, t.Status)
+	if t.Progress != nil {
+		fmt.Fprintf(w, "  progress: %s %s\n", progressText(t), t.Progress.Message)
+	}
+	if t.ApprovalID != "" {
+		fmt.Fprintf(w, "  waits for a person to approve %s", t.ApprovalID)
+		if t.ApprovalURL != "" {
+			fmt.Fprintf(w, " at %s", t.ApprovalURL)
+		}
+		fmt.Fprintln(w)
+	}
+	if t.Error != nil {
+		fmt.Fprintf(w, "  error: %s: %s\n", t.Error.Code, t.Error.Message)
+	}
+	if len(t.Output) > 0 {
+		fmt.Fprintf(w, "  output: %s\n", indented(t.Output, "  "))
+	}
+}
+
+// printOutcome writes a finished task's outcome as carmy call writes a
+// call's.
+func printOutcome(stdout, stderr io.Writer, t *wireTask) int {
+	if t.Status == "completed" {
+		stdout.Write(withNewline(indented(t.Output, "")))
+		return 0
+	}
+	body, _ := json.Marshal(map[string]*wireError{"error": t.Error})
+	printFailure(stderr, "carmy tasks", http.StatusOK, body)
+	return 1
+}
+
+// indented indents JSON, or returns it as it came when it is not JSON.
+func indented(raw json.RawMessage, prefix string) []byte {
+	var out bytes.Buffer
+	if len(raw) == 0 || json.Indent(&out, raw, prefix, "  ") != nil {
+		return raw
+	}
+	return out.Bytes()
+}
+
+// printStarted writes the task a call started, with how to follow it.
+func printStarted(stdout, stderr io.Writer, base string, body []byte) int {
+	var t wireTask
+	if err := json.Unmarshal(body, &t); err != nil || t.ID == "" {
+		fmt.Fprintf(stderr, "carmy call: the server's answer is not a task: %s\n", strings.TrimSpace(string(body)))
+		return 1
+	}
+	printTask(stdout, &t)
+	fmt.Fprintf(stderr, "(follow it with: carmy tasks %s wait %s)\n", base, t.ID)
+	return 0
+}

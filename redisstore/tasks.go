@@ -1,0 +1,358 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
+var _ store.TaskStore = (*Store)(nil)
+
+// A principal's tasks are kept under one Redis Cluster hash tag, {tk:T},
+// where T is 16 hex digits of the SHA-256 of the principal, so that a
+// task, the index of its request id and its principal's list (by which
+// the per-principal bounds are kept) change together in one script. A
+// task's id ends with T, so that any host finds its keys from the id:
+//
+//	prefix + "task:{tk:T}:" + id      a hash of the task's fields
+//	prefix + "taskrid:{tk:T}:" + principal + ":" + tool + ":" + request id
+//	                                  (each part query-escaped) the id of
+//	                                  the task of that call
+//	prefix + "tasks:{tk:T}:" + principal  a sorted set of the ids by creation
+//
+// The hash and the index expire the task's TTL after the task ends, or
+// after its lease when its host stops renewing it. Times are Unix
+// milliseconds of the clock of Redis, so that hosts with clocks apart
+// agree on which leases lapsed. Every change but a renewal publishes the
+// hash's key on the store's channel, which wakes those who await the task
+// on every host: the host running it, to stop it when it is cancelled.
+
+func taskTag(principal string) string {
+	sum := sha256.Sum256([]byte(principal))
+	return hex.EncodeToString(sum[:8])
+}
+
+// taskKey returns the key of a task's hash, or "" for an id that no store
+// made.
+func (s *Store) taskKey(id string) string {
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 || len(id)-i-1 != 16 {
+		return ""
+	}
+	return s.prefix + "task:{tk:" + id[i+1:] + "}:" + id
+}
+
+func (s *Store) taskListKey(principal string) string {
+	return s.prefix + "tasks:{tk:" + taskTag(principal) + "}:" + url.QueryEscape(principal)
+}
+
+func (s *Store) taskIndexKey(t store.Task) string {
+	return s.prefix + "taskrid:{tk:" + taskTag(t.Principal) + "}:" + url.QueryEscape(t.Principal) + ":" + url.QueryEscape(t.Tool) + ":" + url.QueryEscape(t.RequestID)
+}
+
+// luaNow is the clock of Redis, in milliseconds.
+const luaNow = `local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+`
+
+// createTaskScript records task ARGV[1] (hash KEYS[3]) unless the request
+// id ARGV[4] names a task kept (index KEYS[1]): then it returns {0, id}.
+// A principal (list KEYS[2]) holding ARGV[7] tasks or ARGV[8] bytes gets
+// {2, count}. ARGV[9] is the prefix of the hashes' keys, ARGV[10] the
+// input's digest.
+var createTaskScript = redis.NewScript(luaNow + `
+if ARGV[4] ~= '' then
+	local cur = redis.call('GET', KEYS[1])
+	if cur and redis.call('EXISTS', ARGV[9] .. cur) == 1 then
+		return {0, cur}
+	end
+end
+local n, bytes = 0, 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+	local size = redis.call('HGET', ARGV[9] .. id, 'size')
+	if size then
+		n = n + 1
+		bytes = bytes + tonumber(size)
+	else
+		redis.call('ZREM', KEYS[2], id)
+	end
+end
+if n >= tonumber(ARGV[7]) or bytes >= tonumber(ARGV[8]) then
+	return {2, n}
+end
+local lease = now + tonumber(ARGV[5])
+local keep = lease + tonumber(ARGV[6])
+local ridkey = ''
+if ARGV[4] ~= '' then
+	ridkey = KEYS[1]
+	redis.call('SET', KEYS[1], ARGV[1], 'PXAT', keep)
+end
+redis.call('HSET', KEYS[3], 'id', ARGV[1], 'principal', ARGV[2], 'tool', ARGV[3], 'rid', ARGV[4], 'ridkey', ridkey,
+	'status', 'working', 'created', now, 'updated', now, 'lease', lease, 'ttl', ARGV[6], 'version', 1,
+	'digest', ARGV[10], 'size', #ARGV[1] + #ARGV[3] + #ARGV[4])
+redis.call('PEXPIREAT', KEYS[3], keep)
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+return {1, ARGV[1]}
+`)
+
+// taskStateCheck returns {0} for a task that does not exist and {2, hash,
+// now} for one that is final or whose lease lapsed; h holds status, lease,
+// ttl, ridkey, id.
+const taskStateCheck = luaNow + `
+local h = redis.call('HMGET', KEYS[1], 'status', 'lease', 'ttl', 'ridkey', 'id')
+if not h[1] then
+	return {0}
+end
+local function final(st) return st == 'completed' or st == 'failed' or st == 'cancelled' end
+if final(h[1]) or now >= tonumber(h[2]) then
+	return {2, redis.call('HGETALL', KEYS[1]), now}
+end
+`
+
+// updateTaskScript applies an update to task KEYS[1]: ARGV[1] a lease in
+// ms (0: none), ARGV[2] "1" to free the request id, ARGV[3] the channel,
+// ARGV[4] a status (empty for none) and ARGV[5] its approval, then fields and
+// values.
+var updateTaskScript = redis.NewScript(taskStateCheck + `
+local lease = tonumber(h[2])
+if tonumber(ARGV[1]) > 0 then
+	lease = now + tonumber(ARGV[1])
+	redis.call('HSET', KEYS[1], 'lease', lease)
+end
+if ARGV[2] == '1' and h[4] ~= '' and redis.call('GET', h[4]) == h[5] then
+	redis.call('DEL', h[4])
+end
+local keep = lease + tonumber(h[3])
+if ARGV[4] ~= '' or #ARGV > 5 then
+	if ARGV[4] ~= '' then
+		redis.call('HSET', KEYS[1], 'status', ARGV[4], 'approval', ARGV[5])
+		if final(ARGV[4]) then
+			keep = now + tonumber(h[3])
+		end
+	end
+	for i = 6, #ARGV, 2 do
+		redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+	end
+	local size = 0
+	for _, f in ipairs({'id', 'tool', 'rid', 'output', 'error', 'progress'}) do
+		size = size + redis.call('HSTRLEN', KEYS[1], f)
+	end
+	redis.call('HSET', KEYS[1], 'size', size, 'updated', now)
+	redis.call('HINCRBY', KEYS[1], 'version', 1)
+	redis.call('PUBLISH', ARGV[3], KEYS[1])
+end
+redis.call('PEXPIREAT', KEYS[1], keep)
+if h[4] ~= '' and redis.call('GET', h[4]) == h[5] then
+	redis.call('PEXPIREAT', h[4], keep)
+end
+return {1, redis.call('HGETALL', KEYS[1]), now}
+`)
+
+// cancelTaskScript asks for the cancel of task KEYS[1], publishing on
+// channel ARGV[1].
+var cancelTaskScript = redis.NewScript(taskStateCheck + `
+if redis.call('HGET', KEYS[1], 'cancel') ~= '1' then
+	redis.call('HSET', KEYS[1], 'cancel', '1', 'updated', now)
+	redis.call('HINCRBY', KEYS[1], 'version', 1)
+	redis.call('PUBLISH', ARGV[1], KEYS[1])
+end
+return {1, redis.call('HGETALL', KEYS[1]), now}
+`)
+
+// getTaskScript returns task KEYS[1] and the time.
+var getTaskScript = redis.NewScript(luaNow + `
+return {redis.call('HGETALL', KEYS[1]), now}
+`)
+
+// CreateTask records a task, unless its request id names one kept.
+func (s *Store) CreateTask(ctx context.Context, t store.Task, lease time.Duration) (store.Task, bool, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return store.Task{}, false, fmt.Errorf("redisstore: cannot make a task id: %w", err)
+	}
+	id := hex.EncodeToString(b[:]) + "-" + taskTag(t.Principal)
+	v, err := createTaskScript.Run(ctx, s.client, []string{s.taskIndexKey(t), s.taskListKey(t.Principal), s.taskKey(id)},
+		id, t.Principal, t.Tool, t.RequestID, millis(lease), millis(t.TTL), store.DefaultTaskLimit, store.DefaultTaskBytes,
+		strings.TrimSuffix(s.taskKey(id), id), t.Digest).Slice()
+	if err != nil {
+		return store.Task{}, false, failure(ctx, err)
+	}
+	code, _ := v[0].(int64)
+	switch code {
+	case 2:
+		return store.Task{}, false, fmt.Errorf("%w: %v tasks kept", store.ErrTaskCapacity, v[1])
+	case 0:
+		cur, _ := v[1].(string)
+		got, err := s.GetTask(ctx, cur)
+		return got, false, err
+	}
+	got, err := s.GetTask(ctx, id)
+	return got, true, err
+}
+
+// GetTask returns the task with that id.
+func (s *Store) GetTask(ctx context.Context, id string) (store.Task, error) {
+	k := s.taskKey(id)
+	if k == "" {
+		return store.Task{}, store.ErrTaskNotFound
+	}
+	v, err := getTaskScript.Run(ctx, s.client, []string{k}).Slice()
+	if err != nil {
+		return store.Task{}, failure(ctx, err)
+	}
+	return taskReply(v[0], v[1])
+}
+
+// ListTasks returns a page of a principal's tasks, newest first.
+func (s *Store) ListTasks(ctx context.Context, principal, before string, limit int) ([]store.Task, error) {
+	list := s.taskListKey(principal)
+	start := int64(0)
+	if before != "" {
+		rank, err := s.client.ZRevRank(ctx, list, before).Result()
+		if err == redis.Nil {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, failure(ctx, err)
+		}
+		start = rank + 1
+	}
+	ids, err := s.client.ZRevRange(ctx, list, start, start+int64(limit)*2).Result()
+	if err != nil {
+		return nil, failure(ctx, err)
+	}
+	var out []store.Task
+	for _, id := range ids {
+		if len(out) == limit {
+			break
+		}
+		t, err := s.GetTask(ctx, id)
+		if err == store.ErrTaskNotFound {
+			continue // gone; the next CreateTask forgets it
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// UpdateTask applies u to a task that is not final.
+func (s *Store) UpdateTask(ctx context.Context, id string, u store.TaskUpdate) (store.Task, error) {
+	k := s.taskKey(id)
+	if k == "" {
+		return store.Task{}, store.ErrTaskNotFound
+	}
+	release := ""
+	if u.Release {
+		release = "1"
+	}
+	args := []any{millis(u.Lease), release, s.channel, string(u.Status), u.ApprovalID}
+	if u.Lease <= 0 {
+		args[0] = 0
+	}
+	for _, f := range []struct {
+		name  string
+		value []byte
+	}{{"exec", []byte(u.ExecutionID)}, {"output", u.Output}, {"error", u.Error}, {"progress", u.Progress}} {
+		if len(f.value) > 0 {
+			args = append(args, f.name, f.value)
+		}
+	}
+	return s.taskTransition(ctx, updateTaskScript, k, args...)
+}
+
+// CancelTask asks the host running a task to stop it.
+func (s *Store) CancelTask(ctx context.Context, id string) (store.Task, error) {
+	k := s.taskKey(id)
+	if k == "" {
+		return store.Task{}, store.ErrTaskNotFound
+	}
+	return s.taskTransition(ctx, cancelTaskScript, k, s.channel)
+}
+
+func (s *Store) taskTransition(ctx context.Context, script *redis.Script, key string, args ...any) (store.Task, error) {
+	v, err := script.Run(ctx, s.client, []string{key}, args...).Slice()
+	if err != nil {
+		return store.Task{}, failure(ctx, err)
+	}
+	code, _ := v[0].(int64)
+	if code == 0 || len(v) < 3 {
+		return store.Task{}, store.ErrTaskNotFound
+	}
+	t, err := taskReply(v[1], v[2])
+	if err == nil && code != 1 {
+		err = store.ErrTaskState
+	}
+	return t, err
+}
+
+// AwaitTask returns the task once it changed, is final or lost. A change
+// on any host wakes it by a message on the store's channel; it also looks
+// again when the lease lapses, and at least every poll interval.
+func (s *Store) AwaitTask(ctx context.Context, id string, version int64) (store.Task, error) {
+	k := s.taskKey(id)
+	if k == "" {
+		return store.Task{}, store.ErrTaskNotFound
+	}
+	w := s.hub.add(k)
+	defer s.hub.remove(k, w)
+	for {
+		t, err := s.GetTask(ctx, id)
+		if err != nil || t.Version != version || t.Status.Final() {
+			return t, err
+		}
+		if err := wait(ctx, w.ch, min(s.poll, time.Until(t.Lease)+time.Millisecond)); err != nil {
+			return t, err
+		}
+	}
+}
+
+// taskReply reads a script's HGETALL reply and the time of Redis.
+func taskReply(hash, now any) (store.Task, error) {
+	flat, _ := hash.([]any)
+	if len(flat) == 0 {
+		return store.Task{}, store.ErrTaskNotFound
+	}
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		m[k], _ = flat[i+1].(string)
+	}
+	n, _ := now.(int64)
+	return taskOf(m).At(time.UnixMilli(n)), nil
+}
+
+// taskOf reads a task's hash.
+func taskOf(m map[string]string) store.Task {
+	num := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
+	ms := func(k string) time.Time {
+		if n := num(k); n != 0 {
+			return time.UnixMilli(n)
+		}
+		return time.Time{}
+	}
+	bytesOf := func(k string) []byte {
+		if v, ok := m[k]; ok {
+			return []byte(v)
+		}
+		return nil
+	}
+	return store.Task{
+		ID: m["id"], Principal: m["principal"], Tool: m["tool"], RequestID: m["rid"], Digest: m["digest"], Status: store.TaskStatus(m["status"]),
+		Created: ms("created"), Updated: ms("updated"), Lease: ms("lease"), TTL: time.Duration(num("ttl")) * time.Millisecond,
+		ExecutionID: m["exec"], Output: bytesOf("output"), Error: bytesOf("error"), Progress: bytesOf("progress"),
+		ApprovalID: m["approval"], CancelRequested: m["cancel"] == "1", Version: num("version"),
+	}
+}

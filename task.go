@@ -1,0 +1,270 @@
+package carmy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
+// TaskSupport says whether a tool's calls may run as tasks: calls that
+// outlive their request ([Registry.Start]).
+type TaskSupport uint8
+
+const (
+	// TaskOptional: a call runs as a task when its caller asks, and
+	// synchronously otherwise. The default.
+	TaskOptional TaskSupport = iota
+	// TaskForbidden: a call never runs as a task. Over HTTP, a request
+	// that prefers an asynchronous answer is answered synchronously;
+	// [Registry.Start] refuses.
+	TaskForbidden
+	// TaskRequired: a call runs only as a task; a synchronous call is
+	// refused with [CodeInvalidInput].
+	TaskRequired
+)
+
+// String returns "optional", "forbidden" or "required", as MCP's
+// execution.taskSupport has them.
+func (s TaskSupport) String() string {
+	switch s {
+	case TaskForbidden:
+		return "forbidden"
+	case TaskRequired:
+		return "required"
+	}
+	return "optional"
+}
+
+// MarshalText implements [encoding.TextMarshaler].
+func (s TaskSupport) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements [encoding.TextUnmarshaler].
+func (s *TaskSupport) UnmarshalText(text []byte) error {
+	switch string(text) {
+	case "optional":
+		*s = TaskOptional
+	case "forbidden":
+		*s = TaskForbidden
+	case "required":
+		*s = TaskRequired
+	default:
+		return fmt.Errorf("unknown task support %q; want optional, forbidden or required", text)
+	}
+	return nil
+}
+
+// Tasks sets whether the tool's calls may run as tasks: [TaskOptional]
+// (the default), [TaskForbidden] or [TaskRequired]. A task runs under the
+// tool's [Timeout], like any call, so a long-running tool sets a long one.
+func Tasks(mode TaskSupport) Option {
+	return optionFunc(func(o *options) {
+		if mode > TaskRequired {
+			o.conflicts = append(o.conflicts, fmt.Errorf("Tasks(%d) is not TaskOptional, TaskForbidden or TaskRequired", mode))
+			return
+		}
+		if o.record("Tasks", mode) {
+			o.tasks = mode
+		}
+	})
+}
+
+// DefaultTaskTTL is how long a finished task is kept for its caller to
+// read, unless [Builder.TaskTTL] says otherwise.
+const DefaultTaskTTL = time.Hour
+
+// TaskTTL sets how long a finished task (completed, failed or cancelled)
+// is kept for its caller to read; the default is [DefaultTaskTTL]. It is
+// task_ttl in carmy.toml.
+func (b *Builder) TaskTTL(d time.Duration) *Builder {
+	if d <= 0 {
+		b.misuse("Builder.TaskTTL(%v) must be positive", d)
+		return b
+	}
+	b.taskTTL = d
+	return b
+}
+
+// TaskStatus is where a [Task] stands.
+type TaskStatus string
+
+// The states of a task: working, waiting for a person (input_required),
+// then completed, failed or cancelled, which are final.
+const (
+	TaskWorking       TaskStatus = "working"
+	TaskInputRequired TaskStatus = "input_required"
+	TaskCompleted     TaskStatus = "completed"
+	TaskFailed        TaskStatus = "failed"
+	TaskCancelled     TaskStatus = "cancelled"
+)
+
+// Final reports whether the status is completed, failed or cancelled.
+func (s TaskStatus) Final() bool { return store.TaskStatus(s).Final() }
+
+// TaskProgress is the last progress a task's tool reported with
+// [Context.Progress].
+type TaskProgress struct {
+	Done    float64 `json:"done"`
+	Total   float64 `json:"total,omitempty"`
+	Message string  `json:"message,omitempty"`
+}
+
+// Task is a call that outlives its request, as read by its principal: its
+// fields are as of when it was read ([Registry.Start], [Registry.Task]),
+// and [Task.Wait] and [Task.Cancel] set them to the task as they last read
+// it. A Task is for one goroutine at a time; another goroutine reads the
+// same task with [Registry.Task].
+type Task struct {
+	ID     string
+	Tool   string
+	Status TaskStatus
+	// ApprovalID is the approval a task that is input_required waits
+	// for: a person approves or denies it, on any host, and the task
+	// moves on.
+	ApprovalID string
+	// Progress is the last progress the tool reported, nil for none.
+	Progress *TaskProgress
+	Created  time.Time
+	Updated  time.Time
+
+	r         *Registry
+	principal string
+	rec       store.Task
+}
+
+// Start runs a call as a task: it goes through the pipeline of
+// [Registry.Execute] (middleware, permissions, validation, confirmation,
+// idempotency, audit) on its own, detached from ctx, under the tool's
+// timeout, and Start returns once the call passed its checks (it waits for
+// its tool's turn, or runs), waits for a person, or has finished. A call
+// refused by its checks (unknown tool, permission, invalid input) is
+// Start's error, and leaves no task behind; one refused later (busy) fails
+// its task, and frees its request id for a retry.
+//
+// A call of a tool that needs confirmation, without a grant, waits for a
+// person's decision as long as its approval lives: the task is
+// input_required, its ApprovalID the approval; once a person approves on
+// any door or host, the call runs; a denial fails the task with the
+// refusal a call gets.
+//
+// A task started with a request id is that call: starting it again (on
+// any host sharing the store) answers the same task and runs nothing. The
+// host running a task renews its lease; a task whose host stopped is
+// failed, with details.reason "host_lost", once its lease lapses, and is
+// never run again by carmy. [Registry.Close] stops the tasks the registry
+// runs, as a host that dies would.
+func (r *Registry) Start(ctx context.Context, c Call) (*Task, error) {
+	t, ok := r.tools[c.Tool]
+	if !ok {
+		return nil, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
+	}
+	if t.meta.Tasks == TaskForbidden {
+		return nil, Errorf(CodeInvalidInput, "%s does not run as a task: call it synchronously", t.meta.Name)
+	}
+	if err := checkRequestID(c.RequestID); err != nil {
+		return nil, err
+	}
+	return r.startTask(ctx, t, c)
+}
+
+// Task reads the task with that id as the principal the options name
+// ([WithPrincipal]): a task is its principal's alone, and any other
+// principal's id, like an unknown one, is [CodeNotFound].
+func (r *Registry) Task(ctx context.Context, id string, opts ...CallOption) (*Task, error) {
+	var c Call
+	for _, o := range opts {
+		o(&c)
+	}
+	rec, err := r.readTask(ctx, id, c.Principal)
+	if err != nil {
+		return nil, err
+	}
+	return r.taskOf(rec, c.Principal), nil
+}
+
+// Wait returns the task's outcome once it is final, or ctx's error when
+// ctx is done first: the result of a completed task, the [*Error] of a
+// failed or cancelled one, as a call returns them.
+func (t *Task) Wait(ctx context.Context) (Result, error) {
+	rec := t.rec
+	for !store.TaskStatus(rec.Status).Final() {
+		var err error
+		rec, err = t.r.awaitTask(ctx, rec)
+		if err != nil {
+			return Result{}, err
+		}
+	}
+	t.refresh(rec)
+	return taskOutcome(rec)
+}
+
+// Cancel asks the host running the task to stop it, and returns once the
+// task is final or ctx is done. Its outcome is then cancelled (or what it
+// had come to meanwhile); a task that is final already is not changed,
+// and Cancel says so with [CodeConflict].
+func (t *Task) Cancel(ctx context.Context) error {
+	rec, err := t.r.cancelTask(ctx, t.ID, t.principal)
+	if err != nil {
+		return err
+	}
+	for !rec.Status.Final() {
+		if rec, err = t.r.awaitTask(ctx, rec); err != nil {
+			return err
+		}
+	}
+	t.refresh(rec)
+	return nil
+}
+
+// refresh sets t's fields from rec.
+func (t *Task) refresh(rec store.Task) { *t = *t.r.taskOf(rec, t.principal) }
+
+// taskOf is the task of record rec as principal reads it.
+func (r *Registry) taskOf(rec store.Task, principal string) *Task {
+	t := &Task{ID: rec.ID, Tool: rec.Tool, Status: TaskStatus(rec.Status), ApprovalID: rec.ApprovalID,
+		Created: rec.Created, Updated: rec.Updated, r: r, principal: principal, rec: rec}
+	if len(rec.Progress) > 0 {
+		var p TaskProgress
+		if json.Unmarshal(rec.Progress, &p) == nil {
+			t.Progress = &p
+		}
+	}
+	return t
+}
+
+// taskOutcome is the outcome of a final task, as a call's.
+func taskOutcome(rec store.Task) (Result, error) {
+	if rec.Status == store.TaskCompleted {
+		return Result{ExecutionID: rec.ExecutionID, Output: rec.Output}, nil
+	}
+	return Result{}, taskError(rec)
+}
+
+// taskError is the error of a failed or cancelled task.
+func taskError(rec store.Task) *Error {
+	if rec.Lost {
+		return &Error{Code: CodeUnavailable,
+			Message: fmt.Sprintf("the host running task %s of %s stopped before the call ended; it is not run again, and whether it took effect is unknown", rec.ID, rec.Tool),
+			Details: map[string]any{"reason": "host_lost", "task_id": rec.ID}}
+	}
+	if len(rec.Error) == 0 {
+		return &Error{Code: CodeInternal, Message: "task " + rec.ID + " ended without an outcome", Retryable: true}
+	}
+	return replayError(rec.Error)
+}
+
+// taskStoreError explains a failure of the task store.
+func (r *Registry) taskStoreError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return Errorf(CodeCancelled, "the caller gave up waiting for the task")
+	}
+	if errors.Is(err, store.ErrTaskCapacity) {
+		return &Error{Code: CodeUnavailable, Message: "this caller holds as many tasks as the server keeps; wait for some to finish and expire, then try again",
+			Retryable: true, Details: map[string]any{"reason": "capacity"}, Err: err}
+	}
+	r.logger.Error("carmy: task store failed", "error", err)
+	return &Error{Code: CodeUnavailable, Message: "tasks are unavailable now; try again", Retryable: true, Err: err}
+}

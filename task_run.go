@@ -1,0 +1,367 @@
+package carmy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/carmy-dev/carmy/internal/approve"
+	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/store"
+)
+
+// A task is a call run by the runtime on its own goroutine, detached from
+// the request that started it. The task's record in the store is what
+// every host reads; the host that runs the call keeps it: it renews the
+// task's lease, writes the progress the tool reports, stops the call when
+// someone asks the store to cancel it, and writes the outcome.
+
+// defaultTaskLease is how long a task outlives its host's last renewal
+// before it is taken for lost. The host renews it three times as often.
+const defaultTaskLease = 30 * time.Second
+
+// progressEvery bounds how often a task's progress is written to the
+// store; the last progress is always written with the outcome.
+const progressEvery = 250 * time.Millisecond
+
+// tasks is what a registry needs for tasks.
+type tasks struct {
+	store store.TaskStore
+	ttl   time.Duration
+	lease time.Duration
+}
+
+// taskStore is where a registry keeps tasks: in the idempotency store when
+// it keeps them too, else in memory.
+func taskStore(idem store.IdempotencyStore) store.TaskStore {
+	if s, ok := idem.(store.TaskStore); ok {
+		return s
+	}
+	return store.NewMemoryTasks()
+}
+
+// taskRun is one task run by this host.
+type taskRun struct {
+	r     *Registry
+	t     *tool
+	id    string
+	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
+	once  sync.Once
+	// refusal is the error of a call refused before it passed its checks,
+	// set as begun is closed: Start returns it.
+	refusal  error
+	executed atomic.Bool // the tool started
+	waited   bool        // the task waited for a person
+
+	mu       sync.Mutex
+	progress []byte
+	poke     chan struct{} // progress to write
+}
+
+// begin lets Start return: the call passed its checks (it waits for its
+// turn, runs, or waits for a person), or ended.
+func (run *taskRun) begin() { run.end(nil) }
+
+// end lets Start return with refusal, unless it has returned already.
+func (run *taskRun) end(refusal error) {
+	run.once.Do(func() {
+		run.refusal = refusal
+		close(run.begun)
+	})
+}
+
+// started is told by the runtime that the tool's execution starts.
+func (run *taskRun) started() {
+	run.executed.Store(true)
+	run.begin()
+}
+
+// report keeps the progress a tool reports, for the keeper to write.
+func (run *taskRun) report(done, total float64, msg string) {
+	b, err := json.Marshal(TaskProgress{Done: done, Total: total, Message: msg})
+	if err != nil {
+		return // NaN or infinity: nothing a reader could decode
+	}
+	run.mu.Lock()
+	run.progress = b
+	run.mu.Unlock()
+	select {
+	case run.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (run *taskRun) lastProgress() []byte {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.progress
+}
+
+// startTask records a task of call c and runs it.
+func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error) {
+	var digest string
+	if c.RequestID != "" {
+		// The digest the pipeline takes; an input it cannot take is
+		// refused there.
+		if form, err := t.canonicalInput(c.Input); err == nil {
+			digest = canon.Sum(form)
+		}
+	}
+	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, Digest: digest, TTL: r.tasks.ttl}, r.tasks.lease)
+	if err != nil {
+		return nil, r.taskStoreError(ctx, err)
+	}
+	if !created && rec.Digest != digest {
+		return nil, r.refused(ctx, t, &c, requestIDConflict(t, c.RequestID))
+	}
+	if !created {
+		return r.taskOf(rec, c.Principal), nil // that call, started before
+	}
+	run := &taskRun{r: r, t: t, id: rec.ID, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
+	go run.run(context.WithoutCancel(ctx), c)
+	select {
+	case <-run.begun:
+		if run.refusal != nil {
+			return nil, run.refusal
+		}
+	case <-ctx.Done(): // the task goes on; its caller reads it later
+	}
+	if cur, err := r.tasks.store.GetTask(ctx, rec.ID); err == nil {
+		rec = cur
+	}
+	return r.taskOf(rec, c.Principal), nil
+}
+
+// run runs the task's call and writes its outcome. ctx carries the values
+// of the request that started it, never its cancellation.
+func (run *taskRun) run(ctx context.Context, c Call) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	// A registry that closes stops its tasks, as a host that dies does.
+	defer context.AfterFunc(run.r.streams, stop)()
+	// The keepers stop with the call, or when the registry closes: a
+	// closed host no longer vouches for its tasks.
+	keepCtx, endKeep := context.WithCancel(run.r.streams)
+	var kept sync.WaitGroup
+	kept.Add(2)
+	go func() { defer kept.Done(); run.watch(keepCtx, stop) }()
+	go func() { defer kept.Done(); run.renew(keepCtx, stop) }()
+	res, err := run.call(ctx, c)
+	endKeep()
+	kept.Wait()
+	run.finish(res, err)
+}
+
+// call runs the call through the pipeline; a call that waits for a
+// person's approval waits as long as the approval lives, then runs again,
+// now approved (or denied).
+func (run *taskRun) call(ctx context.Context, c Call) (Result, error) {
+	r := run.r
+	for {
+		res, err := r.dispatch(ctx, c, nil, nil, run)
+		var pending *approve.Pending
+		if err == nil || run.executed.Load() || CodeOf(err) != CodeConfirmationRequired || !errors.As(err, &pending) {
+			return res, err
+		}
+		if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: pending.ID}); err != nil {
+			return Result{}, err
+		}
+		run.waited = true
+		run.begin()
+		a, werr := r.awaitDecision(ctx, pending.ID)
+		switch {
+		case werr != nil && ctx.Err() != nil:
+			return Result{}, stopError(ctx, run.t)
+		case werr != nil:
+			return Result{}, r.approvalStoreError(werr)
+		case a.Status == store.ApprovalExpired:
+			return Result{}, err // nobody decided in time
+		}
+		if err := run.update(ctx, store.TaskUpdate{Status: store.TaskWorking}); err != nil {
+			return Result{}, err
+		}
+	}
+}
+
+// update writes a change of the task's state.
+func (run *taskRun) update(ctx context.Context, u store.TaskUpdate) error {
+	if _, err := run.r.tasks.store.UpdateTask(ctx, run.id, u); err != nil {
+		return run.r.taskStoreError(ctx, err)
+	}
+	return nil
+}
+
+// finish writes the outcome. A call refused before its tool started is
+// Start's error, unless Start returned already: its task is failed, and
+// its request id free for a call that fixes what was refused.
+func (run *taskRun) finish(res Result, err error) {
+	u := store.TaskUpdate{Progress: run.lastProgress()}
+	var refusal error
+	if err == nil {
+		u.Status, u.ExecutionID, u.Output = store.TaskCompleted, res.ExecutionID, res.Output
+		if u.Output == nil {
+			u.Output = []byte("null")
+		}
+	} else {
+		e := publicError(err)
+		u.Status, u.Error = store.TaskFailed, recordError(e)
+		if e.Code == CodeCancelled {
+			u.Status = store.TaskCancelled
+		}
+		if id, ok := e.Details["execution_id"].(string); ok {
+			u.ExecutionID = id
+		}
+		if _, replayed := e.Details["replayed"]; !run.executed.Load() && !run.waited && !replayed {
+			refusal, u.Release = err, true
+		}
+	}
+	if run.r.streams.Err() != nil {
+		// The registry closed: the task is not this host's to end. It is
+		// failed, host_lost, once its lease lapses, as a crashed host's.
+		run.r.logger.Warn("carmy: the registry closed while a task ran; it fails once its lease lapses", "task_id", run.id, "tool", run.t.meta.Name)
+		run.begin()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	if _, err := run.r.tasks.store.UpdateTask(ctx, run.id, u); err != nil {
+		run.r.logger.Error("carmy: cannot record the outcome of a task", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
+	}
+	// Once written: a retry of the refused call with its request id
+	// starts anew.
+	run.end(refusal)
+}
+
+// watch stops the call when the task is cancelled, or taken for lost,
+// woken by the store's notifications.
+func (run *taskRun) watch(ctx context.Context, stop context.CancelFunc) {
+	var version int64
+	for {
+		rec, err := run.r.tasks.store.AwaitTask(ctx, run.id, version)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case errors.Is(err, store.ErrTaskNotFound):
+			stop()
+			return
+		case err != nil:
+			select { // the store failed: look again shortly
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if rec.CancelRequested || rec.Status.Final() {
+			stop()
+			return
+		}
+		version = rec.Version
+	}
+}
+
+// renew renews the task's lease, and writes the progress the tool
+// reports, at most every progressEvery. A lease found lapsed stops the
+// call: the task is failed already, and its outcome could not be kept.
+func (run *taskRun) renew(ctx context.Context, stop context.CancelFunc) {
+	r := run.r
+	tick := time.NewTicker(r.tasks.lease / 3)
+	defer tick.Stop()
+	write := func(u store.TaskUpdate) {
+		_, err := r.tasks.store.UpdateTask(ctx, run.id, u)
+		switch {
+		case errors.Is(err, store.ErrTaskState):
+			r.logger.Error("carmy: a task's lease lapsed while it ran; it is failed, and its call is stopped", "task_id", run.id, "tool", run.t.meta.Name)
+			stop()
+		case err != nil && ctx.Err() == nil:
+			r.logger.Warn("carmy: cannot write a task's lease or progress; trying again", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
+		}
+	}
+	var last time.Time
+	var flush <-chan time.Time // set while progress waits for its turn
+	progress := func() {
+		last, flush = time.Now(), nil
+		write(store.TaskUpdate{Progress: run.lastProgress(), Lease: r.tasks.lease})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			write(store.TaskUpdate{Lease: r.tasks.lease})
+		case <-run.poke:
+			if wait := progressEvery - time.Since(last); wait > 0 {
+				if flush == nil {
+					flush = time.After(wait)
+				}
+				continue
+			}
+			progress()
+		case <-flush:
+			progress()
+		}
+	}
+}
+
+// readTask reads a task as principal: another principal's task is not
+// found, as an unknown one is.
+func (r *Registry) readTask(ctx context.Context, id, principal string) (store.Task, error) {
+	rec, err := r.tasks.store.GetTask(ctx, id)
+	if err == nil && rec.Principal != principal {
+		err = store.ErrTaskNotFound
+	}
+	if errors.Is(err, store.ErrTaskNotFound) {
+		return rec, Errorf(CodeNotFound, "no task %q is visible to you", id)
+	}
+	if err != nil {
+		return rec, r.taskStoreError(ctx, err)
+	}
+	return rec, nil
+}
+
+// awaitTask returns rec's task once it changed.
+func (r *Registry) awaitTask(ctx context.Context, rec store.Task) (store.Task, error) {
+	next, err := r.tasks.store.AwaitTask(ctx, rec.ID, rec.Version)
+	switch {
+	case err == nil:
+		return next, nil
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return rec, &Error{Code: CodeTimeout, Message: fmt.Sprintf("task %s did not finish before the caller's deadline; it goes on", rec.ID), Err: ctx.Err()}
+	case ctx.Err() != nil:
+		return rec, &Error{Code: CodeCancelled, Message: fmt.Sprintf("the caller stopped waiting for task %s; it goes on", rec.ID), Err: ctx.Err()}
+	case errors.Is(err, store.ErrTaskNotFound):
+		return rec, Errorf(CodeNotFound, "task %q is gone: a finished task is kept for a while only", rec.ID)
+	}
+	return rec, r.taskStoreError(ctx, err)
+}
+
+// cancelTask asks the store to cancel principal's task id. A final task is
+// not changed: CodeConflict says so.
+func (r *Registry) cancelTask(ctx context.Context, id, principal string) (store.Task, error) {
+	cur, err := r.readTask(ctx, id, principal)
+	if err != nil {
+		return store.Task{}, err
+	}
+	if t, ok := r.tools[cur.Tool]; ok && len(r.auditors) > 0 && !cur.Status.Final() {
+		// Before the cancel, which the call's own record follows.
+		_ = r.writeAudit(context.WithoutCancel(ctx), AuditRecord{Time: time.Now(), Decision: AuditCancelRequested, ExecutionID: cur.ExecutionID,
+			RequestID: cur.RequestID, Principal: principal, Tool: cur.Tool, Effect: t.meta.Effect, Digest: cur.Digest})
+	}
+	rec, err := r.tasks.store.CancelTask(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrTaskState):
+		return rec, &Error{Code: CodeConflict, Message: fmt.Sprintf("task %s is %s: there is nothing to cancel, and nothing changed", id, rec.Status),
+			Details: map[string]any{"task_id": id, "status": string(rec.Status)}}
+	case errors.Is(err, store.ErrTaskNotFound):
+		return rec, Errorf(CodeNotFound, "no task %q is visible to you", id)
+	case err != nil:
+		return rec, r.taskStoreError(ctx, err)
+	}
+	r.logger.InfoContext(ctx, "carmy: task cancel requested", "task_id", id, "tool", rec.Tool, "principal", principal)
+	return rec, nil
+}

@@ -1,0 +1,214 @@
+package carmy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
+// maxTaskWait bounds how long GET /tasks/{id}?wait= holds a request open.
+const maxTaskWait = time.Minute
+
+// cancelWait is how long POST /tasks/{id}/cancel waits for the task to
+// stop before answering with the task as it stands.
+const cancelWait = 5 * time.Second
+
+// Page sizes of GET /tasks.
+const (
+	defaultTaskPage = 50
+	maxTaskPage     = 200
+)
+
+// wireTask is a task as the HTTP API shows it.
+type wireTask struct {
+	ID          string        `json:"id"`
+	Tool        string        `json:"tool"`
+	Status      string        `json:"status"`
+	CreatedAt   time.Time     `json:"created_at"`
+	UpdatedAt   time.Time     `json:"updated_at"`
+	ExecutionID string        `json:"execution_id,omitempty"`
+	Output      jsontextRaw   `json:"output,omitzero"`
+	Error       *Error        `json:"error,omitempty"`
+	ApprovalID  string        `json:"approval_id,omitempty"`
+	ApprovalURL string        `json:"approval_url,omitempty"`
+	Progress    *TaskProgress `json:"progress,omitempty"`
+}
+
+func (r *Registry) wireTask(ctx context.Context, rec store.Task) wireTask {
+	t := r.taskOf(rec, rec.Principal)
+	w := wireTask{ID: rec.ID, Tool: rec.Tool, Status: string(rec.Status), CreatedAt: rec.Created.UTC(), UpdatedAt: rec.Updated.UTC(),
+		ExecutionID: rec.ExecutionID, Progress: t.Progress}
+	switch rec.Status {
+	case store.TaskCompleted:
+		w.Output = jsontextRaw(rec.Output)
+	case store.TaskFailed, store.TaskCancelled:
+		w.Error = taskError(rec).bounded()
+	case store.TaskInputRequired:
+		w.ApprovalID = rec.ApprovalID
+		w.ApprovalURL = r.approvalURL(ctx, rec.ApprovalID)
+	}
+	return w
+}
+
+func (r *Registry) mountTasks(mux *http.ServeMux) {
+	mux.HandleFunc("GET /tasks", r.serveTasks)
+	mux.HandleFunc("GET /tasks/{id}", r.serveTask)
+	mux.HandleFunc("POST /tasks/{id}/cancel", r.serveTaskCancel)
+	mux.HandleFunc("/tasks", onlyMethod("GET"))
+	mux.HandleFunc("/tasks/{id}", onlyMethod("GET"))
+	mux.HandleFunc("/tasks/{id}/cancel", onlyMethod("POST"))
+}
+
+// prefersAsync reports whether a request prefers an asynchronous answer
+// (RFC 7240: Prefer: respond-async, in any of its Prefer headers).
+func prefersAsync(req *http.Request) bool {
+	for _, h := range req.Header.Values("Prefer") {
+		for _, p := range strings.Split(h, ",") {
+			name, _, _ := strings.Cut(p, ";")
+			if strings.EqualFold(strings.TrimSpace(name), "respond-async") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// startOverHTTP answers a call that prefers an asynchronous answer with
+// 202 and its task, when its tool runs as a task. It reports false, having
+// written nothing, for a tool that forbids tasks or does not exist: the
+// call is then answered as any other (RFC 7240 lets a server ignore a
+// preference).
+func (r *Registry) startOverHTTP(w http.ResponseWriter, req *http.Request, c Call) bool {
+	if t, ok := r.tools[c.Tool]; !ok || t.meta.Tasks == TaskForbidden {
+		return false
+	}
+	ctx := withHTTPRequest(req.Context(), req)
+	task, err := r.Start(ctx, c)
+	if err != nil {
+		r.challengeMissing(w, req, err)
+		writeError(w, err)
+		return true
+	}
+	w.Header().Set("Location", "/tasks/"+task.ID)
+	w.Header().Set("Preference-Applied", "respond-async")
+	writeJSON(w, http.StatusAccepted, r.wireTask(ctx, task.rec))
+	return true
+}
+
+// serveTasks lists the caller's tasks, newest first, a page at a time:
+// ?limit= (at most 200) and ?cursor=, the next_cursor of the page before.
+func (r *Registry) serveTasks(w http.ResponseWriter, req *http.Request) {
+	id, err := r.identify(req)
+	if err != nil {
+		r.writeAuthError(w, req, err)
+		return
+	}
+	limit := defaultTaskPage
+	if v := req.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, Errorf(CodeInvalidInput, "limit=%q is not a positive number", v))
+			return
+		}
+		limit = min(n, maxTaskPage)
+	}
+	cursor := req.URL.Query().Get("cursor")
+	page, err := r.tasks.store.ListTasks(req.Context(), id.Principal, cursor, limit+1)
+	if err != nil {
+		writeError(w, r.taskStoreError(req.Context(), err))
+		return
+	}
+	out := struct {
+		Tasks      []wireTask `json:"tasks"`
+		NextCursor string     `json:"next_cursor,omitempty"`
+	}{Tasks: make([]wireTask, 0, min(len(page), limit))}
+	ctx := withHTTPRequest(req.Context(), req)
+	for i, t := range page {
+		if i == limit {
+			out.NextCursor = page[limit-1].ID
+			break
+		}
+		out.Tasks = append(out.Tasks, r.wireTask(ctx, t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// serveTask shows one of the caller's tasks; ?wait=30s holds the request
+// until the task's status changes or it is final, for at most that long
+// (and a minute).
+func (r *Registry) serveTask(w http.ResponseWriter, req *http.Request) {
+	id, err := r.identify(req)
+	if err != nil {
+		r.writeAuthError(w, req, err)
+		return
+	}
+	rec, err := r.readTask(req.Context(), req.PathValue("id"), id.Principal)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if v := req.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, Errorf(CodeInvalidInput, "wait=%q is not a duration such as 30s", v))
+			return
+		}
+		ctx, cancel := context.WithTimeout(req.Context(), min(d, maxTaskWait))
+		defer cancel()
+		if rec, err = r.awaitStatus(ctx, rec); err != nil && ctx.Err() == nil {
+			writeError(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, r.wireTask(withHTTPRequest(req.Context(), req), rec))
+}
+
+// awaitStatus returns rec's task once its status is another, or it is
+// final, or ctx is done (with the task as last seen).
+func (r *Registry) awaitStatus(ctx context.Context, rec store.Task) (store.Task, error) {
+	from := rec.Status
+	for rec.Status == from && !rec.Status.Final() {
+		next, err := r.awaitTask(ctx, rec)
+		if err != nil {
+			return rec, err
+		}
+		rec = next
+	}
+	return rec, nil
+}
+
+// serveTaskCancel cancels one of the caller's tasks and answers with it,
+// once it stopped (or after a few seconds, as it stands). A task that is
+// final is not changed: 409 says so.
+func (r *Registry) serveTaskCancel(w http.ResponseWriter, req *http.Request) {
+	id, err := r.identify(req)
+	if err != nil {
+		r.writeAuthError(w, req, err)
+		return
+	}
+	rec, err := r.cancelTask(req.Context(), req.PathValue("id"), id.Principal)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), cancelWait)
+	defer cancel()
+	for !rec.Status.Final() {
+		next, err := r.awaitTask(ctx, rec)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && (e.Code == CodeTimeout || e.Code == CodeCancelled) {
+				break
+			}
+			writeError(w, err)
+			return
+		}
+		rec = next
+	}
+	writeJSON(w, http.StatusOK, r.wireTask(withHTTPRequest(req.Context(), req), rec))
+}

@@ -107,7 +107,7 @@ func TestLoadConfig(t *testing.T) {
 				{SHA256: hash(bobToken), Principal: "bob"},
 			},
 			RateLimits: config.RateLimits{
-				Default: &config.Rate{Calls: 100, Per: time.Minute, Key: "rate_limits.default", Site: filepath.Join("testdata", "full.toml") + ":28"},
+				Default: &config.Rate{Calls: 100, Per: time.Minute, Key: "rate_limits.default", Site: filepath.Join("testdata", "full.toml") + ":29"},
 				Tools: map[string]config.Rate{
 					"create_order": {Calls: 10, Per: 30 * time.Second, Key: "rate_limits.create_order", Site: filepath.Join("testdata", "full.toml") + ":30"},
 				},

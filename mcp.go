@@ -30,7 +30,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 		tools := make([]mcpserve.Tool, len(r.names))
 		for i, name := range r.names {
 			t := r.tools[name]
-			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content,
+			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(),
 				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 			if t.out != nil {
 				tools[i].Output = t.meta.OutputSchema
@@ -100,33 +100,10 @@ func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserv
 func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome, error) {
 	r := d.r
 	t := r.tools[mc.Tool]
-	if !mc.Authenticated {
-		return mcpOutcome(Errorf(CodeUnauthenticated, "the request was not authenticated")), nil
+	ctx, c, refused := d.callOf(ctx, mc)
+	if refused != nil {
+		return *refused, nil
 	}
-	if mc.Request != nil {
-		ctx = withHTTPRequest(ctx, mc.Request) // for the logs and approval URLs
-	}
-	id := mc.Caller
-	c := Call{
-		Tool:        mc.Tool,
-		Input:       mc.Params.Arguments,
-		Session:     mc.Session,
-		Principal:   id.Principal,
-		Permissions: id.Permissions,
-		Metadata:    id.Metadata,
-	}
-	if v, ok := mc.Params.Meta[MetaRequestID]; ok {
-		rid, ok := v.(string)
-		if !ok {
-			return mcpOutcome(&Error{
-				Code:    CodeInvalidInput,
-				Message: "the request id must be a string",
-				Fields:  []FieldError{{Path: `_meta["` + MetaRequestID + `"]`, Message: "send the request id as a JSON string"}},
-			}), nil
-		}
-		c.RequestID = rid
-	}
-	c.Metadata = withMCPTrace(c.Metadata, mc.Params.Meta, mc.Header)
 	if mc.Peer.Sessionless() {
 		if err := r.openRound(ctx, mc.Peer, c); err != nil {
 			return mcpserve.Outcome{}, err
@@ -143,13 +120,57 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	if err != nil {
 		return mcpOutcome(err), nil
 	}
+	return d.outcome(t, res)
+}
+
+// outcome is the outcome of a call of t that gave res.
+func (d mcpDoor) outcome(t *tool, res Result) (mcpserve.Outcome, error) {
 	out := mcpserve.Outcome{Output: res.Output, ExecutionID: res.ExecutionID, Replayed: res.Replayed}
 	if t.content {
+		var err error
 		if out.Content, err = contentBlocks(res.Output); err != nil {
 			return mcpserve.Outcome{}, err
 		}
 	}
 	return out, nil
+}
+
+// callOf is the call of a tools/call, and its context; or the outcome of a
+// call refused before it is one (unauthenticated, a request id that is
+// not a string).
+func (d mcpDoor) callOf(ctx context.Context, mc *mcpserve.Call) (context.Context, Call, *mcpserve.Outcome) {
+	refuse := func(err error) (context.Context, Call, *mcpserve.Outcome) {
+		out := mcpOutcome(err)
+		return ctx, Call{}, &out
+	}
+	if !mc.Authenticated {
+		return refuse(Errorf(CodeUnauthenticated, "the request was not authenticated"))
+	}
+	if mc.Request != nil {
+		ctx = withHTTPRequest(ctx, mc.Request) // for the logs and approval URLs
+	}
+	id := mc.Caller
+	c := Call{
+		Tool:        mc.Tool,
+		Input:       mc.Params.Arguments,
+		Session:     mc.Session,
+		Principal:   id.Principal,
+		Permissions: id.Permissions,
+		Metadata:    id.Metadata,
+	}
+	if v, ok := mc.Params.Meta[MetaRequestID]; ok {
+		rid, ok := v.(string)
+		if !ok {
+			return refuse(&Error{
+				Code:    CodeInvalidInput,
+				Message: "the request id must be a string",
+				Fields:  []FieldError{{Path: `_meta["` + MetaRequestID + `"]`, Message: "send the request id as a JSON string"}},
+			})
+		}
+		c.RequestID = rid
+	}
+	c.Metadata = withMCPTrace(c.Metadata, mc.Params.Meta, mc.Header)
+	return ctx, c, nil
 }
 
 // mcpOutcome is the outcome of a call that err refused or failed.

@@ -91,6 +91,9 @@ func (s *Server) HTTPHandler() http.Handler {
 			if s.mirrored && body != nil && !s.headersMatch(w, req, body) {
 				return
 			}
+			if body != nil && s.taskRequest(w, req, body) {
+				return
+			}
 			if s.fast && body != nil && s.sessionlessCall(w, req, body) {
 				return
 			}

@@ -61,6 +61,9 @@ func (d mcpDoor) GetTask(ctx context.Context, id mcpserve.Identity, task string)
 	if err != nil {
 		return nil, false, err
 	}
+	if req := mcpserve.RequestOf(ctx); req != nil {
+		ctx = withHTTPRequest(ctx, req) // for the approval's link
+	}
 	return d.taskState(ctx, rec), true, nil
 }
 

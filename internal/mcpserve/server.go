@@ -351,6 +351,7 @@ func (s *Server) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "initialize" || err != nil {
 			return res, err
 		}
+		withoutTasks(res)
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if id, _, ok := httpCaller(req.GetExtra()); ok && ss != nil && ss.ID() != "" {
 			s.cfg.Sessions.Open(ss, id.Principal)

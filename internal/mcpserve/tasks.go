@@ -3,6 +3,8 @@ package mcpserve
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -193,16 +195,12 @@ func (s *Server) startTask(req *http.Request, tasks Tasks, params jsontext.Value
 	c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra})
 	st, out, err := tasks.StartTask(ctx, c)
 	if err != nil {
-		rpcErr, ok := err.(*jsonrpc.Error)
-		if !ok {
-			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-		}
-		return answer(nil, rpcErr)
+		return answer(nil, rpcError(err))
 	}
 	if st == nil { // refused before its task began: a tool result, as a call's
 		b, err := mcpwire.SessionlessResult(s.result(t, out), s.info)
 		if err != nil {
-			return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
+			return answer(nil, rpcError(err))
 		}
 		return answer(json.RawMessage(b), nil)
 	}
@@ -344,4 +342,38 @@ func (p *Peer) Deliver(answers map[string]*mcp.ElicitResult) {
 	if was > 0 && len(b.pending) == 0 {
 		b.changed(false)
 	}
+}
+
+// RequestOf is the HTTP request that carries a request of the door's,
+// from the context the door hands the host; nil over other transports.
+func RequestOf(ctx context.Context) *http.Request {
+	_, req, _ := httpCaller(&mcp.RequestExtra{TokenInfo: tokenInfo(ctx)})
+	return req
+}
+
+// rpcError is err as the JSON-RPC error of a call's answer: a protocol
+// error the call gave is answered as it is, any other is internal.
+func rpcError(err error) *jsonrpc.Error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
+// withoutTasks leaves the tasks extension out of the capabilities of an
+// initialize result: the door serves tasks to the sessionless protocol
+// only, not the experimental tasks of sessions, which take other methods.
+func withoutTasks(res mcp.Result) {
+	init, ok := res.(*mcp.InitializeResult)
+	if !ok || init.Capabilities == nil || init.Capabilities.Extensions[TasksExtension] == nil {
+		return
+	}
+	caps := *init.Capabilities
+	caps.Extensions = maps.Clone(caps.Extensions)
+	delete(caps.Extensions, TasksExtension)
+	if len(caps.Extensions) == 0 {
+		caps.Extensions = nil
+	}
+	init.Capabilities = &caps
 }

@@ -278,6 +278,23 @@ func TestMCPTasksRequired(t *testing.T) {
 	}
 }
 
+// TestMCPTasksRequiredStdio: over stdio, in both generations, a tool that
+// runs only as a task is refused with the missing capability error.
+func TestMCPTasksRequiredStdio(t *testing.T) {
+	t.Parallel()
+	reg := taskRegistry(t, carmy.New(), carmy.Tool(func() error { return nil }, carmy.Read,
+		carmy.Name("long"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)))
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			s := singleClient(t, reg, "stdio", version, nil)
+			_, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "long", Arguments: map[string]any{}})
+			if we := (*jsonrpc.Error)(nil); !errors.As(err, &we) || we.Code != -32021 {
+				t.Fatalf("long over stdio: %v; want -32021", err)
+			}
+		})
+	}
+}
+
 // bearer is a transport that sends a bearer token.
 type bearer string
 

@@ -137,7 +137,7 @@ func TestInspectorCLI(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		if want := []string{"cancel_order", "create_order", "get_order", "list_orders", "whoami"}; !slices.Equal(names, want) {
+		if want := []string{"cancel_order", "create_order", "export_orders", "get_order", "list_orders", "whoami"}; !slices.Equal(names, want) {
 			t.Errorf("tools/list: %v, want %v", names, want)
 		}
 		res := inspect(t, target, 0, "--protocol-era", era, "--method", "tools/call", "--tool-name", "create_order",

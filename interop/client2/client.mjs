@@ -22,7 +22,7 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 const SESSIONLESS = "2026-07-28";
-const TOOLS = ["cancel_order", "create_order", "get_order", "list_orders", "whoami"];
+const TOOLS = ["cancel_order", "create_order", "export_orders", "get_order", "list_orders", "whoami"];
 const HINTS = ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
 
 const requestTimeout = Number(process.env.CARMY_INTEROP_TIMEOUT_MS || 10000);

@@ -19,7 +19,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 
-const TOOLS = ["cancel_order", "create_order", "get_order", "list_orders", "whoami"];
+const TOOLS = ["cancel_order", "create_order", "export_orders", "get_order", "list_orders", "whoami"];
 const HINTS = ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
 
 const requestTimeout = Number(process.env.CARMY_INTEROP_TIMEOUT_MS || 10000);

@@ -2,6 +2,7 @@ package carmy
 
 import (
 	"context"
+	"errors"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -20,6 +21,20 @@ import (
 // the server's (a panic, a host lost). A question the tool asks with
 // Context.Elicit makes the task input_required until tasks/update answers
 // it; so does a pending approval, until a person decides.
+
+// reasonTaskRequired is the reason of the refusal of a synchronous call of
+// a tool that runs only as a task, which MCP answers with its own error.
+const reasonTaskRequired = "task_required"
+
+// taskRequired is the protocol error of a synchronous call that err
+// refused because its tool runs only as a task, if it is one.
+func taskRequired(tool string, err error) (*jsonrpc.Error, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.Details["reason"] != reasonTaskRequired {
+		return nil, false
+	}
+	return mcpserve.TaskRequiredError(tool), true
+}
 
 // StartTask starts the call of mc as a task: its checks run first, as
 // [Registry.Start]'s do, and a call they refuse is answered as a call.

@@ -235,10 +235,6 @@ func (s *Server) handler(t *entry) mcp.ToolHandler {
 			c.Session = req.Session.ID()
 		}
 		c.Peer = newPeer(req)
-		if t.Tasks == TaskRequired {
-			// A call that asked for a task is answered before it gets here.
-			return nil, TaskRequiredError(t.Def.Name)
-		}
 		out, err := s.host.Call(ctx, c)
 		if ask := c.Peer.inputRequired(); ask != nil {
 			return ask, nil

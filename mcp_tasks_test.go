@@ -283,13 +283,21 @@ func TestMCPTasksRequired(t *testing.T) {
 func TestMCPTasksRequiredStdio(t *testing.T) {
 	t.Parallel()
 	reg := taskRegistry(t, carmy.New(), carmy.Tool(func() error { return nil }, carmy.Read,
-		carmy.Name("long"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)))
+		carmy.Name("long"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
+		carmy.Tool(func() error { return nil }, carmy.Read, carmy.Name("secret_long"), carmy.Requires("secrets"),
+			carmy.Tasks(carmy.TaskRequired), carmy.Register(false)))
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			s := singleClient(t, reg, "stdio", version, nil)
 			_, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "long", Arguments: map[string]any{}})
 			if we := (*jsonrpc.Error)(nil); !errors.As(err, &we) || we.Code != -32021 {
 				t.Fatalf("long over stdio: %v; want -32021", err)
+			}
+			// The permission check comes first: a caller who may not call
+			// the tool learns nothing of how it runs.
+			r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "secret_long", Arguments: map[string]any{}})
+			if err != nil || !r.IsError || !strings.Contains(jsonText(r.Content), "permission_denied") {
+				t.Fatalf("secret_long without its permission: %+v, %v; want permission_denied", r, err)
 			}
 		})
 	}

@@ -30,7 +30,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 		tools := make([]mcpserve.Tool, len(r.names))
 		for i, name := range r.names {
 			t := r.tools[name]
-			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content,
+			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(),
 				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 			if t.out != nil {
 				tools[i].Output = t.meta.OutputSchema
@@ -100,8 +100,54 @@ func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserv
 func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome, error) {
 	r := d.r
 	t := r.tools[mc.Tool]
+	ctx, c, refused := d.callOf(ctx, mc)
+	if refused != nil {
+		return *refused, nil
+	}
+	if mc.Peer.Sessionless() {
+		if err := r.openRound(ctx, mc.Peer, c); err != nil {
+			return mcpserve.Outcome{}, err
+		}
+		defer r.sealRound(ctx, mc.Peer, c)
+	}
+	res, err := r.executeFor(ctx, c, mc.Peer)
+	if CodeOf(err) == CodeConfirmationRequired {
+		res, err = r.confirmOverMCP(ctx, mc.Peer, c, err)
+	}
+	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
+		return mcpserve.Outcome{}, rpcErr
+	}
+	if rpcErr, ok := taskRequired(mc.Tool, err); ok {
+		return mcpserve.Outcome{}, rpcErr
+	}
+	if err != nil {
+		return mcpOutcome(err), nil
+	}
+	return d.outcome(t, res)
+}
+
+// outcome is the outcome of a call of t that gave res.
+func (d mcpDoor) outcome(t *tool, res Result) (mcpserve.Outcome, error) {
+	out := mcpserve.Outcome{Output: res.Output, ExecutionID: res.ExecutionID, Replayed: res.Replayed}
+	if t.content {
+		var err error
+		if out.Content, err = contentBlocks(res.Output); err != nil {
+			return mcpserve.Outcome{}, err
+		}
+	}
+	return out, nil
+}
+
+// callOf is the call of a tools/call, and its context; or the outcome of a
+// call refused before it is one (unauthenticated, a request id that is
+// not a string).
+func (d mcpDoor) callOf(ctx context.Context, mc *mcpserve.Call) (context.Context, Call, *mcpserve.Outcome) {
+	refuse := func(err error) (context.Context, Call, *mcpserve.Outcome) {
+		out := mcpOutcome(err)
+		return ctx, Call{}, &out
+	}
 	if !mc.Authenticated {
-		return mcpOutcome(Errorf(CodeUnauthenticated, "the request was not authenticated")), nil
+		return refuse(Errorf(CodeUnauthenticated, "the request was not authenticated"))
 	}
 	if mc.Request != nil {
 		ctx = withHTTPRequest(ctx, mc.Request) // for the logs and approval URLs
@@ -118,38 +164,16 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	if v, ok := mc.Params.Meta[MetaRequestID]; ok {
 		rid, ok := v.(string)
 		if !ok {
-			return mcpOutcome(&Error{
+			return refuse(&Error{
 				Code:    CodeInvalidInput,
 				Message: "the request id must be a string",
 				Fields:  []FieldError{{Path: `_meta["` + MetaRequestID + `"]`, Message: "send the request id as a JSON string"}},
-			}), nil
+			})
 		}
 		c.RequestID = rid
 	}
 	c.Metadata = withMCPTrace(c.Metadata, mc.Params.Meta, mc.Header)
-	if mc.Peer.Sessionless() {
-		if err := r.openRound(ctx, mc.Peer, c); err != nil {
-			return mcpserve.Outcome{}, err
-		}
-		defer r.sealRound(ctx, mc.Peer, c)
-	}
-	res, err := r.executeFor(ctx, c, mc.Peer)
-	if CodeOf(err) == CodeConfirmationRequired {
-		res, err = r.confirmOverMCP(ctx, mc.Peer, c, err)
-	}
-	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
-		return mcpserve.Outcome{}, rpcErr
-	}
-	if err != nil {
-		return mcpOutcome(err), nil
-	}
-	out := mcpserve.Outcome{Output: res.Output, ExecutionID: res.ExecutionID, Replayed: res.Replayed}
-	if t.content {
-		if out.Content, err = contentBlocks(res.Output); err != nil {
-			return mcpserve.Outcome{}, err
-		}
-	}
-	return out, nil
+	return ctx, c, nil
 }
 
 // mcpOutcome is the outcome of a call that err refused or failed.

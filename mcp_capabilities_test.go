@@ -17,9 +17,11 @@ func TestMCPCapabilities(t *testing.T) {
 	srv, _ := hostServer(t, nil)
 	tests := []struct {
 		name, version, body string
+		// tasks: the tasks extension is served to the sessionless protocol
+		tasks bool
 	}{
-		{"initialize", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`},
-		{"server/discover", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`},
+		{"initialize", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, false},
+		{"server/discover", "2026-07-28", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,8 +35,15 @@ func TestMCPCapabilities(t *testing.T) {
 				t.Fatalf("%s: %v", res, err)
 			}
 			caps := msg.Result.Capabilities
-			if len(caps) != 2 || string(caps["tools"]) != "{}" || string(caps["logging"]) != "{}" {
-				t.Errorf("capabilities %s; want tools (no listChanged) and logging only", res)
+			want := 2
+			if tt.tasks {
+				want = 3
+				if string(caps["extensions"]) != `{"io.modelcontextprotocol/tasks":{}}` {
+					t.Errorf("capabilities %s; want the tasks extension", res)
+				}
+			}
+			if len(caps) != want || string(caps["tools"]) != "{}" || string(caps["logging"]) != "{}" {
+				t.Errorf("capabilities %s; want tools (no listChanged) and logging, and the tasks extension sessionless only", res)
 			}
 		})
 	}

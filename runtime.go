@@ -156,7 +156,8 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		return Result{}, r.refused(ctx, t, c, e)
 	}
 	if t.meta.Tasks == TaskRequired && req.task == nil {
-		return Result{}, r.refused(ctx, t, c, Errorf(CodeInvalidInput, "%s runs only as a task: start it as one (over HTTP, send Prefer: respond-async)", t.meta.Name))
+		return Result{}, r.refused(ctx, t, c, &Error{Code: CodeInvalidInput, Details: map[string]any{"reason": reasonTaskRequired},
+			Message: fmt.Sprintf("%s runs only as a task: start it as one (over HTTP, send Prefer: respond-async)", t.meta.Name)})
 	}
 	// Before the input is read too: a caller past its limits costs no
 	// decoding, and learns of its limits, not of its input's mistakes.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -33,6 +34,9 @@ type tasks struct {
 	store store.TaskStore
 	ttl   time.Duration
 	lease time.Duration
+	// peers are the MCP peers of the tasks this host runs, by task id:
+	// the questions a task's tool asks wait there for their answers.
+	peers sync.Map
 }
 
 // taskStore is where a registry keeps tasks: in the idempotency store when
@@ -46,9 +50,12 @@ func taskStore(idem store.IdempotencyStore) store.TaskStore {
 
 // taskRun is one task run by this host.
 type taskRun struct {
-	r     *Registry
-	t     *tool
-	id    string
+	r  *Registry
+	t  *tool
+	id string
+	// peer is the MCP client whose call started the task, whose questions
+	// wait on the task; nil for other callers.
+	peer  *mcpserve.Peer
 	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
 	once  sync.Once
 	// refusal is the error of a call refused before it passed its checks,
@@ -103,6 +110,12 @@ func (run *taskRun) lastProgress() []byte {
 
 // startTask records a task of call c and runs it.
 func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error) {
+	return r.startTaskFor(ctx, t, c, nil)
+}
+
+// startTaskFor is startTask for a call of an MCP client, whose peer for
+// the task peerOf makes (nil for other callers).
+func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) *mcpserve.Peer) (*Task, error) {
 	var digest string
 	if c.RequestID != "" {
 		// The digest the pipeline takes; an input it cannot take is
@@ -122,6 +135,10 @@ func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error
 		return r.taskOf(rec, c.Principal), nil // that call, started before
 	}
 	run := &taskRun{r: r, t: t, id: rec.ID, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
+	if peerOf != nil {
+		run.peer = peerOf(run)
+		r.tasks.peers.Store(run.id, run.peer)
+	}
 	go run.run(context.WithoutCancel(ctx), c)
 	select {
 	case <-run.begun:
@@ -151,6 +168,9 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 	go func() { defer kept.Done(); run.watch(keepCtx, stop) }()
 	go func() { defer kept.Done(); run.renew(keepCtx, stop) }()
 	res, err := run.call(ctx, c)
+	if run.peer != nil {
+		defer run.r.tasks.peers.Delete(run.id)
+	}
 	endKeep()
 	kept.Wait()
 	run.finish(res, err)
@@ -162,7 +182,7 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 func (run *taskRun) call(ctx context.Context, c Call) (Result, error) {
 	r := run.r
 	for {
-		res, err := r.dispatch(ctx, c, nil, nil, run)
+		res, err := r.dispatch(ctx, c, run.peer, nil, run)
 		var pending *approve.Pending
 		if err == nil || run.executed.Load() || CodeOf(err) != CodeConfirmationRequired || !errors.As(err, &pending) {
 			return res, err

@@ -57,6 +57,7 @@ func newBuilder() *carmy.Builder {
 	return carmy.New().
 		Tool(tools()...).
 		Tool(roundTools()...).
+		Tool(taskTools()...).
 		ConfigureMCP(func(s *mcp.Server) {
 			addSDKTools(s)
 			addRoundSDKTools(s)

@@ -155,7 +155,7 @@ func (c *fastConn) call(req *jsonrpc.Request) bool {
 	return c.start(ss, req.ID, p, sessionless, func(ctx context.Context, result []byte, err error) {
 		ans := &jsonrpc.Response{ID: req.ID, Result: result}
 		if err != nil {
-			ans.Result, ans.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+			ans.Result, ans.Error = nil, rpcError(err)
 		}
 		_ = c.Connection.Write(ctx, ans)
 	})
@@ -180,7 +180,7 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 	started := c.start(ss, id, p, sessionless, func(_ context.Context, result []byte, err error) {
 		var b []byte
 		if err != nil {
-			b = mcpwire.RPCAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
+			b = mcpwire.RPCAnswer([]byte(msg.rawID), rpcError(err))
 		} else {
 			b = mcpwire.RPCResult(msg.rawID, result)
 		}

@@ -91,6 +91,9 @@ func (s *Server) HTTPHandler() http.Handler {
 			if s.mirrored && body != nil && !s.headersMatch(w, req, body) {
 				return
 			}
+			if body != nil && s.taskRequest(w, req, body) {
+				return
+			}
 			if s.fast && body != nil && s.sessionlessCall(w, req, body) {
 				return
 			}
@@ -252,10 +255,7 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 	ctx := req.Context()
 	res, err := t.call(ctx, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
 	if err != nil { // a protocol error: the call ran no further
-		rpcErr, ok := err.(*jsonrpc.Error)
-		if !ok {
-			rpcErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-		}
+		rpcErr := rpcError(err)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(mcpwire.ErrorStatus(rpcErr.Code))
 		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(msg.ID), rpcErr))
@@ -352,7 +352,7 @@ func (s *Server) sessionCall(w http.ResponseWriter, req *http.Request, body []by
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	if err != nil {
-		_, _ = w.Write(mcpwire.RPCAnswer([]byte(msg.rawID), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
+		_, _ = w.Write(mcpwire.RPCAnswer([]byte(msg.rawID), rpcError(err)))
 		return true
 	}
 	_, _ = w.Write(mcpwire.RPCResult(msg.rawID, out))

@@ -45,6 +45,8 @@ type Peer struct {
 	sealed  string
 	answers mcp.InputResponseMap
 	inner   string
+	// inbox holds the questions of a task's peer (TaskPeer).
+	inbox *inbox
 }
 
 func newPeer(req *mcp.CallToolRequest) *Peer {
@@ -117,6 +119,9 @@ func (p *Peer) Elicit(ctx context.Context, name string, params *mcp.ElicitParams
 // client sent it, for the caller to check and to name the fields that
 // break it: the SDK only says that it does not match.
 func (p *Peer) Ask(ctx context.Context, id string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if p.inbox != nil {
+		return p.inbox.ask(ctx, id, params)
+	}
 	if !p.sessionless {
 		sent := &sentAnswer{}
 		res, err := p.req.Session.Elicit(context.WithValue(ctx, sentAnswerKey{}, sent), params)

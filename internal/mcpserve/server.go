@@ -91,6 +91,9 @@ type Tool struct {
 	// Confirms marks a tool whose calls may ask for confirmation by form on
 	// every transport: the sessionless fast path leaves them to the SDK.
 	Confirms bool
+	// Tasks is the tool's task support: TaskForbidden, TaskOptional or
+	// TaskRequired ("" is optional).
+	Tasks string
 }
 
 // Config is what a [Server] is made of.
@@ -155,6 +158,9 @@ func New(cfg Config) *Server {
 		// adds its own capabilities.
 		//lint:ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
+	}
+	if _, ok := cfg.Host.(Tasks); ok {
+		opts.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
 	}
 	for _, f := range cfg.Options {
 		f(opts)
@@ -236,25 +242,30 @@ func (s *Server) handler(t *entry) mcp.ToolHandler {
 		if err != nil {
 			return nil, err
 		}
-		if out.Err != nil {
-			return errorResult(out.Err, t.Output != nil), nil
-		}
-		meta := mcp.Meta{"carmy/execution_id": out.ExecutionID, "carmy/replayed": out.Replayed}
-		if t.Content {
-			return &mcp.CallToolResult{Content: out.Content, Meta: meta}, nil
-		}
-		var structured any = out.Output
-		if t.wrap {
-			structured = map[string]json.RawMessage{"result": out.Output}
-		}
-		if t.Output == nil {
-			structured = nil
-		}
-		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: outputText(out.Output)}},
-			StructuredContent: structured,
-			Meta:              meta,
-		}, nil
+		return s.result(t, out), nil
+	}
+}
+
+// result is the MCP result of a call of t that gave out.
+func (s *Server) result(t *entry, out Outcome) *mcp.CallToolResult {
+	if out.Err != nil {
+		return errorResult(out.Err, t.Output != nil)
+	}
+	meta := mcp.Meta{"carmy/execution_id": out.ExecutionID, "carmy/replayed": out.Replayed}
+	if t.Content {
+		return &mcp.CallToolResult{Content: out.Content, Meta: meta}
+	}
+	var structured any = out.Output
+	if t.wrap {
+		structured = map[string]json.RawMessage{"result": out.Output}
+	}
+	if t.Output == nil {
+		structured = nil
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: outputText(out.Output)}},
+		StructuredContent: structured,
+		Meta:              meta,
 	}
 }
 
@@ -336,6 +347,7 @@ func (s *Server) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "initialize" || err != nil {
 			return res, err
 		}
+		withoutTasks(res)
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if id, _, ok := httpCaller(req.GetExtra()); ok && ss != nil && ss.ID() != "" {
 			s.cfg.Sessions.Open(ss, id.Principal)

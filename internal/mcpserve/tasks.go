@@ -1,0 +1,379 @@
+package mcpserve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/mcpwire"
+)
+
+// TasksExtension is the id of MCP's tasks extension (2026-07-28), which a
+// client declares in its capabilities' extensions to have calls of tools
+// that support tasks answered with a task.
+const TasksExtension = "io.modelcontextprotocol/tasks"
+
+// The task support of a tool, as tools/list says it (execution.taskSupport).
+const (
+	TaskForbidden = "forbidden"
+	TaskOptional  = "optional"
+	TaskRequired  = "required"
+)
+
+// Tasks is what the door needs of a host whose calls may run as tasks.
+// Every method reads and changes only id's tasks: another principal's
+// task is not found, as an unknown one is. It must be safe for concurrent
+// use.
+type Tasks interface {
+	// StartTask starts c as a task. A call refused before its task began
+	// returns a nil state and the refusal as an outcome.
+	StartTask(ctx context.Context, c *Call) (*TaskState, Outcome, error)
+	// GetTask reads a task; false when id has none of that id.
+	GetTask(ctx context.Context, id Identity, task string) (*TaskState, bool, error)
+	// UpdateTask hands a task the answers to the questions it asked; false
+	// when id has no task of that id.
+	UpdateTask(ctx context.Context, id Identity, task string, answers map[string]*mcp.ElicitResult) (bool, error)
+	// CancelTask asks a task to stop; a task that ended already is left
+	// as it is. False when id has no task of that id.
+	CancelTask(ctx context.Context, id Identity, task string) (bool, error)
+}
+
+// TaskState is a task as the door answers for it.
+type TaskState struct {
+	ID      string
+	Tool    string
+	Status  string // working, input_required, completed, failed, cancelled
+	Created time.Time
+	Updated time.Time
+	TTL     time.Duration
+	Message string
+	// Outcome is a completed task's (Err set for a tool that failed).
+	Outcome *Outcome
+	// Error is a failed task's: it ran into a protocol-level failure.
+	Error *jsonrpc.Error
+	// Questions are the questions a task waiting for input asks.
+	Questions mcp.InputRequestMap
+}
+
+// taskPollInterval is how often the door suggests a client polls a task.
+const taskPollInterval = time.Second
+
+// DeclaresTasks reports whether the _meta of a sessionless request says
+// its client takes tasks.
+func DeclaresTasks(meta map[string]any) bool {
+	caps, _ := meta[mcp.MetaKeyClientCapabilities].(map[string]any)
+	ext, _ := caps["extensions"].(map[string]any)
+	_, ok := ext[TasksExtension]
+	return ok
+}
+
+// TaskRequiredError is the protocol's error for a call of a tool that runs
+// only as a task from a client that did not declare tasks: missing
+// required client capability, naming the extension.
+func TaskRequiredError(tool string) *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
+	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities,
+		Message: tool + " runs only as a task: declare the " + TasksExtension + " extension", Data: data}
+}
+
+// taskRequest answers a sessionless request of the tasks extension itself
+// (tasks/get, tasks/update, tasks/cancel, the methods of the extension's
+// first draft that it removed, and a tools/call that starts a task), and
+// reports whether it did. What is not one, or is not well formed, it
+// leaves to the SDK, having written nothing.
+func (s *Server) taskRequest(w http.ResponseWriter, req *http.Request, body []byte) bool {
+	tasks, ok := s.host.(Tasks)
+	if !ok || req.Method != http.MethodPost {
+		return false
+	}
+	var msg struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      jsontext.Value `json:"id"`
+		Method  string         `json:"method"`
+		Params  jsontext.Value `json:"params"`
+	}
+	if jsonv2.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || len(msg.ID) == 0 ||
+		!strings.HasPrefix(msg.Method, "tasks/") && msg.Method != "tools/call" ||
+		!mcpwire.HeaderIs(req.Header, "Mcp-Method", msg.Method) {
+		return false
+	}
+	id, _, _ := httpCaller(&mcp.RequestExtra{TokenInfo: tokenInfo(req.Context())})
+	answer := func(result any, rpcErr *jsonrpc.Error) bool {
+		w.Header().Set("Content-Type", "application/json")
+		if rpcErr != nil {
+			w.WriteHeader(mcpwire.ErrorStatus(rpcErr.Code))
+			_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(msg.ID), rpcErr))
+			return true
+		}
+		b, err := json.Marshal(result)
+		if err != nil {
+			return answerInternal(w, msg.ID, err)
+		}
+		_, _ = w.Write(mcpwire.RPCResult(msg.ID, b))
+		return true
+	}
+	if msg.Method == "tools/call" {
+		return s.startTask(req, tasks, msg.Params, answer)
+	}
+	var p struct {
+		TaskID         string         `json:"taskId"`
+		InputResponses jsontext.Value `json:"inputResponses"`
+		Meta           map[string]any `json:"_meta"`
+	}
+	if jsonv2.Unmarshal(msg.Params, &p) != nil {
+		return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params"})
+	}
+	switch msg.Method {
+	case "tasks/get", "tasks/update", "tasks/cancel":
+	default: // tasks/result and tasks/list are gone: a task's result is in tasks/get
+		return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + msg.Method})
+	}
+	if !DeclaresTasks(p.Meta) {
+		return answer(nil, TaskRequiredError(msg.Method))
+	}
+	if name := req.Header.Values("Mcp-Name"); len(name) > 0 && strings.TrimSpace(name[0]) != p.TaskID {
+		return answer(nil, &jsonrpc.Error{Code: mcpwire.CodeHeaderMismatch, Message: "header mismatch: Mcp-Name does not match params.taskId"})
+	}
+	if p.TaskID == "" {
+		return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: taskId is required"})
+	}
+	ctx := req.Context()
+	notFound := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: no task " + p.TaskID + " is visible to you"}
+	var found bool
+	var err error
+	switch msg.Method {
+	case "tasks/get":
+		var st *TaskState
+		if st, found, err = tasks.GetTask(ctx, id, p.TaskID); err == nil && found {
+			return answer(s.detailedTask(st), nil)
+		}
+	case "tasks/update":
+		var answers map[string]*mcp.ElicitResult
+		if len(p.InputResponses) == 0 || p.InputResponses.Kind() != '{' || json.Unmarshal(p.InputResponses, &answers) != nil {
+			return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: inputResponses must be an object of answers"})
+		}
+		found, err = tasks.UpdateTask(ctx, id, p.TaskID, answers)
+	case "tasks/cancel":
+		found, err = tasks.CancelTask(ctx, id, p.TaskID)
+	}
+	switch {
+	case err != nil:
+		return answerInternal(w, msg.ID, err)
+	case !found:
+		return answer(nil, notFound)
+	}
+	return answer(map[string]string{"resultType": "complete"}, nil)
+}
+
+// startTask answers a tools/call of a tool that runs as a task for a
+// client that declared tasks with the task it starts, or reports false for
+// a call that is not one.
+func (s *Server) startTask(req *http.Request, tasks Tasks, params jsontext.Value, answer func(any, *jsonrpc.Error) bool) bool {
+	var p *mcp.CallToolParamsRaw
+	if jsonv2.Unmarshal(params, &p) != nil || p == nil || !DeclaresTasks(p.Meta) {
+		return false
+	}
+	t, ok := s.tools[p.Name]
+	if !ok || t.Tasks == TaskForbidden || !mcpwire.HeaderIs(req.Header, "Mcp-Name", p.Name) {
+		return false
+	}
+	ctx := req.Context()
+	extra := &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: req.Header}
+	c := &Call{Tool: p.Name, Params: p, Header: req.Header}
+	c.Caller, c.Request, c.Authenticated = httpCaller(extra)
+	c.Session = c.Caller.Session
+	c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra})
+	st, out, err := tasks.StartTask(ctx, c)
+	if err != nil {
+		return answer(nil, rpcError(err))
+	}
+	if st == nil { // refused before its task began: a tool result, as a call's
+		b, err := mcpwire.SessionlessResult(s.result(t, out), s.info)
+		if err != nil {
+			return answer(nil, rpcError(err))
+		}
+		return answer(json.RawMessage(b), nil)
+	}
+	task := taskObject(st)
+	task["resultType"] = "task"
+	return answer(task, nil)
+}
+
+// taskObject is the members every task answer has.
+func taskObject(st *TaskState) map[string]any {
+	o := map[string]any{
+		"taskId":         st.ID,
+		"status":         st.Status,
+		"createdAt":      st.Created.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt":  st.Updated.UTC().Format(time.RFC3339Nano),
+		"ttlMs":          st.TTL.Milliseconds(),
+		"pollIntervalMs": taskPollInterval.Milliseconds(),
+	}
+	if st.TTL <= 0 {
+		o["ttlMs"] = nil
+	}
+	if st.Message != "" {
+		o["statusMessage"] = st.Message
+	}
+	return o
+}
+
+// detailedTask is the answer of tasks/get: the task, with its result, its
+// error or the questions it asks, as they apply.
+func (s *Server) detailedTask(st *TaskState) map[string]any {
+	o := taskObject(st)
+	o["resultType"] = "complete"
+	switch {
+	case st.Outcome != nil:
+		t, ok := s.tools[st.Tool]
+		if !ok {
+			t = &entry{}
+		}
+		res := s.result(t, *st.Outcome)
+		if res.Content == nil {
+			res.Content = []mcp.Content{}
+		}
+		o["result"] = res
+	case st.Error != nil:
+		o["error"] = st.Error
+	case len(st.Questions) > 0:
+		o["inputRequests"] = st.Questions
+	}
+	return o
+}
+
+// answerInternal answers a request whose answer cannot be made.
+func answerInternal(w http.ResponseWriter, id jsontext.Value, err error) bool {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(id), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
+	return true
+}
+
+// inbox is where a task's questions wait for their answers: a task runs
+// once, so a question its tool asks waits for tasks/update rather than
+// ending the run as a round of the sessionless protocol does.
+type inbox struct {
+	mu      sync.Mutex
+	pending mcp.InputRequestMap
+	waiting map[string]chan *mcp.ElicitResult
+	// changed is told, under mu, when the task starts or stops waiting.
+	changed func(waiting bool)
+}
+
+// TaskPeer is the peer of a task started by the call of p: its tool's
+// questions wait for answers that come with tasks/update ([Peer.Deliver]),
+// and changed is told when the task starts waiting for input and when it
+// has every answer. Progress and logs go nowhere: nobody listens to the
+// request that started the task any more.
+func TaskPeer(p *Peer, changed func(waiting bool)) *Peer {
+	req := &mcp.CallToolRequest{Params: p.req.Params}
+	if extra := p.req.GetExtra(); extra != nil {
+		req.Extra = &mcp.RequestExtra{Header: extra.Header}
+	}
+	return &Peer{req: req, sessionless: p.sessionless, single: p.single,
+		inbox: &inbox{pending: mcp.InputRequestMap{}, waiting: map[string]chan *mcp.ElicitResult{}, changed: changed}}
+}
+
+// ask puts a question of a task and waits for its answer, or for ctx.
+func (b *inbox) ask(ctx context.Context, id string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	ch := make(chan *mcp.ElicitResult, 1)
+	b.mu.Lock()
+	b.pending[id], b.waiting[id] = params, ch
+	if len(b.pending) == 1 {
+		b.changed(true)
+	}
+	b.mu.Unlock()
+	select {
+	case res := <-ch:
+		return res, nil
+	case <-ctx.Done():
+		b.mu.Lock()
+		delete(b.pending, id)
+		delete(b.waiting, id)
+		b.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// Questions are the questions of a task that wait for an answer.
+func (p *Peer) Questions() mcp.InputRequestMap {
+	if p.inbox == nil {
+		return nil
+	}
+	p.inbox.mu.Lock()
+	defer p.inbox.mu.Unlock()
+	q := make(mcp.InputRequestMap, len(p.inbox.pending))
+	for id, r := range p.inbox.pending {
+		q[id] = r
+	}
+	return q
+}
+
+// Deliver hands a task's questions their answers; an answer to a question
+// not waiting is ignored. Once every question has its answer, the task
+// works again.
+func (p *Peer) Deliver(answers map[string]*mcp.ElicitResult) {
+	if p.inbox == nil {
+		return
+	}
+	b := p.inbox
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	was := len(b.pending)
+	for id, a := range answers {
+		ch, ok := b.waiting[id]
+		if !ok || a == nil {
+			continue
+		}
+		delete(b.pending, id)
+		delete(b.waiting, id)
+		ch <- a
+	}
+	if was > 0 && len(b.pending) == 0 {
+		b.changed(false)
+	}
+}
+
+// RequestOf is the HTTP request that carries a request of the door's,
+// from the context the door hands the host; nil over other transports.
+func RequestOf(ctx context.Context) *http.Request {
+	_, req, _ := httpCaller(&mcp.RequestExtra{TokenInfo: tokenInfo(ctx)})
+	return req
+}
+
+// rpcError is err as the JSON-RPC error of a call's answer: a protocol
+// error the call gave is answered as it is, any other is internal.
+func rpcError(err error) *jsonrpc.Error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
+// withoutTasks leaves the tasks extension out of the capabilities of an
+// initialize result: the door serves tasks to the sessionless protocol
+// only, not the experimental tasks of sessions, which take other methods.
+func withoutTasks(res mcp.Result) {
+	init, ok := res.(*mcp.InitializeResult)
+	if !ok || init.Capabilities == nil || init.Capabilities.Extensions[TasksExtension] == nil {
+		return
+	}
+	caps := *init.Capabilities
+	caps.Extensions = maps.Clone(caps.Extensions)
+	delete(caps.Extensions, TasksExtension)
+	if len(caps.Extensions) == 0 {
+		caps.Extensions = nil
+	}
+	init.Capabilities = &caps
+}

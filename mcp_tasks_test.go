@@ -1,0 +1,319 @@
+package carmy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// taskMCP is a client of the tasks extension of the sessionless MCP
+// protocol, as one principal (its bearer token).
+type taskMCP struct {
+	t     *testing.T
+	url   string
+	token string
+	// tasks is false for a client that does not declare the extension.
+	tasks bool
+}
+
+// rpc sends one request and returns its result, or the error's code and
+// data.
+func (c taskMCP) rpc(method, name, params string) (map[string]any, int, json.RawMessage) {
+	c.t.Helper()
+	caps := `{"elicitation":{"form":{}}}`
+	if c.tasks {
+		caps = `{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + params +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `}}}`
+	res := mcpPostSession(c.t, c.url, "2026-07-28", "", body, map[string]string{"Mcp-Method": method, "Mcp-Name": name, "Authorization": "Bearer " + c.token})
+	var msg struct {
+		Result map[string]any `json:"result"`
+		Error  *struct {
+			Code int             `json:"code"`
+			Data json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(res, &msg); err != nil || (msg.Result == nil) == (msg.Error == nil) {
+		c.t.Fatalf("%s answered %s: %v", method, res, err)
+	}
+	if msg.Error != nil {
+		return nil, msg.Error.Code, msg.Error.Data
+	}
+	return msg.Result, 0, nil
+}
+
+// start calls tool and returns the task it answers with.
+func (c taskMCP) start(tool, args string) string {
+	c.t.Helper()
+	r, code, _ := c.rpc("tools/call", tool, `"name":"`+tool+`","arguments":`+args+`,`)
+	id, _ := r["taskId"].(string)
+	if code != 0 || r["resultType"] != "task" || id == "" || r["status"] == nil || r["createdAt"] == nil || r["ttlMs"] == nil {
+		c.t.Fatalf("tools/call %s = %v (error %d); want a task", tool, r, code)
+	}
+	return id
+}
+
+// get reads a task.
+func (c taskMCP) get(id string) map[string]any {
+	c.t.Helper()
+	r, code, _ := c.rpc("tasks/get", id, `"taskId":"`+id+`",`)
+	if code != 0 || r["taskId"] != id || r["resultType"] != "complete" {
+		c.t.Fatalf("tasks/get = %v (error %d)", r, code)
+	}
+	return r
+}
+
+// await polls a task until its status is want, or it ended.
+func (c taskMCP) await(id, want string) map[string]any {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := c.get(id)
+		switch r["status"] {
+		case want:
+			return r
+		case "completed", "failed", "cancelled":
+			c.t.Fatalf("task %s ended %v; want %s", id, r, want)
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("task %s is %v; want %s", id, r, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Confirm is the question of the ask tool.
+type Confirm struct {
+	Sure bool `json:"sure"`
+}
+
+// mcpTaskServer serves, to alice, bob and an approver: export (works
+// until released), fail (a task-required tool that fails), ask (asks a
+// question), boom (panics) and delete_note (destructive, approved by a
+// person).
+func mcpTaskServer(t *testing.T) (url string, e *exporter, deleted *atomic.Int32) {
+	t.Helper()
+	e = newExporter()
+	deleted = new(atomic.Int32)
+	reg := taskRegistry(t, carmy.New().Authenticate(carmy.BearerTokens(
+		carmy.Token{SHA256: carmy.HashToken("alice"), Principal: "alice"},
+		carmy.Token{SHA256: carmy.HashToken("bob"), Principal: "bob"},
+		carmy.Token{SHA256: carmy.HashToken("root"), Principal: "root", Permissions: []string{"approve:*"}},
+	)), e.tool(),
+		carmy.Tool(func() error { return carmy.Errorf(carmy.CodeNotFound, "no such report") }, carmy.Read,
+			carmy.Name("fail"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
+		carmy.Tool(func(ctx carmy.Context) (string, error) {
+			var c Confirm
+			if ok, err := ctx.Elicit("Sure?", &c); err != nil || !ok {
+				return "", err
+			}
+			if c.Sure {
+				return "sure", nil
+			}
+			return "unsure", nil
+		}, carmy.Read, carmy.Name("ask"), carmy.Register(false)),
+		carmy.Tool(func() error { panic("boom") }, carmy.Read, carmy.Name("boom"), carmy.Register(false)),
+		carmy.Tool(func(in DeleteNote) (uint64, error) { deleted.Add(1); return in.ID, nil }, carmy.Destructive,
+			carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false)),
+	)
+	srv := httptest.NewServer(reg.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL, e, deleted
+}
+
+// TestMCPTasksSessionless: a client of the sessionless protocol that
+// declares the tasks extension gets a task for a call of a tool that
+// supports them, reads it (the result inlined once it ended), answers its
+// questions, cancels it; another principal finds none of it.
+func TestMCPTasksSessionless(t *testing.T) {
+	t.Parallel()
+	url, e, deleted := mcpTaskServer(t)
+	alice := taskMCP{t, url, "alice", true}
+	bob := taskMCP{t, url, "bob", true}
+
+	t.Run("start, get, result", func(t *testing.T) {
+		alice := taskMCP{t, url, "alice", true}
+		id := alice.start("export", `{"rows":3}`)
+		if r := alice.get(id); r["status"] != "working" || r["result"] != nil {
+			t.Fatalf("a working task: %v", r)
+		}
+		e.release <- struct{}{}
+		r := alice.await(id, "completed")
+		res, _ := r["result"].(map[string]any)
+		if res == nil || res["isError"] == true || !strings.Contains(jsonText(res["structuredContent"]), `"rows":3`) {
+			t.Fatalf("completed task: %v; want its result inlined", r)
+		}
+	})
+	t.Run("a tool's failure is a completed task with an error result", func(t *testing.T) {
+		alice := taskMCP{t, url, "alice", true}
+		r := alice.await(alice.start("fail", `{}`), "completed")
+		res, _ := r["result"].(map[string]any)
+		if res == nil || res["isError"] != true || !strings.Contains(jsonText(res), "no such report") || r["error"] != nil {
+			t.Fatalf("failed tool's task: %v", r)
+		}
+	})
+	t.Run("a panic is a failed task with a protocol error", func(t *testing.T) {
+		alice := taskMCP{t, url, "alice", true}
+		r := alice.await(alice.start("boom", `{}`), "failed")
+		if errObj, _ := r["error"].(map[string]any); errObj["code"] != float64(-32603) || r["result"] != nil {
+			t.Fatalf("panicked task: %v", r)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		alice := taskMCP{t, url, "alice", true}
+		id := alice.start("export", `{"rows":4}`)
+		for range 2 { // once running, once ended: the same acknowledgement
+			if r, code, _ := alice.rpc("tasks/cancel", id, `"taskId":"`+id+`",`); code != 0 || len(r) != 1 || r["resultType"] != "complete" {
+				t.Fatalf("tasks/cancel = %v (error %d); want {resultType: complete}", r, code)
+			}
+			alice.await(id, "cancelled")
+		}
+	})
+	t.Run("a question waits for tasks/update", func(t *testing.T) {
+		alice := taskMCP{t, url, "alice", true}
+		id := alice.start("ask", `{}`)
+		r := alice.await(id, "input_required")
+		q, _ := r["inputRequests"].(map[string]any)
+		if len(q) != 1 || obj(q["confirm"])["method"] != "elicitation/create" {
+			t.Fatalf("input_required task: %v; want the question confirm", r)
+		}
+		if r, code, _ := alice.rpc("tasks/update", id, `"taskId":"`+id+`","inputResponses":{"confirm":{"action":"accept","content":{"sure":true}}},`); code != 0 || r["resultType"] != "complete" {
+			t.Fatalf("tasks/update = %v (error %d)", r, code)
+		}
+		r = alice.await(id, "completed")
+		if !strings.Contains(jsonText(r["result"]), "sure") {
+			t.Fatalf("answered task: %v", r)
+		}
+	})
+	t.Run("a destructive call waits for its person", func(t *testing.T) {
+		alice := taskMCP{t, url, "alice", true}
+		id := alice.start("delete_note", `{"id":9}`)
+		r := alice.await(id, "input_required")
+		q, _ := r["inputRequests"].(map[string]any)
+		approval := obj(obj(q["approval"])["params"])
+		aid, _ := approval["elicitationId"].(string)
+		if aid == "" || !strings.Contains(jsonText(approval["url"]), "/console?approval="+aid) || deleted.Load() != 0 {
+			t.Fatalf("waiting task: %v; want the approval's link as a URL question, nothing deleted", r)
+		}
+		if status, body := httpDo(t, http.DefaultClient, "POST", url+"/approvals/"+aid+"/approve", "{}", "Authorization", "Bearer root"); status != 200 {
+			t.Fatalf("approve = %d %v", status, body)
+		}
+		r = alice.await(id, "completed")
+		if !strings.Contains(jsonText(r["result"]), "9") || deleted.Load() != 1 {
+			t.Fatalf("approved task: %v, deleted %d", r, deleted.Load())
+		}
+	})
+	t.Run("another principal's task is not found", func(t *testing.T) {
+		id := alice.start("export", `{"rows":5}`)
+		defer func() { e.release <- struct{}{} }()
+		for _, m := range []struct{ method, params string }{
+			{"tasks/get", `"taskId":"` + id + `",`},
+			{"tasks/cancel", `"taskId":"` + id + `",`},
+			{"tasks/update", `"taskId":"` + id + `","inputResponses":{},`},
+		} {
+			if _, code, _ := bob.rpc(m.method, id, m.params); code != -32602 {
+				t.Fatalf("bob's %s of alice's task: error %d; want -32602, as for an unknown task", m.method, code)
+			}
+			if _, code, _ := alice.rpc(m.method, "nope", strings.ReplaceAll(m.params, id, "nope")); code != -32602 {
+				t.Fatalf("%s of an unknown task: error %d; want -32602", m.method, code)
+			}
+		}
+		if r := alice.get(id); r["status"] != "working" {
+			t.Fatalf("alice's task after bob's cancel: %v", r)
+		}
+	})
+}
+
+// TestMCPTasksRequired: a tool that runs only as a task, called without
+// one, is refused with the protocol's missing capability error naming the
+// extension, in both generations; a client that did not declare the
+// extension gets that error for the tasks methods too, and a tool that
+// may run as a task runs synchronously for it.
+func TestMCPTasksRequired(t *testing.T) {
+	t.Parallel()
+	url, e, _ := mcpTaskServer(t)
+	plain := taskMCP{t, url, "alice", false}
+	_, code, data := plain.rpc("tools/call", "fail", `"name":"fail","arguments":{},`)
+	if code != -32021 || !strings.Contains(string(data), `"io.modelcontextprotocol/tasks"`) {
+		t.Fatalf("fail without tasks: error %d %s; want -32021 naming the extension", code, data)
+	}
+	for _, method := range []string{"tasks/get", "tasks/cancel"} {
+		if _, code, _ := plain.rpc(method, "x", `"taskId":"x",`); code != -32021 {
+			t.Fatalf("%s without the extension: error %d; want -32021", method, code)
+		}
+	}
+	for _, method := range []string{"tasks/result", "tasks/list"} {
+		if _, code, _ := (taskMCP{t, url, "alice", true}).rpc(method, "x", `"taskId":"x",`); code != -32601 {
+			t.Fatalf("%s: error %d; want -32601 (the extension has no such method)", method, code)
+		}
+	}
+	go func() { e.release <- struct{}{} }()
+	if r, code, _ := plain.rpc("tools/call", "export", `"name":"export","arguments":{"rows":1},`); code != 0 || r["taskId"] != nil || r["resultType"] != "complete" {
+		t.Fatalf("export without tasks = %v (error %d); want its result at once", r, code)
+	}
+
+	// In a session (2025-11-25), through the official SDK's client.
+	client := mcp.NewClient(&mcp.Implementation{Name: "session", Version: "1"}, nil)
+	s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer("alice")}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.CallTool(context.Background(), &mcp.CallToolParams{Name: "fail", Arguments: map[string]any{}})
+	if we := (*jsonrpc.Error)(nil); !errors.As(err, &we) || we.Code != -32021 {
+		t.Fatalf("fail in a session: %v; want -32021", err)
+	}
+}
+
+// TestMCPTasksRequiredStdio: over stdio, in both generations, a tool that
+// runs only as a task is refused with the missing capability error.
+func TestMCPTasksRequiredStdio(t *testing.T) {
+	t.Parallel()
+	reg := taskRegistry(t, carmy.New(), carmy.Tool(func() error { return nil }, carmy.Read,
+		carmy.Name("long"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
+		carmy.Tool(func() error { return nil }, carmy.Read, carmy.Name("secret_long"), carmy.Requires("secrets"),
+			carmy.Tasks(carmy.TaskRequired), carmy.Register(false)))
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			s := singleClient(t, reg, "stdio", version, nil)
+			_, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "long", Arguments: map[string]any{}})
+			if we := (*jsonrpc.Error)(nil); !errors.As(err, &we) || we.Code != -32021 {
+				t.Fatalf("long over stdio: %v; want -32021", err)
+			}
+			// The permission check comes first: a caller who may not call
+			// the tool learns nothing of how it runs.
+			r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "secret_long", Arguments: map[string]any{}})
+			if err != nil || !r.IsError || !strings.Contains(jsonText(r.Content), "permission_denied") {
+				t.Fatalf("secret_long without its permission: %+v, %v; want permission_denied", r, err)
+			}
+		})
+	}
+}
+
+// bearer is a transport that sends a bearer token.
+type bearer string
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// jsonText is v as JSON.
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -393,25 +393,16 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) s
 
 	testFences(t, newStore, key)
 	testPing(t, newStore)
-}
-
-// ReservationAbandoner is an optional capability of an
-// [store.IdempotencyStore] whose reservations have a lease that it renews
-// while their holder lives: AbandonReservation stops renewing the
-// reservation of token without ending it, as the death of its holder would.
-// TestIdempotencyStore uses it to check that the reservation of a holder
-// that died frees its key when the lease runs out; stores without it (an
-// in-process store, whose holder cannot die without it) skip those cases.
-type ReservationAbandoner interface {
-	AbandonReservation(key store.Key, token string)
+	testFind(t, newStore, key)
+	testNonces(t, newStore)
 }
 
 // abandon makes the holder of a reservation die, or skips the test.
 func abandon(t *testing.T, s store.IdempotencyStore, key store.Key, token string) {
 	t.Helper()
-	a, ok := s.(ReservationAbandoner)
+	a, ok := s.(store.ReservationAbandoner)
 	if !ok {
-		t.Skip("the store's reservations have no lease to lapse (it does not implement storetest.ReservationAbandoner)")
+		t.Skip("the store's reservations have no lease to lapse (it does not implement store.ReservationAbandoner)")
 	}
 	a.AbandonReservation(key, token)
 }

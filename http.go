@@ -107,20 +107,6 @@ func onlyMethod(allowed string) http.HandlerFunc {
 	}
 }
 
-// wireTool is a tool's metadata as GET /tools shows it.
-type wireTool struct {
-	Name         string       `json:"name"`
-	Description  string       `json:"description"`
-	InputSchema  jsontextRaw  `json:"input_schema"`
-	OutputSchema jsontextRaw  `json:"output_schema"`
-	Effect       Effect       `json:"effect"`
-	Idempotent   bool         `json:"idempotent"`
-	ParallelSafe bool         `json:"parallel_safe"`
-	Confirmation Confirmation `json:"confirmation"`
-	TimeoutMS    int64        `json:"timeout_ms"`
-	Requires     []string     `json:"requires,omitempty"`
-}
-
 type jsontextRaw []byte
 
 func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
@@ -134,11 +120,8 @@ func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
 		r.writeAuthError(w, req, err)
 		return
 	}
-	out := make([]wireTool, 0, len(r.names))
-	r.eachVisible(req.Context(), id, func(t *tool) {
-		m := t.meta
-		out = append(out, wireTool{m.Name, m.Description, jsontextRaw(m.InputSchema), jsontextRaw(m.OutputSchema), m.Effect, m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds(), m.Requires})
-	})
+	out := make([]ToolMetadata, 0, len(r.names))
+	r.eachVisible(req.Context(), id, func(t *tool) { out = append(out, t.meta) }) // written at once: no copy
 	writeJSON(w, http.StatusOK, out)
 }
 

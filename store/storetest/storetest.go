@@ -35,7 +35,10 @@ const (
 
 // TestIdempotencyStore runs the store suite. newStore must return a fresh
 // store each time, whose keys no other store shares, keeping at most limit
-// records per principal (its default when limit is 0).
+// records per principal (its default when limit is 0). The optional
+// capabilities the store implements ([store.Checker], [store.Pinger],
+// [store.Finder], [store.NonceStore], [store.ReservationAbandoner]) are
+// checked too; the cases of those it lacks are skipped.
 func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) store.IdempotencyStore) {
 	ctx := context.Background()
 	key := func(id string) store.Key {

@@ -206,15 +206,10 @@ func (r *Registry) recordedOutcome(ctx context.Context, t *tool, req *Request) (
 		return nil, false
 	}
 	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
-	res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
+	res, err := r.find(ctx, t, key, digest)
 	switch {
 	case err != nil:
 		return nil, false // the refusal stands
-	case res.Owned:
-		if err := r.store.Release(context.WithoutCancel(ctx), key, res.Token); err != nil {
-			r.logger.Error("carmy: cannot release a request id's reservation", "tool", t.meta.Name, "request_id", c.RequestID, "error", err)
-		}
-		return nil, false
 	case res.Record != nil && res.Digest == digest:
 		req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
 		return res.Record, true

@@ -78,10 +78,10 @@ func (r *Registry) wireApproval(ctx context.Context, a store.Approval, c approve
 }
 
 func (r *Registry) mountApprovals(mux *http.ServeMux) {
-	mux.HandleFunc("GET /approvals", r.serveApprovals)
-	mux.HandleFunc("GET /approvals/{id}", r.serveApproval)
-	mux.HandleFunc("POST /approvals/{id}/approve", r.serveDecision(true))
-	mux.HandleFunc("POST /approvals/{id}/deny", r.serveDecision(false))
+	mux.HandleFunc("GET /approvals", authenticated(r, r.caller, r.serveApprovals))
+	mux.HandleFunc("GET /approvals/{id}", authenticated(r, r.caller, r.serveApproval))
+	mux.HandleFunc("POST /approvals/{id}/approve", authenticated(r, r.caller, r.serveDecision(true)))
+	mux.HandleFunc("POST /approvals/{id}/deny", authenticated(r, r.caller, r.serveDecision(false)))
 	mux.HandleFunc("/approvals", onlyMethod("GET"))
 	mux.HandleFunc("/approvals/{id}", onlyMethod("GET"))
 	mux.HandleFunc("/approvals/{id}/approve", onlyMethod("POST"))
@@ -101,12 +101,8 @@ const (
 // status, ?limit= (at most 200, 50 by default) bounds the page, and a
 // Link header (rel="next") gives the next page's URL, whose ?after= names
 // the last approval read.
-func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request) {
-	c, err := r.caller(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
+func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request, c approve.Who) {
+	var err error
 	q := req.URL.Query()
 	status, after, limit := q.Get("status"), q.Get("after"), store.DefaultApprovalPage
 	if v := q.Get("limit"); v != "" {
@@ -153,12 +149,7 @@ func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request) {
 // serveApproval shows one approval; ?wait=30s holds the request until it
 // is no longer pending, for at most that long (and a minute), so that an
 // agent learns of the decision at once.
-func (r *Registry) serveApproval(w http.ResponseWriter, req *http.Request) {
-	c, err := r.caller(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
+func (r *Registry) serveApproval(w http.ResponseWriter, req *http.Request, c approve.Who) {
 	a, ok := r.visibleApproval(w, req, c)
 	if !ok {
 		return
@@ -203,13 +194,8 @@ func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c a
 // serveDecision approves or denies a pending approval, for a caller who
 // approves its tool. The decision is logged and audited, with who made
 // it; so is a refused attempt to decide.
-func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, req *http.Request) {
-		c, err := r.caller(req)
-		if err != nil {
-			r.writeAuthError(w, req, err)
-			return
-		}
+func (r *Registry) serveDecision(approved bool) func(http.ResponseWriter, *http.Request, approve.Who) {
+	return func(w http.ResponseWriter, req *http.Request, c approve.Who) {
 		if e := r.decisionRefused(req); e != nil {
 			r.refuse(w, req, c.Principal, e.status, e.Error)
 			return
@@ -240,7 +226,7 @@ func (r *Registry) serveDecision(approved bool) http.HandlerFunc {
 			}
 			return
 		}
-		a, err = r.decide(req.Context(), a.ID, approved, c.Name(), slog.String("remote", req.RemoteAddr))
+		a, err := r.decide(req.Context(), a.ID, approved, c.Name(), slog.String("remote", req.RemoteAddr))
 		if errors.Is(err, store.ErrApprovalState) {
 			writeError(w, &Error{Code: CodeConflict, Message: "approval " + a.ID + " is " + string(a.Status) + ", not pending: it cannot be decided again",
 				Details: map[string]any{"approval_id": a.ID, "status": string(a.Status)}})

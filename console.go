@@ -97,8 +97,8 @@ func (r *Registry) ConsoleURL(base string) string {
 func (r *Registry) mountConsole(mux *http.ServeMux) {
 	mountPage(mux)
 	mux.HandleFunc("POST /console/exchange", r.serveExchange(r.console))
-	mux.HandleFunc("GET /console/session", r.serveConsoleSession)
-	mux.HandleFunc("GET /console/executions", r.serveExecutions)
+	mux.HandleFunc("GET /console/session", authenticated(r, r.caller, r.serveConsoleSession))
+	mux.HandleFunc("GET /console/executions", authenticated(r, r.caller, r.serveExecutions))
 }
 
 // mountPage serves the console's page and its assets: the same files in
@@ -200,12 +200,7 @@ type consoleSession struct {
 	LinkFile string `json:"link_file,omitempty"`
 }
 
-func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request) {
-	c, err := r.caller(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
+func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request, c approve.Who) {
 	writeJSON(w, http.StatusOK, consoleSession{Principal: c.Principal, Approver: c.DecidesSome(), Authenticated: r.auth != nil,
 		Console: r.console.secret != "", LinkFile: r.console.fileName()})
 }
@@ -258,12 +253,7 @@ func (rc *recent) list(keep func(execution) bool) []execution {
 
 // serveExecutions lists the last calls: every call for those who decide
 // approvals, a caller's own calls for the others.
-func (r *Registry) serveExecutions(w http.ResponseWriter, req *http.Request) {
-	c, err := r.caller(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
+func (r *Registry) serveExecutions(w http.ResponseWriter, req *http.Request, c approve.Who) {
 	writeJSON(w, http.StatusOK, r.recent.list(func(e execution) bool {
 		return c.MayViewCall(e.Tool, e.Principal)
 	}))
@@ -433,10 +423,10 @@ func (r *Registry) loopbackHandler(c *consoleAuth) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, s)
 	})
-	mux.HandleFunc("GET /approvals", person(r.serveApprovals))
-	mux.HandleFunc("GET /approvals/{id}", person(r.serveApproval))
-	mux.HandleFunc("POST /approvals/{id}/approve", person(r.serveDecision(true)))
-	mux.HandleFunc("POST /approvals/{id}/deny", person(r.serveDecision(false)))
+	mux.HandleFunc("GET /approvals", person(authenticated(r, r.caller, r.serveApprovals)))
+	mux.HandleFunc("GET /approvals/{id}", person(authenticated(r, r.caller, r.serveApproval)))
+	mux.HandleFunc("POST /approvals/{id}/approve", person(authenticated(r, r.caller, r.serveDecision(true))))
+	mux.HandleFunc("POST /approvals/{id}/deny", person(authenticated(r, r.caller, r.serveDecision(false))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s: this console serves a person's approvals only (GET /console, /approvals)", req.Method, req.URL.Path))
 	})

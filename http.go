@@ -76,8 +76,8 @@ const DefaultBodyLimit = 1 << 20
 func (r *Registry) Handler() http.Handler {
 	r.handlerOnce.Do(func() {
 		mux := http.NewServeMux()
-		mux.HandleFunc("GET /tools", r.serveTools)
-		mux.HandleFunc("POST /tools/{name}", r.serveCall)
+		mux.HandleFunc("GET /tools", private(authenticated(r, r.identify, r.serveTools)))
+		mux.HandleFunc("POST /tools/{name}", authenticated(r, r.identify, r.serveCall))
 		mux.HandleFunc("GET /healthz", r.serveHealth)
 		mux.HandleFunc("GET /readyz", r.serveHealth)
 		mux.HandleFunc("GET /livez", serveLive)
@@ -107,38 +107,15 @@ func onlyMethod(allowed string) http.HandlerFunc {
 	}
 }
 
-// wireTool is a tool's metadata as GET /tools shows it.
-type wireTool struct {
-	Name         string       `json:"name"`
-	Description  string       `json:"description"`
-	InputSchema  jsontextRaw  `json:"input_schema"`
-	OutputSchema jsontextRaw  `json:"output_schema"`
-	Effect       Effect       `json:"effect"`
-	Idempotent   bool         `json:"idempotent"`
-	ParallelSafe bool         `json:"parallel_safe"`
-	Confirmation Confirmation `json:"confirmation"`
-	TimeoutMS    int64        `json:"timeout_ms"`
-	Requires     []string     `json:"requires,omitempty"`
-}
-
 type jsontextRaw []byte
 
 func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
 
-func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request) {
-	// The list depends on who asks: no shared cache may keep it.
-	w.Header().Set("Cache-Control", "private")
-	w.Header().Add("Vary", "Authorization")
-	id, err := r.identify(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
-	out := make([]wireTool, 0, len(r.names))
-	r.eachVisible(req.Context(), id, func(t *tool) {
-		m := t.meta
-		out = append(out, wireTool{m.Name, m.Description, jsontextRaw(m.InputSchema), jsontextRaw(m.OutputSchema), m.Effect, m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds(), m.Requires})
-	})
+// serveTools lists the tools the caller may call; the list depends on who
+// asks (see [private]).
+func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request, id Identity) {
+	out := make([]ToolMetadata, 0, len(r.names))
+	r.eachVisible(req.Context(), id, func(t *tool) { out = append(out, t.meta) }) // written at once: no copy
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -176,12 +153,7 @@ type wireResult struct {
 	Replayed    bool        `json:"replayed"`
 }
 
-func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request) {
-	id, err := r.identify(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
+func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request, id Identity) {
 	// A page may POST text/plain or a form to any origin without asking
 	// first; requiring JSON, even for an empty body, takes that away.
 	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {

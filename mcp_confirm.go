@@ -431,23 +431,6 @@ func (r *Registry) runConfirmed(ctx context.Context, p *mcpserve.Peer, c Call, d
 	return r.dispatch(ctx, c, p, &a, nil)
 }
 
-// useOnce records the nonce of a request state as used, in the
-// idempotency store so that every host sees it, and reports whether this
-// was its first use. The key's request id has a space, which no call's
-// request id has.
-func (r *Registry) useOnce(ctx context.Context, c Call, nonce string, ttl time.Duration) bool {
-	key := store.Key{Principal: c.Principal, Tool: c.Tool, RequestID: "confirmed " + nonce}
-	res, err := r.store.Begin(ctx, key, "", time.Minute)
-	if err != nil || !res.Owned {
-		return false
-	}
-	if err := r.store.Complete(ctx, key, res.Token, store.Record{}, max(ttl, time.Second)); err != nil {
-		r.logger.Error("carmy: cannot record a confirmation's use", "tool", c.Tool, "error", err)
-		return false
-	}
-	return true
-}
-
 // promptInput is an input as a person confirms it: its canonical form (the
 // document the confirmation digest is over), indented, with every character
 // that could hide or disguise text (controls, bidirectional overrides,

@@ -83,28 +83,36 @@ type ToolMetadata struct {
 	Tasks TaskSupport `json:"task_support,omitempty"`
 }
 
-// toolMetadataJSON is ToolMetadata without its methods, for its JSON form.
-type toolMetadataJSON ToolMetadata
+// toolMetadataJSON is the JSON form of ToolMetadata, in the order GET
+// /tools has always sent its members.
+type toolMetadataJSON struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+	Effect       Effect          `json:"effect"`
+	Idempotent   bool            `json:"idempotent"`
+	ParallelSafe bool            `json:"parallel_safe"`
+	Confirmation Confirmation    `json:"confirmation"`
+	TimeoutMS    int64           `json:"timeout_ms"`
+	Requires     []string        `json:"requires,omitempty"`
+	Tasks        TaskSupport     `json:"task_support,omitzero"`
+}
 
 // MarshalJSON writes the metadata with the timeout as timeout_ms.
 func (m ToolMetadata) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		toolMetadataJSON
-		TimeoutMS int64 `json:"timeout_ms"`
-	}{toolMetadataJSON(m), m.Timeout.Milliseconds()})
+	return jsonv2.Marshal(toolMetadataJSON{m.Name, m.Description, m.InputSchema, m.OutputSchema, m.Effect,
+		m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds(), m.Requires, m.Tasks}, encodeOptions)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (m *ToolMetadata) UnmarshalJSON(data []byte) error {
-	var w struct {
-		toolMetadataJSON
-		TimeoutMS int64 `json:"timeout_ms"`
-	}
+	var w toolMetadataJSON
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
-	*m = ToolMetadata(w.toolMetadataJSON)
-	m.Timeout = time.Duration(w.TimeoutMS) * time.Millisecond
+	*m = ToolMetadata{w.Name, w.Description, w.InputSchema, w.OutputSchema, w.Effect, w.Idempotent, w.ParallelSafe,
+		w.Confirmation, time.Duration(w.TimeoutMS) * time.Millisecond, w.Requires, w.Tasks}
 	return nil
 }
 

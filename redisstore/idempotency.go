@@ -421,7 +421,7 @@ func (s *Store) renewReservation(r *renewal) func(ctx context.Context) (int64, e
 
 // AbandonReservation stops renewing the reservation of token without
 // ending it, as the death of its host would: the key frees itself when the
-// lease runs out. It is for tests (see the storetest package).
+// lease runs out ([store.ReservationAbandoner]).
 func (s *Store) AbandonReservation(_ store.Key, token string) { s.forget(token) }
 
 func lost() error {

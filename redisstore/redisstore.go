@@ -60,6 +60,8 @@
 //     ([store.KeyStore]): "state" signs the request state of the
 //     sessionless MCP protocol, so that a call's next round verifies on
 //     any host. It never expires.
+//   - prefix + "nonce:{p:" + principal + "}:" + nonce: a one-time nonce
+//     used up ([store.NonceStore]), kept for its TTL.
 //   - prefix + "task:{tk:T}:" + id, prefix + "taskrid:{tk:T}:" + ... and
 //     prefix + "tasks:{tk:T}:" + principal: a task, the index of its
 //     request id and its principal's list, under one tag per principal

@@ -75,6 +75,12 @@ func (r *roundRobin) Complete(ctx context.Context, key store.Key, token string, 
 func (r *roundRobin) Release(ctx context.Context, key store.Key, token string) error {
 	return r.host().Release(ctx, key, token)
 }
+func (r *roundRobin) Find(ctx context.Context, key store.Key) (store.Reservation, bool, error) {
+	return r.host().Find(ctx, key)
+}
+func (r *roundRobin) UseNonce(ctx context.Context, principal, nonce string, ttl time.Duration) (bool, error) {
+	return r.host().UseNonce(ctx, principal, nonce, ttl)
+}
 func (r *roundRobin) AbandonReservation(key store.Key, token string) {
 	for _, h := range r.hosts { // the one that began it renews it
 		h.AbandonReservation(key, token)

@@ -333,13 +333,19 @@ func (s *memoryStore) Complete(_ context.Context, key Key, token string, rec Rec
 	close(en.done)
 	en.done = nil // a record has no waiters
 	s.keep(en, now)
+	s.sweepWithin(ttl)
+	return nil
+}
+
+// sweepWithin starts the sweeper, unless it runs, for a record kept for
+// ttl. The caller holds mu.
+func (s *memoryStore) sweepWithin(ttl time.Duration) {
 	s.sweep = min(s.sweep, max(ttl/4, 10*time.Millisecond))
 	if !s.sweeping && !s.closed {
 		s.sweeping = true
 		s.swept.Add(1)
 		go s.sweeper(s.sweep)
 	}
-	return nil
 }
 
 // Release drops the reservation held by token.

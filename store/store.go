@@ -7,7 +7,7 @@
 // The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
 // [ApprovalStore]), the optional capabilities a shared store adds
 // ([RateLimiter], [ConcurrencyLimiter], [KeyStore], [Checker], [Pinger],
-// [Windowed]), their record types, the in-memory implementations a builder
+// [Finder], [NonceStore], [ReservationAbandoner], [Windowed]), their record types, the in-memory implementations a builder
 // uses by default ([NewMemoryStore], [NewMemoryLocker],
 // [NewMemoryApprovals], [NewMemoryLimiter]), and the registry of store
 // implementations by URL scheme ([Register], [Open]). The storetest package

@@ -18,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/carmy-dev/carmy"
 )
 
 const toolsUsage = `usage: carmy tools [flags] URL
@@ -164,7 +166,7 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 		cf.authHint(stderr, status)
 		return 1
 	}
-	var tools []wireTool
+	var tools []carmy.ToolMetadata
 	if err := json.Unmarshal(body, &tools); err != nil {
 		fmt.Fprintf(stderr, "carmy tools: the server's answer is not a list of tools: %v\n", err)
 		return 1
@@ -173,31 +175,17 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// wireTool is a tool's metadata as GET /tools gives it.
-type wireTool struct {
-	Name         string          `json:"name"`
-	Description  string          `json:"description"`
-	InputSchema  json.RawMessage `json:"input_schema"`
-	OutputSchema json.RawMessage `json:"output_schema"`
-	Effect       string          `json:"effect"`
-	Idempotent   bool            `json:"idempotent"`
-	ParallelSafe bool            `json:"parallel_safe"`
-	Confirmation string          `json:"confirmation"`
-	TimeoutMS    json.RawMessage `json:"timeout_ms"`
-	Requires     []string        `json:"requires"`
-}
-
 // printTools writes the tools as a table: name, effect, flags and the
 // first line of the description.
-func printTools(w io.Writer, tools []wireTool) {
+func printTools(w io.Writer, tools []carmy.ToolMetadata) {
 	if len(tools) == 0 {
 		fmt.Fprintln(w, "The server has no tools that this caller may call.")
 		return
 	}
-	slices.SortFunc(tools, func(a, b wireTool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(tools, func(a, b carmy.ToolMetadata) int { return strings.Compare(a.Name, b.Name) })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// The permissions get a column only on a server whose tools need some.
-	requires := slices.ContainsFunc(tools, func(t wireTool) bool { return len(t.Requires) > 0 })
+	requires := slices.ContainsFunc(tools, func(t carmy.ToolMetadata) bool { return len(t.Requires) > 0 })
 	if requires {
 		fmt.Fprintln(tw, "NAME\tEFFECT\tFLAGS\tREQUIRES\tDESCRIPTION")
 	} else {
@@ -218,7 +206,7 @@ func printTools(w io.Writer, tools []wireTool) {
 }
 
 // toolFlags sums up the rules a tool's calls run under.
-func toolFlags(t wireTool) string {
+func toolFlags(t carmy.ToolMetadata) string {
 	var f []string
 	if t.Idempotent {
 		f = append(f, "idempotent")
@@ -226,7 +214,7 @@ func toolFlags(t wireTool) string {
 	if t.ParallelSafe {
 		f = append(f, "parallel")
 	}
-	if t.Confirmation == "required" {
+	if t.Confirmation == carmy.ConfirmationRequired {
 		f = append(f, "confirm")
 	}
 	if len(f) == 0 {

@@ -35,7 +35,10 @@ const (
 
 // TestIdempotencyStore runs the store suite. newStore must return a fresh
 // store each time, whose keys no other store shares, keeping at most limit
-// records per principal (its default when limit is 0).
+// records per principal (its default when limit is 0). The optional
+// capabilities the store implements ([store.Checker], [store.Pinger],
+// [store.Finder], [store.NonceStore], [store.ReservationAbandoner]) are
+// checked too; the cases of those it lacks are skipped.
 func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) store.IdempotencyStore) {
 	ctx := context.Background()
 	key := func(id string) store.Key {
@@ -393,25 +396,16 @@ func TestIdempotencyStore(t *testing.T, newStore func(t *testing.T, limit int) s
 
 	testFences(t, newStore, key)
 	testPing(t, newStore)
-}
-
-// ReservationAbandoner is an optional capability of an
-// [store.IdempotencyStore] whose reservations have a lease that it renews
-// while their holder lives: AbandonReservation stops renewing the
-// reservation of token without ending it, as the death of its holder would.
-// TestIdempotencyStore uses it to check that the reservation of a holder
-// that died frees its key when the lease runs out; stores without it (an
-// in-process store, whose holder cannot die without it) skip those cases.
-type ReservationAbandoner interface {
-	AbandonReservation(key store.Key, token string)
+	testFind(t, newStore, key)
+	testNonces(t, newStore)
 }
 
 // abandon makes the holder of a reservation die, or skips the test.
 func abandon(t *testing.T, s store.IdempotencyStore, key store.Key, token string) {
 	t.Helper()
-	a, ok := s.(ReservationAbandoner)
+	a, ok := s.(store.ReservationAbandoner)
 	if !ok {
-		t.Skip("the store's reservations have no lease to lapse (it does not implement storetest.ReservationAbandoner)")
+		t.Skip("the store's reservations have no lease to lapse (it does not implement store.ReservationAbandoner)")
 	}
 	a.AbandonReservation(key, token)
 }

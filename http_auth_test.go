@@ -38,6 +38,9 @@ func TestHTTPAuthenticationWrapper(t *testing.T) {
 		{"POST", "/approvals/a1/deny"},
 		{"GET", "/console/session"},
 		{"GET", "/console/executions"},
+		{"GET", "/tasks"},
+		{"GET", "/tasks/t1"},
+		{"POST", "/tasks/t1/cancel"},
 	}
 	credentials := map[string][]string{
 		"no token":                  nil,

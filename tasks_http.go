@@ -56,9 +56,9 @@ func (r *Registry) wireTask(ctx context.Context, rec store.Task) wireTask {
 }
 
 func (r *Registry) mountTasks(mux *http.ServeMux) {
-	mux.HandleFunc("GET /tasks", r.serveTasks)
-	mux.HandleFunc("GET /tasks/{id}", r.serveTask)
-	mux.HandleFunc("POST /tasks/{id}/cancel", r.serveTaskCancel)
+	mux.HandleFunc("GET /tasks", private(authenticated(r, r.identify, r.serveTasks)))
+	mux.HandleFunc("GET /tasks/{id}", private(authenticated(r, r.identify, r.serveTask)))
+	mux.HandleFunc("POST /tasks/{id}/cancel", authenticated(r, r.identify, r.serveTaskCancel))
 	mux.HandleFunc("/tasks", onlyMethod("GET"))
 	mux.HandleFunc("/tasks/{id}", onlyMethod("GET"))
 	mux.HandleFunc("/tasks/{id}/cancel", onlyMethod("POST"))
@@ -102,12 +102,7 @@ func (r *Registry) startOverHTTP(w http.ResponseWriter, req *http.Request, c Cal
 
 // serveTasks lists the caller's tasks, newest first, a page at a time:
 // ?limit= (at most 200) and ?cursor=, the next_cursor of the page before.
-func (r *Registry) serveTasks(w http.ResponseWriter, req *http.Request) {
-	id, err := r.identify(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
+func (r *Registry) serveTasks(w http.ResponseWriter, req *http.Request, id Identity) {
 	limit := defaultTaskPage
 	if v := req.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -141,12 +136,7 @@ func (r *Registry) serveTasks(w http.ResponseWriter, req *http.Request) {
 // serveTask shows one of the caller's tasks; ?wait=30s holds the request
 // until the task's status changes or it is final, for at most that long
 // (and a minute).
-func (r *Registry) serveTask(w http.ResponseWriter, req *http.Request) {
-	id, err := r.identify(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
+func (r *Registry) serveTask(w http.ResponseWriter, req *http.Request, id Identity) {
 	rec, err := r.readTask(req.Context(), req.PathValue("id"), id.Principal)
 	if err != nil {
 		writeError(w, err)
@@ -185,12 +175,7 @@ func (r *Registry) awaitStatus(ctx context.Context, rec store.Task) (store.Task,
 // serveTaskCancel cancels one of the caller's tasks and answers with it,
 // once it stopped (or after a few seconds, as it stands). A task that is
 // final is not changed: 409 says so.
-func (r *Registry) serveTaskCancel(w http.ResponseWriter, req *http.Request) {
-	id, err := r.identify(req)
-	if err != nil {
-		r.writeAuthError(w, req, err)
-		return
-	}
+func (r *Registry) serveTaskCancel(w http.ResponseWriter, req *http.Request, id Identity) {
 	rec, err := r.cancelTask(req.Context(), req.PathValue("id"), id.Principal)
 	if err != nil {
 		writeError(w, err)

@@ -404,6 +404,6 @@ func (s *Server) toolsListMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		list.Tools = kept
-		return list, nil
+		return s.withExecution(list), nil
 	}
 }

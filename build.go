@@ -37,6 +37,7 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 		meta.Name, meta.Description = o.name, o.description
 		meta.Effect, meta.Idempotent, meta.ParallelSafe, meta.Timeout = d.effect, o.idempotent, o.parallelSafe, o.timeout
 		meta.Tasks = o.tasks
+		t.askFirst = o.taskAfterInput
 		if o.confirm {
 			meta.Confirmation = ConfirmationRequired
 		}

@@ -66,6 +66,12 @@ func TestMCPTasksAfterInput(t *testing.T) {
 		t.Fatalf("task %v; want the answer of the round taken", done)
 	}
 
+	_, err := carmy.New().Tool(carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("never"),
+		carmy.Tasks(carmy.TaskForbidden), carmy.TaskAfterInput())).Build()
+	if err == nil || !strings.Contains(err.Error(), "TaskAfterInput") {
+		t.Fatalf("Build of a tool with TaskAfterInput that forbids tasks: %v; want the conflict named", err)
+	}
+
 	noTasks := taskMCP{t, srv.URL, "alice", false}
 	if r, code, _ := noTasks.rpc("tools/call", "ask_first", `"name":"ask_first","arguments":{},`); code != int(mcp.CodeMissingRequiredClientCapabilities) {
 		t.Fatalf("a client without tasks = %v (error %d); want missing capability", r, code)

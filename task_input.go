@@ -11,7 +11,8 @@ package carmy
 // the task's input (tasks/update), as any task's do.
 //
 // Everywhere else (a session, HTTP, Go) it changes nothing: the call is a
-// task from the start, as its [Tasks] mode says.
+// task from the start, as its [Tasks] mode says. With [TaskForbidden] it
+// is a mistake that [Builder.Build] reports.
 func TaskAfterInput() Option {
 	return optionFunc(func(o *options) {
 		if o.record("TaskAfterInput", true) {

@@ -32,7 +32,7 @@ func TestMCPTasksAfterInput(t *testing.T) {
 			return "sure", nil
 		}
 		return "unsure", nil
-	}, carmy.Read, carmy.Name("ask_first"), carmy.Tasks(carmy.TaskRequired), carmy.TaskAfterInput()))
+	}, carmy.Read, carmy.Name("ask_first"), carmy.Tasks(carmy.TaskRequired), carmy.TaskAfterInput(), carmy.Register(false)))
 	srv := httptest.NewServer(reg.Handler())
 	t.Cleanup(srv.Close)
 	alice := taskMCP{t, srv.URL, "alice", true}
@@ -67,7 +67,7 @@ func TestMCPTasksAfterInput(t *testing.T) {
 	}
 
 	_, err := carmy.New().Tool(carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("never"),
-		carmy.Tasks(carmy.TaskForbidden), carmy.TaskAfterInput())).Build()
+		carmy.Tasks(carmy.TaskForbidden), carmy.TaskAfterInput(), carmy.Register(false))).Build()
 	if err == nil || !strings.Contains(err.Error(), "TaskAfterInput") {
 		t.Fatalf("Build of a tool with TaskAfterInput that forbids tasks: %v; want the conflict named", err)
 	}

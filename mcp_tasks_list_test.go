@@ -13,9 +13,9 @@ import (
 func TestMCPTasksToolSupport(t *testing.T) {
 	t.Parallel()
 	reg := taskRegistry(t, carmy.New(),
-		carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("never"), carmy.Tasks(carmy.TaskForbidden)),
-		carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("either")),
-		carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("only"), carmy.Tasks(carmy.TaskRequired)),
+		carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("never"), carmy.Tasks(carmy.TaskForbidden), carmy.Register(false)),
+		carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("either"), carmy.Register(false)),
+		carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("only"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
 	)
 	srv := httptest.NewServer(reg.Handler())
 	t.Cleanup(srv.Close)

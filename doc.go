@@ -98,7 +98,9 @@
 // reads back by id, on any host sharing the store ([Registry.Task],
 // GET /tasks/{id}), waits for and cancels. A call that waits for a
 // person's approval is the task's input_required, for as long as the
-// approval lives. [Tasks] says whether a tool's calls may run as tasks.
+// approval lives. [Tasks] says whether a tool's calls may run as tasks;
+// [TaskAfterInput] has a tool's questions asked before its task starts,
+// where MCP lets a call do both.
 //
 // # Concurrency
 //

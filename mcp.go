@@ -30,7 +30,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 		tools := make([]mcpserve.Tool, len(r.names))
 		for i, name := range r.names {
 			t := r.tools[name]
-			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(),
+			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst,
 				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 			if t.out != nil {
 				tools[i].Output = t.meta.OutputSchema

@@ -37,6 +37,8 @@ type tool struct {
 	// none.
 	rate        store.Rate
 	maxInFlight int
+	// askFirst: its questions come before its task ([TaskAfterInput]).
+	askFirst bool
 }
 
 // leaseMargin is added to a tool's timeout to make the leases of its
@@ -155,7 +157,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	if e := r.permit(cc, t); e != nil {
 		return Result{}, r.refused(ctx, t, c, e)
 	}
-	if t.meta.Tasks == TaskRequired && req.task == nil {
+	if t.meta.Tasks == TaskRequired && req.task == nil && !(t.askFirst && req.peer.TakesTasks()) {
 		return Result{}, r.refused(ctx, t, c, &Error{Code: CodeInvalidInput, Details: map[string]any{"reason": reasonTaskRequired},
 			Message: fmt.Sprintf("%s runs only as a task: start it as one (over HTTP, send Prefer: respond-async)", t.meta.Name)})
 	}

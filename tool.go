@@ -58,6 +58,7 @@ type options struct {
 	confirm                  bool
 	timeout                  time.Duration
 	tasks                    TaskSupport
+	taskAfterInput           bool
 	register                 bool
 	requires                 []string
 	rate                     store.Rate // RateLimit

@@ -13,7 +13,9 @@ import (
 // task by its carmy.Tasks mode: greet never does, the others do when the
 // client declared the extension, and failing_job and test_tool_with_task
 // only then. Their questions are Context.Elicit's, which in a task wait
-// for the client's tasks/update.
+// for the client's tasks/update; test_tool_with_task asks its question in
+// an input-required round first, and its task starts with the answer
+// (carmy.TaskAfterInput).
 
 // GreetInput is greet's input.
 type GreetInput struct {
@@ -106,7 +108,7 @@ func taskTools() []*carmy.ToolDef {
 				return nil, declined(err)
 			}
 			return carmy.Content{carmy.Text{Text: "Hello, " + u.Name + "!"}}, nil
-		}, carmy.None, carmy.Name("test_tool_with_task"), carmy.Tasks(carmy.TaskRequired),
-			carmy.Description("Asks the user's name, then greets; runs only as a task")),
+		}, carmy.None, carmy.Name("test_tool_with_task"), carmy.Tasks(carmy.TaskRequired), carmy.TaskAfterInput(),
+			carmy.Description("Asks the user's name in a round, then greets as a task")),
 	}
 }

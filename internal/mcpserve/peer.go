@@ -59,6 +59,12 @@ func newPeer(req *mcp.CallToolRequest) *Peer {
 // where a question goes back in the call's result rather than as a request.
 func (p *Peer) Sessionless() bool { return p.sessionless }
 
+// TakesTasks reports whether the call is of the sessionless protocol from
+// a client that declared the tasks extension. Nil takes none.
+func (p *Peer) TakesTasks() bool {
+	return p != nil && p.sessionless && p.req.Params != nil && DeclaresTasks(p.req.Params.Meta)
+}
+
 // Single reports whether the call came over a transport of one client
 // (stdio, ServeMCP), whose application is the person's own channel.
 func (p *Peer) Single() bool { return p.single }
@@ -120,6 +126,9 @@ func (p *Peer) Elicit(ctx context.Context, name string, params *mcp.ElicitParams
 // break it: the SDK only says that it does not match.
 func (p *Peer) Ask(ctx context.Context, id string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	if p.inbox != nil {
+		if res, ok := p.Answer(id); ok { // answered in the round that started the task
+			return res, nil
+		}
 		return p.inbox.ask(ctx, id, params)
 	}
 	if !p.sessionless {

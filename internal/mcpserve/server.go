@@ -94,6 +94,10 @@ type Tool struct {
 	// Tasks is the tool's task support: TaskForbidden, TaskOptional or
 	// TaskRequired ("" is optional).
 	Tasks string
+	// AskFirst marks a tool whose sessionless calls ask their questions in
+	// rounds before their task starts: a call without answers is not a
+	// task, and the call that brings them starts it.
+	AskFirst bool
 }
 
 // Config is what a [Server] is made of.
@@ -404,6 +408,6 @@ func (s *Server) toolsListMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		list.Tools = kept
-		return list, nil
+		return s.withExecution(list), nil
 	}
 }

@@ -184,7 +184,8 @@ func (s *Server) startTask(req *http.Request, tasks Tasks, params jsontext.Value
 		return false
 	}
 	t, ok := s.tools[p.Name]
-	if !ok || t.Tasks == TaskForbidden || !mcpwire.HeaderIs(req.Header, "Mcp-Name", p.Name) {
+	if !ok || t.Tasks == TaskForbidden || !mcpwire.HeaderIs(req.Header, "Mcp-Name", p.Name) ||
+		t.AskFirst && p.RequestState == "" && len(p.InputResponses) == 0 {
 		return false
 	}
 	ctx := req.Context()
@@ -280,7 +281,10 @@ func TaskPeer(p *Peer, changed func(waiting bool)) *Peer {
 	if extra := p.req.GetExtra(); extra != nil {
 		req.Extra = &mcp.RequestExtra{Header: extra.Header}
 	}
-	return &Peer{req: req, sessionless: p.sessionless, single: p.single,
+	p.mu.Lock()
+	answers := p.answers
+	p.mu.Unlock()
+	return &Peer{req: req, sessionless: p.sessionless, single: p.single, answers: answers,
 		inbox: &inbox{pending: mcp.InputRequestMap{}, waiting: map[string]chan *mcp.ElicitResult{}, changed: changed}}
 }
 

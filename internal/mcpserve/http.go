@@ -281,11 +281,14 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 // nothing carmy answers itself (sessionCall), the rest the SDK's stateful
 // handler, next.
 func (s *Server) sessionHandler(next http.Handler, body []byte) http.Handler {
-	if body == nil || !s.fast {
+	if body == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if !s.sessionCall(w, req, body) {
+		if s.sessionTaskHTTP(w, req, body) {
+			return
+		}
+		if !s.fast || !s.sessionCall(w, req, body) {
 			next.ServeHTTP(w, req)
 		}
 	})

@@ -281,6 +281,12 @@ func TaskPeer(p *Peer, changed func(waiting bool)) *Peer {
 	if extra := p.req.GetExtra(); extra != nil {
 		req.Extra = &mcp.RequestExtra{Header: extra.Header}
 	}
+	if !p.sessionless {
+		// A session's task asks through the session's own elicitation
+		// requests, and is input_required while it waits for one.
+		req.Session = p.req.Session
+		return &Peer{req: req, single: p.single, asking: changed}
+	}
 	p.mu.Lock()
 	answers := p.answers
 	p.mu.Unlock()

@@ -132,7 +132,7 @@ func startSessionTask(t *testing.T, call sessionTasksClient, tool, args string) 
 	r, code := call("tools/call", `{"name":"`+tool+`","arguments":`+args+`,"task":{"ttl":60000}}`)
 	task := obj(r["task"])
 	id, _ := task["taskId"].(string)
-	if code != 0 || id == "" || task["status"] != "working" || task["createdAt"] == nil || task["pollInterval"] == nil {
+	if code != 0 || id == "" || task["status"] != "working" && task["status"] != "input_required" || task["createdAt"] == nil || task["pollInterval"] == nil {
 		t.Fatalf("task-augmented tools/call %s = %v (error %d); want a CreateTaskResult", tool, r, code)
 	}
 	return id
@@ -199,5 +199,44 @@ func TestMCPSessionTasks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMCPSessionTasksPrincipalAndApproval: in sessions over HTTP, a task
+// is its principal's alone (another's get, result and cancel get -32602,
+// as for an unknown task, and its list leaves it out), and a destructive
+// call's task is input_required while its approval waits, its status
+// message naming the approval's link, until a person approves it.
+func TestMCPSessionTasksPrincipalAndApproval(t *testing.T) {
+	t.Parallel()
+	url, _, deleted := mcpTaskServer(t)
+	_, alice := httpTasksSession(t, url, "alice")
+	_, bob := httpTasksSession(t, url, "bob")
+
+	id := startSessionTask(t, alice, "delete_note", `{"id":9}`)
+	var r map[string]any
+	waitFor(t, "the task to wait for its person", func() bool {
+		r, _ = alice("tasks/get", `{"taskId":"`+id+`"}`)
+		return r["status"] == "input_required"
+	})
+	msg, _ := r["statusMessage"].(string)
+	_, link, ok := strings.Cut(msg, url+"/console?approval=")
+	if !ok || link == "" || deleted.Load() != 0 {
+		t.Fatalf("waiting task = %v; want a status message naming the approval's link, nothing deleted", r)
+	}
+	for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
+		if _, code := bob(method, `{"taskId":"`+id+`"}`); code != -32602 {
+			t.Fatalf("bob's %s of alice's task: error %d; want -32602", method, code)
+		}
+	}
+	if r, code := bob("tasks/list", `{}`); code != 0 || len(r["tasks"].([]any)) != 0 {
+		t.Fatalf("bob's tasks/list = %v (error %d); want none", r, code)
+	}
+	if status, body := httpDo(t, http.DefaultClient, "POST", url+"/approvals/"+link+"/approve", "{}", "Authorization", "Bearer root"); status != 200 {
+		t.Fatalf("approve = %d %v", status, body)
+	}
+	r, code := alice("tasks/result", `{"taskId":"`+id+`"}`)
+	if code != 0 || r["isError"] == true || !strings.Contains(jsonText(r), "9") || deleted.Load() != 1 {
+		t.Fatalf("approved task's result = %v (error %d), deleted %d", r, code, deleted.Load())
 	}
 }

@@ -35,7 +35,7 @@ func rawAnswer(t *testing.T, b []byte) (map[string]any, int) {
 	return msg.Result, 0
 }
 
-const sessionInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"tasks":{}},"clientInfo":{"name":"t","version":"1"}}}`
+const sessionInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"tasks":{},"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}`
 
 // httpTasksSession opens an MCP session over HTTP as the principal of
 // token, and returns its initialize result and its client.
@@ -79,8 +79,9 @@ func httpTasksSession(t *testing.T, url, token string) (map[string]any, sessionT
 }
 
 // stdioTasksSession serves reg over stdio, and returns the session's
-// initialize result and its client.
-func stdioTasksSession(t *testing.T, reg *carmy.Registry) (map[string]any, sessionTasksClient) {
+// initialize result, its client, the requests the server sent, and a
+// writer of the client's answers to them.
+func stdioTasksSession(t *testing.T, reg *carmy.Registry) (map[string]any, sessionTasksClient, chan map[string]any, func(string)) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -96,6 +97,7 @@ func stdioTasksSession(t *testing.T, reg *carmy.Registry) (map[string]any, sessi
 		<-done
 	})
 	out := bufio.NewReader(outR)
+	asked := make(chan map[string]any, 10)
 	n := 0
 	send := func(body string) []byte {
 		if _, err := io.WriteString(inW, body+"\n"); err != nil {
@@ -113,6 +115,10 @@ func stdioTasksSession(t *testing.T, reg *carmy.Registry) (map[string]any, sessi
 			if json.Unmarshal(line, &m) == nil && m.Method == "" && string(m.ID) == itoa(n) {
 				return line
 			}
+			var req map[string]any
+			if m.Method != "" && len(m.ID) > 0 && json.Unmarshal(line, &req) == nil {
+				asked <- req
+			}
 		}
 	}
 	n = 1
@@ -121,9 +127,13 @@ func stdioTasksSession(t *testing.T, reg *carmy.Registry) (map[string]any, sessi
 		t.Fatal(err)
 	}
 	return init, func(method, params string) (map[string]any, int) {
-		n++
-		return rawAnswer(t, send(`{"jsonrpc":"2.0","id":`+itoa(n)+`,"method":"`+method+`","params":`+params+`}`))
-	}
+			n++
+			return rawAnswer(t, send(`{"jsonrpc":"2.0","id":`+itoa(n)+`,"method":"`+method+`","params":`+params+`}`))
+		}, asked, func(line string) {
+			if _, err := io.WriteString(inW, line+"\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
 }
 
 // startSessionTask calls tool as a task and returns the task's id.
@@ -156,7 +166,7 @@ func TestMCPSessionTasks(t *testing.T) {
 				t.Cleanup(srv.Close)
 				init, call = httpTasksSession(t, srv.URL, "alice")
 			} else {
-				init, call = stdioTasksSession(t, reg)
+				init, call, _, _ = stdioTasksSession(t, reg)
 			}
 			if obj(obj(obj(obj(init["capabilities"])["tasks"])["requests"])["tools"])["call"] == nil || obj(obj(init["capabilities"])["tasks"])["list"] == nil {
 				t.Fatalf("initialize = %v; want capabilities.tasks with list and requests.tools.call", init)
@@ -238,5 +248,49 @@ func TestMCPSessionTasksPrincipalAndApproval(t *testing.T) {
 	r, code := alice("tasks/result", `{"taskId":"`+id+`"}`)
 	if code != 0 || r["isError"] == true || !strings.Contains(jsonText(r), "9") || deleted.Load() != 1 {
 		t.Fatalf("approved task's result = %v (error %d), deleted %d", r, code, deleted.Load())
+	}
+}
+
+// TestMCPSessionTasksElicit: over stdio, a task's tool asks its question
+// through the session's own elicitation request; the task is
+// input_required until the client answers, then completes with the
+// answer.
+func TestMCPSessionTasksElicit(t *testing.T) {
+	t.Parallel()
+	reg := taskRegistry(t, carmy.New(), carmy.Tool(func(ctx carmy.Context) (string, error) {
+		var c Confirm
+		if ok, err := ctx.Elicit("Sure?", &c); err != nil || !ok {
+			return "", err
+		}
+		if c.Sure {
+			return "sure", nil
+		}
+		return "unsure", nil
+	}, carmy.Read, carmy.Name("ask"), carmy.Register(false)))
+	_, call, asked, answer := stdioTasksSession(t, reg)
+	id := startSessionTask(t, call, "ask", `{}`)
+	var r map[string]any
+	waitFor(t, "the task to ask", func() bool {
+		r, _ = call("tasks/get", `{"taskId":"`+id+`"}`)
+		return r["status"] == "input_required"
+	})
+	var req map[string]any
+	waitFor(t, "the session's elicitation", func() bool { // read as the client reads its answers
+		call("tasks/get", `{"taskId":"`+id+`"}`)
+		select {
+		case req = <-asked:
+			return true
+		default:
+			return false
+		}
+	})
+	if req["method"] != "elicitation/create" {
+		t.Fatalf("the task asked %v; want an elicitation", req)
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req["id"], "result": map[string]any{"action": "accept", "content": map[string]any{"sure": true}}})
+	answer(string(b))
+	r, code := call("tasks/result", `{"taskId":"`+id+`"}`)
+	if code != 0 || !strings.Contains(jsonText(r["structuredContent"]), "sure") || strings.Contains(jsonText(r["structuredContent"]), "unsure") {
+		t.Fatalf("tasks/result = %v (error %d); want the answer's result", r, code)
 	}
 }

@@ -277,9 +277,10 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 }
 
 // sessionHandler serves the POST, GET and DELETE requests of the
-// session-based protocol: a tools/call of a live session that streams
-// nothing carmy answers itself (sessionCall), the rest the SDK's stateful
-// handler, next.
+// session-based protocol: the experimental tasks' requests, which the SDK
+// refuses, and a tools/call of a live session that streams nothing carmy
+// answers itself (sessionTaskHTTP, sessionCall), the rest the SDK's
+// stateful handler, next.
 func (s *Server) sessionHandler(next http.Handler, body []byte) http.Handler {
 	if body == nil {
 		return next

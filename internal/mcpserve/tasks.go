@@ -372,8 +372,9 @@ func rpcError(err error) *jsonrpc.Error {
 }
 
 // withoutTasks leaves the tasks extension out of the capabilities of an
-// initialize result: the door serves tasks to the sessionless protocol
-// only, not the experimental tasks of sessions, which take other methods.
+// initialize result: the extension is the sessionless protocol's; a
+// session's experimental tasks take other methods, and their own
+// capability (withSessionTasks).
 func withoutTasks(res mcp.Result) {
 	init, ok := res.(*mcp.InitializeResult)
 	if !ok || init.Capabilities == nil || init.Capabilities.Extensions[TasksExtension] == nil {

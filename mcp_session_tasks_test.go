@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -136,13 +137,16 @@ func stdioTasksSession(t *testing.T, reg *carmy.Registry) (map[string]any, sessi
 		}
 }
 
+// taskStatuses are the statuses a task may have.
+var taskStatuses = map[string]bool{"working": true, "input_required": true, "completed": true, "failed": true, "cancelled": true}
+
 // startSessionTask calls tool as a task and returns the task's id.
 func startSessionTask(t *testing.T, call sessionTasksClient, tool, args string) string {
 	t.Helper()
 	r, code := call("tools/call", `{"name":"`+tool+`","arguments":`+args+`,"task":{"ttl":60000}}`)
 	task := obj(r["task"])
 	id, _ := task["taskId"].(string)
-	if code != 0 || id == "" || task["status"] != "working" && task["status"] != "input_required" || task["createdAt"] == nil || task["pollInterval"] == nil {
+	if code != 0 || id == "" || !taskStatuses[fmt.Sprint(task["status"])] || task["createdAt"] == nil || task["pollInterval"] == nil {
 		t.Fatalf("task-augmented tools/call %s = %v (error %d); want a CreateTaskResult", tool, r, code)
 	}
 	return id
@@ -292,5 +296,45 @@ func TestMCPSessionTasksElicit(t *testing.T) {
 	r, code := call("tasks/result", `{"taskId":"`+id+`"}`)
 	if code != 0 || !strings.Contains(jsonText(r["structuredContent"]), "sure") || strings.Contains(jsonText(r["structuredContent"]), "unsure") {
 		t.Fatalf("tasks/result = %v (error %d); want the answer's result", r, code)
+	}
+}
+
+// TestMCPSessionTasksListPages: tasks/list pages a session's caller's
+// tasks with nextCursor, each task once, until a page without one.
+func TestMCPSessionTasksListPages(t *testing.T) {
+	t.Parallel()
+	reg := taskRegistry(t, carmy.New(), carmy.Tool(func() (string, error) { return "pong", nil }, carmy.Read, carmy.Name("ping"), carmy.Register(false)))
+	_, call, _, _ := stdioTasksSession(t, reg)
+	started := map[string]bool{}
+	for range 51 {
+		started[startSessionTask(t, call, "ping", `{}`)] = true
+	}
+	listed := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		params := `{}`
+		if cursor != "" {
+			params = `{"cursor":"` + cursor + `"}`
+		}
+		r, code := call("tasks/list", params)
+		list, _ := r["tasks"].([]any)
+		if code != 0 || len(list) == 0 || len(list) > 50 {
+			t.Fatalf("tasks/list %s = %v (error %d); want a page of 1 to 50 tasks", params, r, code)
+		}
+		for _, task := range list {
+			id, _ := obj(task)["taskId"].(string)
+			if !started[id] || listed[id] {
+				t.Fatalf("tasks/list listed %q: not started, or listed twice", id)
+			}
+			listed[id] = true
+		}
+		pages++
+		cursor, _ = r["nextCursor"].(string)
+		if cursor == "" {
+			break
+		}
+	}
+	if pages != 2 || len(listed) != len(started) {
+		t.Fatalf("tasks/list gave %d tasks in %d pages; want all %d in 2", len(listed), pages, len(started))
 	}
 }

@@ -156,13 +156,15 @@ func startSessionTask(t *testing.T, call sessionTasksClient, tool, args string) 
 // over stdio, finds the tasks capability in initialize, starts a task
 // with a task-augmented tools/call, reads it (tasks/get), finds it in
 // tasks/list, waits for its result (tasks/result), and cancels one;
-// unknown ids and a cancel of a final task get -32602.
+// unknown ids and a cancel of a final task get -32602, a task of a tool
+// that forbids them -32601.
 func TestMCPSessionTasks(t *testing.T) {
 	t.Parallel()
 	for _, transport := range []string{"http", "stdio"} {
 		t.Run(transport, func(t *testing.T) {
 			e := newExporter()
-			reg := taskRegistry(t, carmy.New().Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("alice"), Principal: "alice"})), e.tool())
+			reg := taskRegistry(t, carmy.New().Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("alice"), Principal: "alice"})), e.tool(),
+				carmy.Tool(func() (string, error) { return "now", nil }, carmy.Read, carmy.Name("now"), carmy.Tasks(carmy.TaskForbidden), carmy.Register(false)))
 			var init map[string]any
 			var call sessionTasksClient
 			if transport == "http" {
@@ -206,6 +208,9 @@ func TestMCPSessionTasks(t *testing.T) {
 			}
 			if _, code := call("tasks/result", `{"taskId":"`+other+`"}`); code == 0 {
 				t.Fatal("tasks/result of a cancelled task answered a result")
+			}
+			if _, code := call("tools/call", `{"name":"now","arguments":{},"task":{}}`); code != -32601 {
+				t.Fatalf("a tool that forbids tasks called as a task: error %d; want -32601", code)
 			}
 			for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
 				if _, code := call(method, `{"taskId":"nope"}`); code != -32602 {

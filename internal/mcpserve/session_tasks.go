@@ -131,8 +131,11 @@ func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Iden
 			return invalid("tools/call takes a tool's name and arguments")
 		}
 		t, known := s.tools[p.Name]
-		if !known || t.Tasks == TaskForbidden { // the SDK's to answer: an unknown tool, or a call that runs as a call
+		if !known { // the SDK's to answer
 			return nil, nil, false
+		}
+		if t.Tasks == TaskForbidden {
+			return nil, SessionTaskSupportError(p.Name, false), true
 		}
 		c := &Call{Tool: p.Name, Params: p, Caller: id, Authenticated: true, Session: id.Session}
 		if extra != nil {
@@ -231,6 +234,17 @@ func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Iden
 	return answer(res)
 }
 
+// SessionTaskSupportError is a session's error for a call of tool that
+// does not keep its task support: one that runs only as a task called
+// without params.task (required), or one that never does called with it.
+// The 2025-11-25 tasks answer both with method not found.
+func SessionTaskSupportError(tool string, required bool) *jsonrpc.Error {
+	if required {
+		return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + tool + " runs only as a task: call it with params.task"}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + tool + " does not run as a task: call it without params.task"}
+}
+
 // final reports whether a task's status is one it never leaves.
 func final(status string) bool {
 	return status == "completed" || status == "failed" || status == "cancelled"
@@ -312,12 +326,12 @@ func (c *fastConn) sessionTask(req *jsonrpc.Request) bool {
 	if init == nil || init.ProtocolVersion >= mcpwire.SessionlessProtocol {
 		return false
 	}
-	if req.Method == "tools/call" { // the SDK answers a call of a tool that runs as a call
+	if req.Method == "tools/call" { // the SDK answers a call of a tool it does not know
 		var p struct {
 			Name string `json:"name"`
 		}
 		_ = json.Unmarshal(req.Params, &p)
-		if t, known := c.s.tools[p.Name]; !known || t.Tasks == TaskForbidden {
+		if _, known := c.s.tools[p.Name]; !known {
 			return false
 		}
 	}

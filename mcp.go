@@ -117,7 +117,7 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
 		return mcpserve.Outcome{}, rpcErr
 	}
-	if rpcErr, ok := taskRequired(mc.Tool, err); ok {
+	if rpcErr, ok := taskRequired(mc.Peer, mc.Tool, err); ok {
 		return mcpserve.Outcome{}, rpcErr
 	}
 	if err != nil {

@@ -35,15 +35,16 @@ func TestMCPCapabilities(t *testing.T) {
 				t.Fatalf("%s: %v", res, err)
 			}
 			caps := msg.Result.Capabilities
-			want := 2
+			want := 3
 			if tt.tasks {
-				want = 3
 				if string(caps["extensions"]) != `{"io.modelcontextprotocol/tasks":{}}` {
 					t.Errorf("capabilities %s; want the tasks extension", res)
 				}
+			} else if string(caps["tasks"]) != `{"cancel":{},"list":{},"requests":{"tools":{"call":{}}}}` {
+				t.Errorf("capabilities %s; want a session's experimental tasks", res)
 			}
 			if len(caps) != want || string(caps["tools"]) != "{}" || string(caps["logging"]) != "{}" {
-				t.Errorf("capabilities %s; want tools (no listChanged) and logging, and the tasks extension sessionless only", res)
+				t.Errorf("capabilities %s; want tools (no listChanged) and logging, and the tasks extension sessionless only, a session's tasks in sessions only", res)
 			}
 		})
 	}

@@ -27,11 +27,15 @@ import (
 const reasonTaskRequired = "task_required"
 
 // taskRequired is the protocol error of a synchronous call that err
-// refused because its tool runs only as a task, if it is one.
-func taskRequired(tool string, err error) (*jsonrpc.Error, bool) {
+// refused because its tool runs only as a task, if it is one: in a
+// session, whose tasks are asked for with params.task, method not found.
+func taskRequired(p *mcpserve.Peer, tool string, err error) (*jsonrpc.Error, bool) {
 	var e *Error
 	if !errors.As(err, &e) || e.Details["reason"] != reasonTaskRequired {
 		return nil, false
+	}
+	if !p.Sessionless() {
+		return mcpserve.SessionTaskSupportError(tool, true), true
 	}
 	return mcpserve.TaskRequiredError(tool), true
 }

@@ -114,6 +114,9 @@ func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
+		if c.sessionTask(req) {
+			continue
+		}
 		switch req.Method {
 		case "tools/call":
 			if req.IsCall() && c.call(req) {
@@ -289,7 +292,7 @@ func plainID(raw jsontext.Value) (jsonrpc.ID, bool) {
 // no log level (the SDK keeps it in a context of its own, where a tool's
 // Log could not find it).
 func (s *Server) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolParamsRaw, sessionless, ok bool) {
-	if !s.fast || jsonv2.Unmarshal(raw, &p) != nil || p == nil {
+	if !s.fast || wantsTask(raw) || jsonv2.Unmarshal(raw, &p) != nil || p == nil {
 		return nil, false, false
 	}
 	if _, known := s.tools[p.Name]; !known {

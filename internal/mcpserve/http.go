@@ -277,15 +277,19 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 }
 
 // sessionHandler serves the POST, GET and DELETE requests of the
-// session-based protocol: a tools/call of a live session that streams
-// nothing carmy answers itself (sessionCall), the rest the SDK's stateful
-// handler, next.
+// session-based protocol: the experimental tasks' requests, which the SDK
+// refuses, and a tools/call of a live session that streams nothing carmy
+// answers itself (sessionTaskHTTP, sessionCall), the rest the SDK's
+// stateful handler, next.
 func (s *Server) sessionHandler(next http.Handler, body []byte) http.Handler {
-	if body == nil || !s.fast {
+	if body == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if !s.sessionCall(w, req, body) {
+		if s.sessionTaskHTTP(w, req, body) {
+			return
+		}
+		if !s.fast || !s.sessionCall(w, req, body) {
 			next.ServeHTTP(w, req)
 		}
 	})

@@ -47,6 +47,10 @@ type Peer struct {
 	inner   string
 	// inbox holds the questions of a task's peer (TaskPeer).
 	inbox *inbox
+	// asking is told when a session's task (TaskPeer) starts waiting for
+	// an answer and when it has them all; waiting counts its questions.
+	asking  func(waiting bool)
+	waiting int
 }
 
 func newPeer(req *mcp.CallToolRequest) *Peer {
@@ -132,6 +136,10 @@ func (p *Peer) Ask(ctx context.Context, id string, params *mcp.ElicitParams) (*m
 		return p.inbox.ask(ctx, id, params)
 	}
 	if !p.sessionless {
+		if p.asking != nil {
+			p.waitFor(1)
+			defer p.waitFor(-1)
+		}
 		sent := &sentAnswer{}
 		res, err := p.req.Session.Elicit(context.WithValue(ctx, sentAnswerKey{}, sent), params)
 		if err != nil && sent.res != nil && sent.res.Action == "accept" && params.Mode != "url" {
@@ -317,4 +325,16 @@ func (m *MissingCapability) Error() string {
 func (m *MissingCapability) RPCError() *jsonrpc.Error {
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{m.Capability: map[string]any{}}})
 	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "missing required client capability: " + m.Capability, Data: data}
+}
+
+// waitFor counts a question of a session's task that starts (+1) or stops
+// (-1) waiting for its answer, and tells asking when the task starts and
+// stops waiting.
+func (p *Peer) waitFor(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waiting += n
+	if p.waiting == n && n > 0 || p.waiting == 0 && n < 0 {
+		p.asking(p.waiting > 0)
+	}
 }

@@ -352,6 +352,7 @@ func (s *Server) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		withoutTasks(res)
+		res = s.withSessionTasks(res)
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if id, _, ok := httpCaller(req.GetExtra()); ok && ss != nil && ss.ID() != "" {
 			s.cfg.Sessions.Open(ss, id.Principal)

@@ -281,6 +281,12 @@ func TaskPeer(p *Peer, changed func(waiting bool)) *Peer {
 	if extra := p.req.GetExtra(); extra != nil {
 		req.Extra = &mcp.RequestExtra{Header: extra.Header}
 	}
+	if !p.sessionless {
+		// A session's task asks through the session's own elicitation
+		// requests, and is input_required while it waits for one.
+		req.Session = p.req.Session
+		return &Peer{req: req, single: p.single, asking: changed}
+	}
 	p.mu.Lock()
 	answers := p.answers
 	p.mu.Unlock()
@@ -366,8 +372,9 @@ func rpcError(err error) *jsonrpc.Error {
 }
 
 // withoutTasks leaves the tasks extension out of the capabilities of an
-// initialize result: the door serves tasks to the sessionless protocol
-// only, not the experimental tasks of sessions, which take other methods.
+// initialize result: the extension is the sessionless protocol's; a
+// session's experimental tasks take other methods, and their own
+// capability (withSessionTasks).
 func withoutTasks(res mcp.Result) {
 	init, ok := res.(*mcp.InitializeResult)
 	if !ok || init.Capabilities == nil || init.Capabilities.Extensions[TasksExtension] == nil {

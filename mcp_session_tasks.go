@@ -6,6 +6,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/carmy-dev/carmy/internal/mcpserve"
+	"github.com/carmy-dev/carmy/store"
 )
 
 // In a session (2025-11-25), MCP's tasks are experimental and take their
@@ -48,6 +49,22 @@ func (d mcpDoor) WaitTask(ctx context.Context, id mcpserve.Identity, task string
 	for err == nil && !rec.Status.Final() {
 		rec, err = d.r.awaitTask(ctx, rec)
 	}
+	return d.awaited(ctx, rec, err)
+}
+
+// AwaitTask returns id's task once it changed from its version, or ctx's
+// error.
+func (d mcpDoor) AwaitTask(ctx context.Context, id mcpserve.Identity, task string, version int64) (*mcpserve.TaskState, bool, error) {
+	rec, err := d.r.readTask(ctx, task, id.Principal)
+	if err == nil && rec.Version == version && !rec.Status.Final() {
+		rec, err = d.r.awaitTask(ctx, rec)
+	}
+	return d.awaited(ctx, rec, err)
+}
+
+// awaited is the door's answer for a task read or awaited: its state, not
+// found, or the error.
+func (d mcpDoor) awaited(ctx context.Context, rec store.Task, err error) (*mcpserve.TaskState, bool, error) {
 	switch CodeOf(err) {
 	case "":
 		return d.taskState(ctx, rec), true, nil

@@ -123,7 +123,7 @@ func (d mcpDoor) CancelTask(ctx context.Context, id mcpserve.Identity, task stri
 // taskState is a task as the MCP door answers for it.
 func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskState {
 	r := d.r
-	st := &mcpserve.TaskState{ID: rec.ID, Tool: rec.Tool, Status: string(rec.Status), Created: rec.Created, Updated: rec.Updated, TTL: rec.TTL}
+	st := &mcpserve.TaskState{ID: rec.ID, Tool: rec.Tool, Status: string(rec.Status), Created: rec.Created, Updated: rec.Updated, TTL: rec.TTL, Version: rec.Version}
 	t, known := r.tools[rec.Tool]
 	switch rec.Status {
 	case store.TaskCompleted:

@@ -29,6 +29,10 @@ type SessionTasks interface {
 	// WaitTask returns id's task once it is final, or ctx's error when ctx
 	// ends first; false when id has no task of that id.
 	WaitTask(ctx context.Context, id Identity, task string) (*TaskState, bool, error)
+	// AwaitTask returns id's task once its Version is not version, or
+	// ctx's error when ctx ends first; false when id has no task of that
+	// id.
+	AwaitTask(ctx context.Context, id Identity, task string, version int64) (*TaskState, bool, error)
 }
 
 // sessionTaskPage is how many tasks one tasks/list answer holds at most.
@@ -108,7 +112,7 @@ func wantsTask(params []byte) bool {
 // made by id, and reports whether it did; a request that is not one, or a
 // host or a session that does not serve them, it leaves alone. It may
 // block: tasks/result waits for its task to end.
-func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Identity, extra *mcp.RequestExtra, method string, params jsontext.Value) (json.RawMessage, *jsonrpc.Error, bool) {
+func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Identity, extra *mcp.RequestExtra, method string, params jsontext.Value, started func(*TaskState)) (json.RawMessage, *jsonrpc.Error, bool) {
 	tasks, ok := s.host.(SessionTasks)
 	init := ss.InitializeParams()
 	if !ok || init == nil || init.ProtocolVersion >= mcpwire.SessionlessProtocol || !isSessionTask(method, params) {
@@ -152,6 +156,9 @@ func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Iden
 			return fail(err)
 		case st == nil: // refused before its task began: a tool result, as a call's
 			return answer(s.result(t, out))
+		}
+		if started != nil {
+			started(st)
 		}
 		return answer(map[string]any{"task": sessionTaskObject(st)})
 	}
@@ -297,7 +304,7 @@ func (s *Server) sessionTaskHTTP(w http.ResponseWriter, req *http.Request, body 
 	}
 	extra := &mcp.RequestExtra{TokenInfo: tokenInfo(req.Context()), Header: req.Header}
 	id, _, _ := httpCaller(extra)
-	res, rpcErr, ok := s.sessionTask(req.Context(), ses.ServerSession(), id, extra, msg.Method, msg.Params)
+	res, rpcErr, ok := s.sessionTask(req.Context(), ses.ServerSession(), id, extra, msg.Method, msg.Params, nil)
 	if !ok {
 		return false
 	}
@@ -338,12 +345,20 @@ func (c *fastConn) sessionTask(req *jsonrpc.Request) bool {
 	c.running.Add(1)
 	go func() {
 		defer c.running.Done()
-		res, rpcErr, _ := c.s.sessionTask(c.base, ss, c.s.cfg.Stdio, nil, req.Method, jsontext.Value(req.Params))
+		var started *TaskState
+		res, rpcErr, _ := c.s.sessionTask(c.base, ss, c.s.cfg.Stdio, nil, req.Method, jsontext.Value(req.Params), func(st *TaskState) { started = st })
 		ans := &jsonrpc.Response{ID: req.ID, Result: res}
 		if rpcErr != nil {
 			ans.Result, ans.Error = nil, rpcErr
 		}
-		_ = c.Connection.Write(c.base, ans)
+		if c.Connection.Write(c.base, ans) != nil || started == nil {
+			return
+		}
+		// Notified after the task's answer, so that the client knows the
+		// task a notification names; until the task or the connection ends.
+		c.s.watchTask(c.base, c.s.cfg.Stdio, started, func(ctx context.Context, n *jsonrpc.Request) error {
+			return c.Connection.Write(ctx, n)
+		})
 	}()
 	return true
 }

@@ -63,6 +63,9 @@ type TaskState struct {
 	Error *jsonrpc.Error
 	// Questions are the questions a task waiting for input asks.
 	Questions mcp.InputRequestMap
+	// Version is the store's version of the task, which
+	// [SessionTasks.AwaitTask] waits to see changed.
+	Version int64
 }
 
 // taskPollInterval is how often the door suggests a client polls a task.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -261,25 +260,11 @@ func final(status string) bool {
 // task waiting for a person names the approval's link in its status
 // message: that generation has no other place for it.
 func sessionTaskObject(st *TaskState) map[string]any {
-	o := map[string]any{
-		"taskId":        st.ID,
-		"status":        st.Status,
-		"createdAt":     st.Created.UTC().Format(time.RFC3339Nano),
-		"lastUpdatedAt": st.Updated.UTC().Format(time.RFC3339Nano),
-		"ttl":           st.TTL.Milliseconds(),
-		"pollInterval":  taskPollInterval.Milliseconds(),
-	}
-	if st.TTL <= 0 {
-		o["ttl"] = nil
-	}
 	msg := st.Message
 	if q, ok := st.Questions["approval"].(*mcp.ElicitParams); ok && st.Status == "input_required" && q.URL != "" {
 		msg += ": " + q.URL
 	}
-	if msg != "" {
-		o["statusMessage"] = msg
-	}
-	return o
+	return taskMembers(st, "ttl", "pollInterval", msg)
 }
 
 // sessionTaskHTTP answers a POST of a live session over HTTP that is a

@@ -213,21 +213,28 @@ func (s *Server) startTask(req *http.Request, tasks Tasks, params jsontext.Value
 	return answer(task, nil)
 }
 
-// taskObject is the members every task answer has.
+// taskObject is the members every task answer of the sessionless
+// extension has.
 func taskObject(st *TaskState) map[string]any {
+	return taskMembers(st, "ttlMs", "pollIntervalMs", st.Message)
+}
+
+// taskMembers is a task as both generations write it, under the names
+// the generation gives its time-to-live and poll interval.
+func taskMembers(st *TaskState, ttl, poll, message string) map[string]any {
 	o := map[string]any{
-		"taskId":         st.ID,
-		"status":         st.Status,
-		"createdAt":      st.Created.UTC().Format(time.RFC3339Nano),
-		"lastUpdatedAt":  st.Updated.UTC().Format(time.RFC3339Nano),
-		"ttlMs":          st.TTL.Milliseconds(),
-		"pollIntervalMs": taskPollInterval.Milliseconds(),
+		"taskId":        st.ID,
+		"status":        st.Status,
+		"createdAt":     st.Created.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt": st.Updated.UTC().Format(time.RFC3339Nano),
+		ttl:             st.TTL.Milliseconds(),
+		poll:            taskPollInterval.Milliseconds(),
 	}
 	if st.TTL <= 0 {
-		o["ttlMs"] = nil
+		o[ttl] = nil
 	}
-	if st.Message != "" {
-		o["statusMessage"] = st.Message
+	if message != "" {
+		o["statusMessage"] = message
 	}
 	return o
 }

@@ -83,15 +83,15 @@ func mcpTool(m ToolMetadata) *mcp.Tool {
 // mcpDoor is the registry as the MCP door sees it.
 type mcpDoor struct{ r *Registry }
 
-// Authenticate identifies the caller of a request to /mcp, or writes the
-// refusal.
+// Authenticate returns the caller of a request to /mcp, whom the HTTP
+// API's one authentication wrapper found; a request that did not pass it
+// is refused.
 func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserve.Identity, bool) {
-	id, err := d.r.identify(req)
-	if err != nil {
-		d.r.writeAuthError(w, req, err)
-		return mcpserve.Identity{}, false
+	id, ok := authenticatedAs(req.Context())
+	if !ok {
+		writeError(w, Errorf(CodeUnauthenticated, "the request was not authenticated"))
 	}
-	return mcpserve.Identity(id), true
+	return mcpserve.Identity(id), ok
 }
 
 // Call runs a tools/call through the registry's pipeline, with the client

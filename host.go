@@ -189,8 +189,11 @@ func (r *Registry) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) 
 
 // Serve serves the registry's [Registry.Handler] on ln until ctx is done,
 // then shuts down gracefully within drain: no new connections, running
-// calls finish, MCP streams end. It returns nil after a shutdown that
-// ctx asked for.
+// calls finish, this server's MCP streams and ?wait= long polls end (a long
+// poll answers with what it waits on as it stands). Only this server stops:
+// the registry, its tasks, its MCP sessions and its other servers go on
+// until [Registry.Close]. It returns nil after a shutdown that ctx asked
+// for.
 func (r *Registry) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
 	return r.http.serve(ctx, ln, drain)
 }

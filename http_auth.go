@@ -9,12 +9,12 @@ import (
 	"github.com/carmy-dev/carmy/internal/approve"
 )
 
-// authenticated is the one authentication wrapper of the HTTP API, every
-// route and /mcp: it finds the caller of a request with who
-// ([httpServer.identify] for the tools, the tasks and MCP,
-// [httpServer.caller] for the approvals and the console) and hands it to
-// next, or answers a request its authentication refuses with the refusal
-// (and a resource server's challenge) before next reads anything.
+// authenticated is the one authentication wrapper of the HTTP API, around
+// every route that needs its caller, /mcp included: it finds the caller of
+// a request with who ([httpServer.identify] for the tools, the tasks and
+// MCP, [httpServer.caller] for the approvals and the console) and hands it
+// to next, or answers a request its authentication refuses with the
+// refusal (and a resource server's challenge) before next reads anything.
 func authenticated[C Identity | approve.Who](s *httpServer, who func(*http.Request) (C, error), next func(http.ResponseWriter, *http.Request, C)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		c, err := who(req)

@@ -14,8 +14,8 @@ import (
 )
 
 // httpServer is a registry's HTTP surface: its routes (each group in its
-// own file), the one authentication wrapper every route goes through
-// ([authenticated]), the limits of a request, and the shutdown of the
+// own file), the one authentication wrapper of every route that needs its
+// caller ([authenticated]), the limits of a request, and the shutdown of the
 // servers that serve it. The registry keeps the runtime: a route calls
 // it, and nothing of the registry's lifetime ends with a server.
 type httpServer struct {
@@ -66,8 +66,8 @@ func (s *httpServer) routes() http.Handler {
 	return s.handler
 }
 
-// mcp is the MCP door at /mcp, behind the authentication wrapper of every
-// route: the door takes the caller it found from the request
+// mcp is the MCP door at /mcp, behind the one authentication wrapper of
+// the routes: the door takes the caller it found from the request
 // ([authenticatedAs]). A GET is a stream that only its client or the
 // server ends, so the server's shutdown ends it.
 func (s *httpServer) mcp() http.Handler {

@@ -1,7 +1,6 @@
 package carmy
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"unicode/utf8"
@@ -10,32 +9,30 @@ import (
 )
 
 // authenticated is the one authentication wrapper of the HTTP API, around
-// every route that needs its caller, /mcp included: it finds the caller of
-// a request with who ([httpServer.identify] for the tools, the tasks and
-// MCP, [httpServer.caller] for the approvals and the console) and hands it
-// to next, or answers a request its authentication refuses with the
-// refusal (and a resource server's challenge) before next reads anything.
+// every route that needs its caller: it finds the caller of a request
+// with who ([httpServer.identify] for the tools and the tasks,
+// [httpServer.caller] for the approvals and the console) and hands it to
+// next, or answers a request its authentication refuses (see [login])
+// before next reads anything.
 func authenticated[C Identity | approve.Who](s *httpServer, who func(*http.Request) (C, error), next func(http.ResponseWriter, *http.Request, C)) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
-		c, err := who(req)
-		if err != nil {
-			s.writeAuthError(w, req, err)
-			return
+		if c, ok := login(s, w, req, who); ok {
+			next(w, req, c)
 		}
-		next(w, req, c)
 	}
 }
 
-// identityKey is the context key of the caller that [authenticated] found
-// for a request to /mcp.
-type identityKey struct{}
-
-// authenticatedAs returns the caller that [authenticated] found for a
-// request it let through to /mcp; false for a request that did not pass
-// it, which is refused.
-func authenticatedAs(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(identityKey{}).(Identity)
-	return id, ok
+// login is the one login check of the HTTP API, of [authenticated]'s
+// routes and of /mcp, whose door asks it for each request: it returns the
+// caller of a request that who finds, or answers the request with who's
+// refusal (and a resource server's challenge) and returns false.
+func login[C Identity | approve.Who](s *httpServer, w http.ResponseWriter, req *http.Request, who func(*http.Request) (C, error)) (C, bool) {
+	c, err := who(req)
+	if err != nil {
+		s.writeAuthError(w, req, err)
+		return c, false
+	}
+	return c, true
 }
 
 // identify authenticates a request; without an authenticator everyone is

@@ -14,8 +14,8 @@ import (
 )
 
 // httpServer is a registry's HTTP surface: its routes (each group in its
-// own file), the one authentication wrapper of every route that needs its
-// caller ([authenticated]), the limits of a request, and the shutdown of the
+// own file), the one login check of every route that needs its caller,
+// /mcp included ([authenticated], [login]), the limits of a request, and the shutdown of the
 // servers that serve it. The registry keeps the runtime: a route calls
 // it, and nothing of the registry's lifetime ends with a server.
 type httpServer struct {
@@ -66,20 +66,18 @@ func (s *httpServer) routes() http.Handler {
 	return s.handler
 }
 
-// mcp is the MCP door at /mcp, behind the one authentication wrapper of
-// the routes: the door takes the caller it found from the request
-// ([authenticatedAs]). A GET is a stream that only its client or the
-// server ends, so the server's shutdown ends it.
+// mcp is the MCP door at /mcp, which asks the one login check of the
+// routes ([login]) for each request. A GET is a stream that only its
+// client or the server ends, so the server's shutdown ends it.
 func (s *httpServer) mcp() http.Handler {
 	door := s.r.mcpServer().HTTPHandler()
-	return authenticated(s, s.identify, func(w http.ResponseWriter, req *http.Request, id Identity) {
-		ctx := context.WithValue(req.Context(), identityKey{}, id)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method == http.MethodGet {
-			var end context.CancelFunc
-			ctx, end = s.streaming(ctx)
+			ctx, end := s.streaming(req.Context())
 			defer end()
+			req = req.WithContext(ctx)
 		}
-		door.ServeHTTP(w, req.WithContext(ctx))
+		door.ServeHTTP(w, req)
 	})
 }
 

@@ -83,14 +83,10 @@ func mcpTool(m ToolMetadata) *mcp.Tool {
 // mcpDoor is the registry as the MCP door sees it.
 type mcpDoor struct{ r *Registry }
 
-// Authenticate returns the caller of a request to /mcp, whom the HTTP
-// API's one authentication wrapper found; a request that did not pass it
-// is refused.
+// Authenticate identifies the caller of a request to /mcp with the HTTP
+// API's one login check, which writes the refusal.
 func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserve.Identity, bool) {
-	id, ok := authenticatedAs(req.Context())
-	if !ok {
-		writeError(w, Errorf(CodeUnauthenticated, "the request was not authenticated"))
-	}
+	id, ok := login(d.r.http, w, req, d.r.http.identify)
 	return mcpserve.Identity(id), ok
 }
 

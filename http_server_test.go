@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -304,5 +305,32 @@ func TestServerShutdownLeavesTheRegistry(t *testing.T) {
 	within(t, "the MCP stream at Close", streamB)
 	if err := b.stop(); err != nil {
 		t.Fatalf("Serve = %v after Close; want nil", err)
+	}
+}
+
+// TestCloseEndsLongPollsOfHandler: on a server of the host's own that
+// serves [carmy.Registry.Handler], a long poll waits until the registry
+// closes, and no longer.
+func TestCloseEndsLongPollsOfHandler(t *testing.T) {
+	t.Parallel()
+	stall := carmy.Tool(func(ctx context.Context, in HeldIn) (HeldIn, error) {
+		<-ctx.Done()
+		return in, ctx.Err()
+	}, carmy.Write, carmy.Name("stall"), carmy.ParallelSafe(), carmy.Register(false))
+	w := newWaitsSeen()
+	reg, err := carmy.New().Store(w).Logger(slog.New(slog.DiscardHandler)).Tool(stall).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	srv := httptest.NewServer(reg.Handler())
+	defer srv.Close()
+	s := &servedAt{url: srv.URL}
+	poll := longPoll(t, s, w, startHeld(t, s, "stall"))
+	if err := reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if status, task := taskStatus(t, within(t, "the long poll at Close", poll)); status != http.StatusOK || task != "working" {
+		t.Fatalf("the long poll at Close = %d, task %q; want 200 and the task as it stands", status, task)
 	}
 }

@@ -194,29 +194,33 @@ func awaitApproval(t *testing.T, s *servedAt, w *waitsSeen) <-chan *http.Respons
 	return answer
 }
 
-// mcpStream opens an MCP session at s and its GET stream, and tells on the
-// channel when the stream ends.
-func mcpStream(t *testing.T, s *servedAt) <-chan struct{} {
+// mcpMessage posts one MCP message to s, in session (if not ""), and returns
+// the answer, read.
+func mcpMessage(t *testing.T, s *servedAt, body, session string) *http.Response {
 	t.Helper()
-	post := func(body string, session string) *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, s.url+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		res := within(t, "POST /mcp", sendAsync(t, req))
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
 	}
-	res := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "")
+	res := within(t, "POST /mcp", sendAsync(t, req))
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res
+}
+
+// mcpStream opens an MCP session at s and its GET stream, and returns the
+// session's id and a channel closed when the stream ends.
+func mcpStream(t *testing.T, s *servedAt) (string, <-chan struct{}) {
+	t.Helper()
+	res := mcpMessage(t, s, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "")
 	session := res.Header.Get("Mcp-Session-Id")
 	if res.StatusCode != http.StatusOK || session == "" {
 		t.Fatalf("initialize: %s, session %q", res.Status, session)
 	}
-	if res := post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, session); res.StatusCode != http.StatusAccepted {
+	if res := mcpMessage(t, s, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, session); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("notifications/initialized: %s", res.Status)
 	}
 	req, _ := http.NewRequest(http.MethodGet, s.url+"/mcp", nil)
@@ -234,14 +238,15 @@ func mcpStream(t *testing.T, s *servedAt) <-chan struct{} {
 		defer res.Body.Close()
 		_, _ = io.Copy(io.Discard, res.Body)
 	}()
-	return ended
+	return session, ended
 }
 
 // TestServerShutdownLeavesTheRegistry: two servers of one registry; one
-// shuts down, which ends its own MCP stream and long poll at once (its
+// shuts down, which ends its own MCP stream and long polls at once (its
 // Serve returns nil, not cut off after the drain timeout), while the
-// other keeps serving: its stream stays open, its long poll sees the task
-// finish, and the task, the registry's, runs to its end. Closing the
+// other keeps serving: the MCP session opened at the first goes on there,
+// its own stream stays open, its long poll sees the task finish, and the
+// task, the registry's, runs to its end. Closing the
 // registry then ends the other server's stream and long poll too.
 func TestServerShutdownLeavesTheRegistry(t *testing.T) {
 	t.Parallel()
@@ -269,7 +274,8 @@ func TestServerShutdownLeavesTheRegistry(t *testing.T) {
 	a, b := serveAt(t, reg), serveAt(t, reg)
 
 	id := startHeld(t, a, "hold")
-	streamA, streamB := mcpStream(t, a), mcpStream(t, b)
+	sessionA, streamA := mcpStream(t, a)
+	_, streamB := mcpStream(t, b)
 	pollA, pollB := longPoll(t, a, w, id), longPoll(t, b, w, id)
 	approvalA := awaitApproval(t, a, w)
 
@@ -280,6 +286,9 @@ func TestServerShutdownLeavesTheRegistry(t *testing.T) {
 		t.Fatalf("the long poll of the server shut down = %d, task %q; want 200 and the task as it stands", status, task)
 	}
 	within(t, "the MCP stream of the server shut down", streamA)
+	if res := mcpMessage(t, b, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, sessionA); res.StatusCode != http.StatusOK {
+		t.Fatalf("a ping in the session opened at the server shut down, at the other = %s; want 200: the session is the registry's", res.Status)
+	}
 	if status, approval := taskStatus(t, within(t, "the approval long poll of the server shut down", approvalA)); status != http.StatusOK || approval != "pending" {
 		t.Fatalf("the approval long poll of the server shut down = %d, approval %q; want 200 and the approval as it stands", status, approval)
 	}

@@ -34,9 +34,6 @@ type tasks struct {
 	store store.TaskStore
 	ttl   time.Duration
 	lease time.Duration
-	// peers are the MCP peers of the tasks this host runs, by task id:
-	// the questions a task's tool asks wait there for their answers.
-	peers sync.Map
 }
 
 // taskStore is where a registry keeps tasks: in the idempotency store when
@@ -137,7 +134,6 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 	run := &taskRun{r: r, t: t, id: rec.ID, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
 	if peerOf != nil {
 		run.peer = peerOf(run)
-		r.tasks.peers.Store(run.id, run.peer)
 	}
 	go run.run(context.WithoutCancel(ctx), c)
 	select {
@@ -168,9 +164,6 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 	go func() { defer kept.Done(); run.watch(keepCtx, stop) }()
 	go func() { defer kept.Done(); run.renew(keepCtx, stop) }()
 	res, err := run.call(ctx, c)
-	if run.peer != nil {
-		defer run.r.tasks.peers.Delete(run.id)
-	}
 	endKeep()
 	kept.Wait()
 	run.finish(res, err)
@@ -281,6 +274,7 @@ func (run *taskRun) watch(ctx context.Context, stop context.CancelFunc) {
 			stop()
 			return
 		}
+		run.deliver(rec)
 		version = rec.Version
 	}
 }

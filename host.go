@@ -225,6 +225,7 @@ func (r *Registry) serve(ctx context.Context, ln net.Listener, drain time.Durati
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	r.drainTasks(sctx) // within the same timeout
 	<-served
 	if err != nil {
 		srv.Close()

@@ -137,7 +137,7 @@ func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskSt
 	case store.TaskFailed:
 		e := taskError(rec)
 		st.Message = e.Message
-		if e.Code != CodeInternal && !rec.Lost {
+		if !serverFailure(rec, e) {
 			// The tool failed: a result, as a call's failure is.
 			st.Status, st.Outcome = string(store.TaskCompleted), &mcpserve.Outcome{Err: e}
 			break

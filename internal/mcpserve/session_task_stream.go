@@ -46,16 +46,17 @@ type eventStream struct {
 }
 
 // WriteHeader writes the header, and takes a stream the SDK opens (200,
-// an event stream) as the session's.
+// an event stream) as the session's: a notification waits for the lock
+// until the header is out.
 func (e *eventStream) WriteHeader(code int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.ResponseWriter.WriteHeader(code)
 	mt, _, _ := mime.ParseMediaType(e.Header().Get("Content-Type"))
 	if code == http.StatusOK && mt == "text/event-stream" && !e.open {
 		e.open = true
 		e.ts.put(e)
 	}
+	e.ResponseWriter.WriteHeader(code)
 }
 
 // Write writes one of the SDK's events.

@@ -1,9 +1,12 @@
 package carmy_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/carmy-dev/carmy"
 )
@@ -68,5 +71,67 @@ func TestMCPTaskQuestionAcrossHosts(t *testing.T) {
 	}
 	if r := onA.get(id); r["status"] != "completed" {
 		t.Fatalf("host a reads the task %v; want completed", r["status"])
+	}
+}
+
+// TestHTTPTaskQuestionAcrossHosts: over HTTP, another host shows the
+// question an MCP client's task waits for (GET /tasks/{id}: questions, by
+// id), and POST /tasks/{id}/input answers it there, as tasks/update does;
+// malformed answers are 400 and change nothing, another principal's are
+// 404.
+func TestHTTPTaskQuestionAcrossHosts(t *testing.T) {
+	t.Parallel()
+	s := newHostsStore(t)
+	onA := taskMCP{t: t, url: askHost(t, s), token: "alice", tasks: true}
+	b := askHost(t, s)
+	id := onA.start("ask", `{}`)
+	onA.await(id, "input_required")
+	do := func(method, path, token, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, b+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&m)
+		return res.StatusCode, m
+	}
+	status, task := do("GET", "/tasks/"+id, "alice", "")
+	q := obj(obj(task["questions"])["confirm"])
+	if status != 200 || task["status"] != "input_required" || obj(q["params"])["message"] != "Sure?" {
+		t.Fatalf("GET /tasks/%s on host b = %d %v; want input_required with the question", id, status, task)
+	}
+	for _, body := range []string{`[]`, `{"confirm":{"action":"maybe"}}`, `{"confirm":"yes"}`} {
+		if status, _ := do("POST", "/tasks/"+id+"/input", "alice", body); status != 400 {
+			t.Fatalf("POST input %s = %d; want 400", body, status)
+		}
+	}
+	if status, _ := do("POST", "/tasks/"+id+"/input", "bob", `{"confirm":{"action":"accept","content":{"sure":true}}}`); status != 404 {
+		t.Fatalf("another principal's POST input = %d; want 404", status)
+	}
+	if r := onA.get(id); r["status"] != "input_required" {
+		t.Fatalf("after refused answers the task is %v; want still input_required", r["status"])
+	}
+	if status, _ := do("POST", "/tasks/"+id+"/input", "alice", `{"confirm":{"action":"accept","content":{"sure":false}}}`); status != 200 {
+		t.Fatalf("POST input = %d; want 200", status)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, task = do("GET", "/tasks/"+id+"?wait=5s", "alice", "")
+		if task["status"] == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task after its answer over HTTP is %v; want completed", task)
+		}
+	}
+	if task["output"] != "unsure" {
+		t.Fatalf("output = %v; want the tool's result with the answer given over HTTP", task["output"])
 	}
 }

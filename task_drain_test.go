@@ -3,6 +3,8 @@ package carmy_test
 import (
 	"context"
 	"net"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +65,7 @@ func TestTaskShutdownFailsWhatOutlastsTheDrain(t *testing.T) {
 	s := newHostsStore(t)
 	reg := taskRegistry(t, carmy.New().Store(s), e.tool(),
 		carmy.Tool(func(in DeleteNote) (uint64, error) { return in.ID, nil }, carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false)))
-	other := taskRegistry(t, carmy.New().Store(s), e.tool(),
+	other := taskRegistry(t, carmy.New().Store(s).Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("alice"), Principal: "alice"})), e.tool(),
 		carmy.Tool(func(in DeleteNote) (uint64, error) { return in.ID, nil }, carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false)))
 	stop := serveUntil(t, reg, 200*time.Millisecond)
 	ctx := context.Background()
@@ -91,6 +93,13 @@ func TestTaskShutdownFailsWhatOutlastsTheDrain(t *testing.T) {
 	_, err = r.Wait(ctx)
 	if e := wantCode(t, err, carmy.CodeUnavailable); e.Details["reason"] != "shutdown" || e.Retryable {
 		t.Fatalf("its error = %+v; want reason shutdown, not retryable (whether it took effect is unknown)", e)
+	}
+	// Over MCP it is the server's failure, a JSON-RPC error, not the tool's.
+	srv := httptest.NewServer(other.Handler())
+	defer srv.Close()
+	got := taskMCP{t: t, url: srv.URL, token: "alice", tasks: true}.get(running.ID)
+	if rpcErr := obj(got["error"]); got["status"] != "failed" || got["result"] != nil || !strings.Contains(jsonText(rpcErr["data"]), `"shutdown"`) {
+		t.Fatalf("tasks/get of the stopped task = %v; want failed, with an error whose data says shutdown", got)
 	}
 	if again, err := other.Start(ctx, carmy.Call{Tool: "export", Input: []byte(`{"rows":2}`), Principal: "alice", RequestID: "exp-1"}); err != nil || again.ID != running.ID {
 		t.Fatalf("Start with the stopped task's request id = %+v, %v; want that task: it may have taken effect", again, err)

@@ -24,7 +24,9 @@ var _ store.TaskStore = (*Store)(nil)
 // the per-principal bounds are kept) change together in one script. A
 // task's id ends with T, so that any host finds its keys from the id:
 //
-//	prefix + "task:{tk:T}:" + id      a hash of the task's fields
+//	prefix + "task:{tk:T}:" + id      a hash of the task's fields, the
+//	                                  answer to each of its questions in
+//	                                  a field "answer:" + question id
 //	prefix + "taskrid:{tk:T}:" + principal + ":" + tool + ":" + request id
 //	                                  (each part query-escaped) the id of
 //	                                  the task of that call
@@ -35,7 +37,8 @@ var _ store.TaskStore = (*Store)(nil)
 // milliseconds of the clock of Redis, so that hosts with clocks apart
 // agree on which leases lapsed. Every change but a renewal publishes the
 // hash's key on the store's channel, which wakes those who await the task
-// on every host: the host running it, to stop it when it is cancelled.
+// on every host: the host running it, to stop it when it is cancelled and
+// to hand its tool the answers given.
 
 func taskTag(principal string) string {
 	sum := sha256.Sum256([]byte(principal))

@@ -402,7 +402,7 @@ func (b *Builder) Build() (*Registry, error) {
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.limiter, r.slots = limitersOf(r.store, b.tuning.limitClock)
 	r.signer = newStateSigner(b.stateKey, r.store)
-	r.tasks = tasks{store: taskStore(r.store), ttl: cmp.Or(b.taskTTL, DefaultTaskTTL), lease: cmp.Or(b.tuning.taskLease, defaultTaskLease)}
+	r.tasks = newTasks(taskStore(r.store), cmp.Or(b.taskTTL, DefaultTaskTTL), cmp.Or(b.tuning.taskLease, defaultTaskLease))
 	r.console = newConsoleAuth(b.auth != nil)
 	r.console.codes.TTL = r.tuning.codeTTL
 	if r.locker == nil {

@@ -138,7 +138,7 @@ func (b *Builder) Listen(ctx context.Context, addr string) error {
 	}
 	r.logger.Info("carmy: serving", "addr", ln.Addr().String(), "tools", len(r.names))
 	r.http.announceConsole(ln.Addr())
-	return r.http.serve(ctx, ln, b.drainTimeout())
+	return r.http.serve(ctx, ln, b.drainTimeout(), true)
 }
 
 // Run is [Builder.Listen] on the configured address ([Builder.Addr],
@@ -195,7 +195,7 @@ func (r *Registry) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) 
 // until [Registry.Close]. It returns nil after a shutdown that ctx asked
 // for.
 func (r *Registry) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	return r.http.serve(ctx, ln, drain)
+	return r.http.serve(ctx, ln, drain, false)
 }
 
 // The server's timeouts against slow and idle clients: a client has

@@ -106,7 +106,7 @@ func (s *httpServer) streaming(ctx context.Context) (context.Context, context.Ca
 // and long polls, and lets running calls finish. Only this server stops:
 // the registry's tasks, its MCP sessions and its other servers go on until
 // [Registry.Close].
-func (s *httpServer) serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+func (s *httpServer) serve(ctx context.Context, ln net.Listener, drain time.Duration, host bool) error {
 	// Ended by this server's shutdown, and by the registry's closing.
 	streams, endStreams := context.WithCancel(s.r.streams)
 	defer endStreams()
@@ -131,6 +131,11 @@ func (s *httpServer) serve(ctx context.Context, ln net.Listener, drain time.Dura
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	if host {
+		// The host goes away with this server: its tasks get the same
+		// time, and none is left for its lease to lapse.
+		s.r.drainTasks(sctx)
+	}
 	<-served
 	if err != nil {
 		srv.Close()

@@ -197,6 +197,7 @@ func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		r.workers.close()
 		r.endStreams()
+		r.tasks.end()
 		r.sessions.CloseAll()
 		errs := []error{r.consoleFiles.remove()}
 		for _, c := range r.closers {

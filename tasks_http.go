@@ -36,6 +36,7 @@ type wireTask struct {
 	Error       *Error        `json:"error,omitempty"`
 	ApprovalID  string        `json:"approval_id,omitempty"`
 	ApprovalURL string        `json:"approval_url,omitempty"`
+	Questions   jsontextRaw   `json:"questions,omitzero"`
 	Progress    *TaskProgress `json:"progress,omitempty"`
 }
 
@@ -51,6 +52,9 @@ func (s *httpServer) wireTask(ctx context.Context, rec store.Task) wireTask {
 	case store.TaskInputRequired:
 		w.ApprovalID = rec.ApprovalID
 		w.ApprovalURL = s.r.approvalURL(ctx, rec.ApprovalID)
+		if len(rec.Questions) > len("{}") {
+			w.Questions = jsontextRaw(rec.Questions)
+		}
 	}
 	return w
 }
@@ -59,9 +63,11 @@ func (s *httpServer) mountTasks(mux *http.ServeMux) {
 	mux.HandleFunc("GET /tasks", private(authenticated(s, s.identify, s.serveTasks)))
 	mux.HandleFunc("GET /tasks/{id}", private(authenticated(s, s.identify, s.serveTask)))
 	mux.HandleFunc("POST /tasks/{id}/cancel", authenticated(s, s.identify, s.serveTaskCancel))
+	mux.HandleFunc("POST /tasks/{id}/input", authenticated(s, s.identify, s.serveTaskInput))
 	mux.HandleFunc("/tasks", onlyMethod("GET"))
 	mux.HandleFunc("/tasks/{id}", onlyMethod("GET"))
 	mux.HandleFunc("/tasks/{id}/cancel", onlyMethod("POST"))
+	mux.HandleFunc("/tasks/{id}/input", onlyMethod("POST"))
 }
 
 // prefersAsync reports whether a request prefers an asynchronous answer

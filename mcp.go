@@ -95,8 +95,9 @@ func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserv
 }
 
 // Call runs a tools/call through the registry's pipeline, with the client
-// as the tool's peer, and asks the person at the client to confirm a call
-// that needs it, where the client can.
+// as the tool's peer, and with the person at the client to ask, where the
+// client can, to confirm a call that needs it: the pipeline asks them in
+// the call's one pass.
 func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome, error) {
 	r := d.r
 	t := r.tools[mc.Tool]
@@ -110,10 +111,11 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 		}
 		defer r.sealRound(ctx, mc.Peer, c)
 	}
-	res, err := r.executeFor(ctx, c, mc.Peer)
-	if CodeOf(err) == CodeConfirmationRequired {
-		res, err = r.confirmOverMCP(ctx, mc.Peer, c, err)
+	var ask personAsker
+	if t.meta.Confirmation == ConfirmationRequired {
+		ask = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
 	}
+	res, err := r.dispatch(ctx, c, mc.Peer, ask, nil)
 	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
 		return mcpserve.Outcome{}, rpcErr
 	}

@@ -19,69 +19,72 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/approve"
-	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
-// confirmOverMCP handles a confirmation_required refusal of an MCP call.
-// Where form confirmation applies ([Registry.asksByForm]: by default over
-// a single-client transport) a client that can show its user a form is
-// asked to confirm (confirmByElicitation). Otherwise a client that
-// supports URL elicitation is sent the approval's page (in a session, as a
-// request; in the sessionless protocol, as a question of the call's
-// result, answered in the next round): once the user opened it, the call
-// waits for a person's decision there (until the approval expires or the
-// client gives up), then runs again, which uses the approval up or gets
-// the denial. Over a single-client transport that page is a console that
-// carmy serves on a loopback port, and its URL carries a one-time code for
-// that console's secret, for the person at the client; other clients
-// there get a refusal that names what the person can use (personRefusal).
-// Other clients get the refusal.
-func (r *Registry) confirmOverMCP(ctx context.Context, p *mcpserve.Peer, c Call, refusal error) (Result, error) {
-	var e *Error
-	if !errors.As(refusal, &e) {
-		return Result{}, refusal
+// mcpAsker asks the person at an MCP client to confirm a call in-band
+// (a [personAsker]). Where form confirmation applies
+// ([Registry.asksByForm]: by default over a single-client transport) a
+// client that can show its user a form is asked to confirm (byForm).
+// Otherwise a client that supports URL elicitation is sent the approval's
+// page (byURL). Other clients get the refusal.
+type mcpAsker struct {
+	r *Registry
+	p *mcpserve.Peer
+}
+
+func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+	if m.r.asksByForm(m.p) && m.p.CanElicit() {
+		return m.byForm(ctx, t, c, form, digest, refusal, pending)
 	}
-	if r.asksByForm(p) && p.CanElicit() {
-		return r.confirmByElicitation(ctx, p, c, e)
-	}
-	pending, ok := approve.PendingOf(e)
-	if !ok {
-		return Result{}, refusal // no pending approval to ask a person about
-	}
+	return m.byURL(ctx, t, c, refusal, pending)
+}
+
+// byURL sends the user the page of the approval the call waits for (in a
+// session, as a request; in the sessionless protocol, as a question of
+// the round's result, answered in the next round): once the user opened
+// it, the call waits for a person's decision there (until the approval
+// expires or the client gives up), and goes on by it. Over a
+// single-client transport that page is a console that carmy serves on a
+// loopback port, and its URL carries a one-time code for that console's
+// secret, for the person at the client; other clients there get a
+// refusal that names what the person can use (personRefusal).
+func (m mcpAsker) byURL(ctx context.Context, t *tool, c Call, e *Error, pending *approve.Pending) (store.Approval, error) {
+	r, p := m.r, m.p
 	id, link := pending.ID, pending.URL
+	refusal := error(e)
 	if p.Single() {
 		link = r.personalApprovalURL(ctx, id, link)
 		refusal = r.personRefusal(ctx, e, pending, false)
 	}
 	if link == "" || !p.CanElicitURL() {
-		return Result{}, refusal
+		return store.Approval{}, refusal
 	}
 	if p.Single() {
 		refusal = r.personRefusal(ctx, e, pending, true) // from here, they were asked
 	}
 	res, err := p.Ask(ctx, "carmy/approval/"+id, &mcp.ElicitParams{
 		Mode:          "url",
-		Message:       fmt.Sprintf("%s needs a person's approval. Open this page to see the call and approve or deny it; the call waits for the decision.", c.Tool),
+		Message:       fmt.Sprintf("%s needs a person's approval. Open this page to see the call and approve or deny it; the call waits for the decision.", t.meta.Name),
 		URL:           link,
 		ElicitationID: id,
 	})
 	if errors.Is(err, mcpserve.ErrNeedsInput) {
-		return Result{}, needsInput()
+		return store.Approval{}, e // the question goes back in the round's result
 	}
 	if err == nil && res.Action == "decline" {
-		return Result{}, r.declined(ctx, r.tools[c.Tool], c, id)
+		return store.Approval{}, r.declined(ctx, t, c, id)
 	}
 	if err != nil || res.Action != "accept" {
-		return Result{}, refusal
+		return store.Approval{}, refusal
 	}
 	a, err := r.awaitDecision(ctx, id)
 	if err != nil || a.Status == store.ApprovalPending {
-		return Result{}, refusal
+		return store.Approval{}, refusal
 	}
 	p.ElicitationComplete(ctx, id)
-	return r.executeFor(ctx, c, p)
+	return a, decided(t, a, refusal)
 }
 
 // personalApprovalURL is the page where the person at a single-client
@@ -125,10 +128,10 @@ var confirmForm = map[string]any{
 	"required":   []string{"confirm"},
 }
 
-// confirmByElicitation asks the person at the client, with a form that
+// byForm asks the person at the client, with a form that
 // shows the call's canonical input, to confirm a call that was refused
 // for want of confirmation, and decides the call's pending approval by
-// the answer: accepted, the approval is approved and the call runs,
+// the answer: accepted, the approval is approved and the call goes on,
 // using it up; declined, the approval is denied and the call refused as
 // declined; dismissed, the refusal stands. An answer that breaks the form
 // is invalid input.
@@ -139,27 +142,12 @@ var confirmForm = map[string]any{
 // in the next round of the same call, with that state, while the approval
 // is pending. A confirmation given holds, once each, for the rounds that
 // the tool's own questions add, until the approval would have expired.
-func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpserve.Peer, c Call, refusal *Error) (Result, error) {
-	t, ok := r.tools[c.Tool]
-	if !ok {
-		return Result{}, refusal
-	}
-	form, err := t.canonicalInput(c.Input)
-	if err != nil {
-		return Result{}, refusal
-	}
-	digest := canon.Sum(form)
-	if id, expires, ok := r.confirmedBefore(ctx, p, c, digest); ok {
-		return r.runConfirmed(ctx, p, c, digest, id, expires)
-	}
-	pending, ok := approve.PendingOf(refusal)
-	if !ok {
-		return Result{}, refusal // no pending approval to decide (one used or expired)
-	}
+func (m mcpAsker) byForm(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+	r, p := m.r, m.p
 	id := pending.ID
 	shown, err := promptInput(form)
 	if err != nil {
-		return Result{}, refusal
+		return store.Approval{}, refusal
 	}
 	params := &mcp.ElicitParams{
 		Message:         fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
@@ -173,38 +161,41 @@ func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpserve.Peer, c
 		ans, ok := p.Answer(confirmKey)
 		asked, err := r.askState(ctx, c.Principal, id)
 		if err != nil {
-			return Result{}, r.storeError(ctx, t, err)
+			return store.Approval{}, r.storeError(ctx, t, err)
 		}
 		if !ok || !hmac.Equal([]byte(p.RequestState()), []byte(asked)) {
 			p.Question(confirmKey, params)
 			p.SetState(asked)
-			return Result{}, needsInput()
+			return store.Approval{}, refusal // the question goes back in the round's result
 		}
 		res = ans
 	} else if res, err = p.Ask(ctx, confirmKey, params); err != nil {
-		return Result{}, refusal
+		return store.Approval{}, refusal
 	}
 	switch res.Action {
 	case "accept":
 		yes, bad := confirmAnswer(res.Content)
 		if bad != nil {
-			return Result{}, r.refused(ctx, t, &c, bad)
+			return store.Approval{}, bad
 		}
 		if !yes {
-			return Result{}, r.declined(ctx, t, c, id)
+			return store.Approval{}, r.declined(ctx, t, c, id)
 		}
-		r.decideByElicitation(ctx, id, true, c.Principal)
+		a, err := r.decideByElicitation(ctx, id, true, c.Principal)
+		if err != nil {
+			return store.Approval{}, r.storeError(ctx, t, err)
+		}
 		if p.Sessionless() {
 			p.SetState(r.confirmedState(ctx, c, digest, id, time.Now().Add(r.approvals.timeout)))
 		}
-		return r.executeFor(ctx, c, p)
+		return a, decided(t, a, refusal)
 	case "decline":
-		return Result{}, r.declined(ctx, t, c, id)
+		return store.Approval{}, r.declined(ctx, t, c, id)
 	}
 	if p.Single() {
-		return Result{}, r.personRefusal(ctx, refusal, pending, true)
+		return store.Approval{}, r.personRefusal(ctx, refusal, pending, true)
 	}
-	return Result{}, refusal // dismissed: the call still needs a person's confirmation
+	return store.Approval{}, refusal // dismissed: the call still needs a person's confirmation
 }
 
 // elicitationApprover names the person at the MCP client of principal, who
@@ -268,22 +259,26 @@ func confirmAnswer(content map[string]any) (yes bool, bad *Error) {
 // declined, so that the call stays refused until the approval expires,
 // and refuses it.
 func (r *Registry) declined(ctx context.Context, t *tool, c Call, id string) error {
-	r.decideByElicitation(ctx, id, false, c.Principal)
-	return r.refused(ctx, t, &c, &Error{
+	if _, err := r.decideByElicitation(ctx, id, false, c.Principal); err != nil {
+		r.logger.Error("carmy: approval store failed", "error", err)
+	}
+	return &Error{
 		Code:    CodePermissionDenied,
 		Message: fmt.Sprintf("The user declined this call of %s. Do not retry it: ask the user what they want instead.", t.meta.Name),
 		Details: map[string]any{"tool": t.meta.Name, "approval_id": id, "reason": "declined"},
-	})
+	}
 }
 
 // decideByElicitation records the decision of the person at the MCP
 // client of principal on approval id, and wakes the calls that wait for
-// it. An approval that is no longer pending keeps its state: the call that
-// follows gets what it says.
-func (r *Registry) decideByElicitation(ctx context.Context, id string, approve bool, principal string) {
-	if _, err := r.decide(ctx, id, approve, elicitationApprover(principal)); err != nil && !errors.Is(err, store.ErrApprovalState) {
-		r.logger.Error("carmy: approval store failed", "error", err)
+// it. It returns the approval as it stands: an approval that is no longer
+// pending keeps its state, and the call gets what it says.
+func (r *Registry) decideByElicitation(ctx context.Context, id string, approve bool, principal string) (store.Approval, error) {
+	a, err := r.decide(ctx, id, approve, elicitationApprover(principal))
+	if errors.Is(err, store.ErrApprovalState) {
+		return r.approvals.store.Get(ctx, id)
 	}
+	return a, err
 }
 
 // MinStateKeySize is the shortest key [Builder.StateKey] takes, in bytes.
@@ -391,44 +386,40 @@ func (r *Registry) confirmedState(ctx context.Context, c Call, digest, id string
 	return "carmy/confirmed:" + nonce + "." + exp + "." + id + "." + mac
 }
 
-// confirmedBefore reports whether the call, in the sessionless protocol,
-// carries the state of a confirmation the server gave this principal for
-// this tool and input in an earlier round, not expired and not used
-// before, the approval it was given on, and when it expires; it uses it
-// up.
-func (r *Registry) confirmedBefore(ctx context.Context, p *mcpserve.Peer, c Call, digest string) (string, time.Time, bool) {
+// confirmedBefore returns the approval of a confirmation that the server
+// gave, in an earlier round of the sessionless protocol, this principal
+// for this tool and input, when the call carries its state, not expired
+// and not used before; it uses that state up, and hands the next round a
+// new one. The call's records name that approval and its approver, as
+// those of the round that used it do.
+func (m mcpAsker) confirmedBefore(ctx context.Context, c Call, digest string) (store.Approval, bool) {
+	r, p := m.r, m.p
+	if !p.Sessionless() || !r.asksByForm(p) || !p.CanElicit() {
+		return store.Approval{}, false
+	}
 	rest, ok := strings.CutPrefix(p.RequestState(), "carmy/confirmed:")
 	parts := strings.Split(rest, ".")
-	if !p.Sessionless() || !ok || len(parts) != 4 {
-		return "", time.Time{}, false
+	if !ok || len(parts) != 4 {
+		return store.Approval{}, false
 	}
 	nonce, exp, id := parts[0], parts[1], parts[2]
 	mac, err := r.signer.mac(ctx, "confirmed", c.Principal, c.Tool, digest, id, nonce, exp)
 	if err != nil || !hmac.Equal([]byte(parts[3]), []byte(mac)) {
-		return "", time.Time{}, false
+		return store.Approval{}, false
 	}
 	n, err := strconv.ParseInt(exp, 10, 64)
 	expires := time.Unix(n, 0)
-	if err != nil || !time.Now().Before(expires) {
-		return "", time.Time{}, false
+	if err != nil || !time.Now().Before(expires) || !r.useOnce(ctx, c, nonce, time.Until(expires)) {
+		return store.Approval{}, false
 	}
-	return id, expires, r.useOnce(ctx, c, nonce, time.Until(expires))
-}
-
-// runConfirmed runs a call whose confirmation an earlier round gave, on
-// approval id, with a grant bound to its input, and hands the next round a
-// new state. Its records name that approval and its approver, as those of
-// the round that used it do.
-func (r *Registry) runConfirmed(ctx context.Context, p *mcpserve.Peer, c Call, digest, id string, expires time.Time) (Result, error) {
 	p.SetState(r.confirmedState(ctx, c, digest, id, expires))
-	c.Permissions = append(slices.Clip(c.Permissions), r.tools[c.Tool].confirm+":"+digest)
 	a, err := r.approvals.store.Get(ctx, id)
 	if err != nil || a.Approver == "" {
 		// Gone, or kept by another host alone: the state was handed on
 		// only after the person at this client confirmed.
 		a = store.Approval{ID: id, Approver: elicitationApprover(c.Principal)}
 	}
-	return r.dispatch(ctx, c, p, &a, nil)
+	return a, true
 }
 
 // promptInput is an input as a person confirms it: its canonical form (the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,26 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 		return ""
 	}
 	return base + "/console?approval=" + url.QueryEscape(id)
+}
+
+// personalApprovalURL is the page where the person at a single-client
+// transport's client decides on approval id: the console of the server
+// that link (the approval's URL, if any) is on, else the console that
+// carmy serves on a loopback port for the purpose, opened on the first
+// need. The URL carries a one-time code that the page exchanges for the
+// console secret, if the console has one: the client hands it to its
+// user, not to the model. It is "" when no console can be served.
+func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) string {
+	c := r.console
+	base, ok := strings.CutSuffix(link, "/console?approval="+url.QueryEscape(id))
+	if !ok || base == "" {
+		var err error
+		if base, c, err = r.localConsole(ctx); err != nil {
+			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
+			return ""
+		}
+	}
+	return linkWithCode(base, c, url.Values{"approval": {id}})
 }
 
 // confirmByApproval decides a call that needs confirmation and holds no
@@ -403,13 +424,24 @@ func (r *Registry) Decide(ctx context.Context, id string, approve bool, approver
 			Details: map[string]any{"approval_id": id, "reason": "own_call"}}
 	}
 	if err == nil {
-		_, err = r.decide(ctx, id, approve, approver)
+		a, err = r.decide(ctx, id, approve, approver)
 	}
+	if err != nil {
+		return r.decisionError(id, a, err)
+	}
+	return nil
+}
+
+// decisionError is the error of a decision on approval id that the store
+// refused with err, the same for every door that decides; a is the
+// approval as the store returned it, whose status a conflict names.
+func (r *Registry) decisionError(id string, a store.Approval, err error) *Error {
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, store.ErrApprovalNotFound):
 		return &Error{Code: CodeNotFound, Message: fmt.Sprintf("no pending approval %s: it never existed, or it expired", id), Details: map[string]any{"approval_id": id}}
+	case errors.Is(err, store.ErrApprovalState) && a.Status != "":
+		return &Error{Code: CodeConflict, Message: fmt.Sprintf("approval %s is %s, not pending: it cannot be decided again", id, a.Status),
+			Details: map[string]any{"approval_id": id, "status": string(a.Status)}}
 	case errors.Is(err, store.ErrApprovalState):
 		return &Error{Code: CodeConflict, Message: fmt.Sprintf("approval %s is not pending: it cannot be decided again", id), Details: map[string]any{"approval_id": id}}
 	}
@@ -436,6 +468,22 @@ func (r *Registry) decide(ctx context.Context, id string, approve bool, approver
 	r.auditApproval(ctx, a, audited, a.Principal, "")
 	return a, nil
 }
+
+// decideByElicitation records the decision of the person at the MCP
+// client of principal on approval id, and wakes the calls that wait for
+// it. It returns the approval as it stands: an approval that is no longer
+// pending keeps its state, and the call gets what it says.
+func (r *Registry) decideByElicitation(ctx context.Context, id string, approve bool, principal string) (store.Approval, error) {
+	a, err := r.decide(ctx, id, approve, elicitationApprover(principal))
+	if errors.Is(err, store.ErrApprovalState) {
+		return r.approvals.store.Get(ctx, id)
+	}
+	return a, err
+}
+
+// elicitationApprover names the person at the MCP client of principal, who
+// decided an approval by answering a confirmation form.
+func elicitationApprover(principal string) string { return "elicitation:" + principal }
 
 // auditApproval writes the audit record of what happened to approval a:
 // decided, expired, or a refused attempt to decide it by principal.

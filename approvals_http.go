@@ -226,14 +226,10 @@ func (r *Registry) serveDecision(approved bool) func(http.ResponseWriter, *http.
 			}
 			return
 		}
-		a, err := r.decide(req.Context(), a.ID, approved, c.Name(), slog.String("remote", req.RemoteAddr))
-		if errors.Is(err, store.ErrApprovalState) {
-			writeError(w, &Error{Code: CodeConflict, Message: "approval " + a.ID + " is " + string(a.Status) + ", not pending: it cannot be decided again",
-				Details: map[string]any{"approval_id": a.ID, "status": string(a.Status)}})
-			return
-		}
+		id := a.ID
+		a, err := r.decide(req.Context(), id, approved, c.Name(), slog.String("remote", req.RemoteAddr))
 		if err != nil {
-			writeError(w, r.approvalStoreError(err))
+			writeError(w, r.decisionError(id, a, err))
 			return
 		}
 		writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a, c))

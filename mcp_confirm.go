@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,26 +84,6 @@ func (m mcpAsker) byURL(ctx context.Context, t *tool, c Call, e *Error, pending 
 	}
 	p.ElicitationComplete(ctx, id)
 	return a, decided(t, a, refusal)
-}
-
-// personalApprovalURL is the page where the person at a single-client
-// transport's client decides on approval id: the console of the server
-// that link (the approval's URL, if any) is on, else the console that
-// carmy serves on a loopback port for the purpose, opened on the first
-// need. The URL carries a one-time code that the page exchanges for the
-// console secret, if the console has one: the client hands it to its
-// user, not to the model. It is "" when no console can be served.
-func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) string {
-	c := r.console
-	base, ok := strings.CutSuffix(link, "/console?approval="+url.QueryEscape(id))
-	if !ok || base == "" {
-		var err error
-		if base, c, err = r.localConsole(ctx); err != nil {
-			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
-			return ""
-		}
-	}
-	return linkWithCode(base, c, url.Values{"approval": {id}})
 }
 
 // asksByForm reports whether a call that needs confirmation is confirmed
@@ -198,10 +177,6 @@ func (m mcpAsker) byForm(ctx context.Context, t *tool, c Call, form []byte, dige
 	return store.Approval{}, refusal // dismissed: the call still needs a person's confirmation
 }
 
-// elicitationApprover names the person at the MCP client of principal, who
-// decided an approval by answering a confirmation form.
-func elicitationApprover(principal string) string { return "elicitation:" + principal }
-
 // personRefusal is the refusal of a call over a single-client transport
 // (stdio) that waits for pending, a person's approval: it names what
 // exists for that person, `carmy approvals` in a terminal and the
@@ -267,18 +242,6 @@ func (r *Registry) declined(ctx context.Context, t *tool, c Call, id string) err
 		Message: fmt.Sprintf("The user declined this call of %s. Do not retry it: ask the user what they want instead.", t.meta.Name),
 		Details: map[string]any{"tool": t.meta.Name, "approval_id": id, "reason": "declined"},
 	}
-}
-
-// decideByElicitation records the decision of the person at the MCP
-// client of principal on approval id, and wakes the calls that wait for
-// it. It returns the approval as it stands: an approval that is no longer
-// pending keeps its state, and the call gets what it says.
-func (r *Registry) decideByElicitation(ctx context.Context, id string, approve bool, principal string) (store.Approval, error) {
-	a, err := r.decide(ctx, id, approve, elicitationApprover(principal))
-	if errors.Is(err, store.ErrApprovalState) {
-		return r.approvals.store.Get(ctx, id)
-	}
-	return a, err
 }
 
 // MinStateKeySize is the shortest key [Builder.StateKey] takes, in bytes.

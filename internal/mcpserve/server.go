@@ -76,8 +76,9 @@ type Outcome struct {
 	Content     []mcp.Content
 	ExecutionID string
 	Replayed    bool
-	// Err is the error object the caller is shown, nil on success.
-	Err any
+	// Err is the error the caller is shown, nil on success: the result's
+	// error object is its JSON form (code, message, field paths).
+	Err error
 }
 
 // Tool is one of the host's tools as the door lists and answers it.
@@ -291,7 +292,7 @@ func outputText(out json.RawMessage) string {
 // checks structured content against the output schema even on errors
 // (typescript-sdk#1943), and would turn carmy's error into a protocol
 // error that hides the code and the field paths from the model.
-func errorResult(e any, hasOutputSchema bool) *mcp.CallToolResult {
+func errorResult(e error, hasOutputSchema bool) *mcp.CallToolResult {
 	text, _ := json.Marshal(e)
 	res := &mcp.CallToolResult{
 		IsError: true,

@@ -12,7 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpserve"
-	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // Keys of a tools/call request's _meta that carmy reads. Permissions and
@@ -267,14 +266,14 @@ func (b *Builder) MaxSessions(n int) *Builder {
 
 // newSessionTable is the session table of a registry, with the defaults
 // for what the builder left unset.
-func newSessionTable(timeout time.Duration, max int) *mcpwire.SessionTable {
+func newSessionTable(timeout time.Duration, max int) *mcpserve.Sessions {
 	if timeout <= 0 {
 		timeout = DefaultSessionTimeout
 	}
 	if max <= 0 {
 		max = DefaultMaxSessions
 	}
-	return mcpwire.NewSessionTable(timeout, max)
+	return mcpserve.NewSessions(timeout, max)
 }
 
 // ConfigureMCP lets the host add to the MCP server that carmy builds, the

@@ -17,7 +17,6 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/guard"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
-	"github.com/carmy-dev/carmy/internal/mcpwire"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -159,7 +158,7 @@ type Registry struct {
 	allowOrigins  []string
 	elicit        formConfirmation
 	stdioIdentity Identity
-	sessions      *mcpwire.SessionTable // MCP sessions over HTTP
+	sessions      *mcpserve.Sessions // MCP sessions over HTTP
 	handlerOnce   sync.Once
 	httpHandler   http.Handler
 	mcpOnce       sync.Once

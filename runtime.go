@@ -148,7 +148,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		Permissions: NewPermissions(c.Permissions...),
 		Metadata:    c.Metadata,
 		log:         r.logger,
-		peer:        req.peer,
+		peer:        peerOf(req.peer),
 		task:        req.task,
 	}
 	// Before the input is read: a caller that may not call the tool

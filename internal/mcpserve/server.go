@@ -112,7 +112,7 @@ type Config struct {
 	Stdio Identity
 	// Sessions is the table of sessions over HTTP, which HTTPHandler needs;
 	// the host closes them.
-	Sessions *mcpwire.SessionTable
+	Sessions *Sessions
 	// BodyLimit bounds a message over HTTP.
 	BodyLimit int64
 	// Streams ends when the server shuts down: every GET stream ends then.

@@ -36,12 +36,16 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 			}
 		}
 		r.mcp = mcpserve.New(mcpserve.Config{
-			Host:      mcpDoor{r},
-			Tools:     tools,
-			Version:   Version,
-			Logger:    r.logger,
-			Stdio:     mcpserve.Identity(r.stdioIdentity),
-			Sessions:  r.sessions,
+			Host:     mcpDoor{r},
+			Tools:    tools,
+			Version:  Version,
+			Logger:   r.logger,
+			Stdio:    mcpserve.Identity(r.stdioIdentity),
+			Sessions: r.sessions,
+			State: &mcpserve.State{Signer: r.signer, TTL: r.approvals.timeout, Logger: r.logger,
+				UseOnce: func(ctx context.Context, principal, tool, nonce string, ttl time.Duration) bool {
+					return r.useOnce(ctx, Call{Principal: principal, Tool: tool}, nonce, ttl)
+				}},
 			BodyLimit: r.bodyLimit,
 			Streams:   r.streams,
 			Options:   r.mcpConfig.options,
@@ -103,12 +107,6 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	ctx, c, refused := d.callOf(ctx, mc)
 	if refused != nil {
 		return *refused, nil
-	}
-	if mc.Peer.Sessionless() {
-		if err := r.openRound(ctx, mc.Peer, c); err != nil {
-			return mcpserve.Outcome{}, err
-		}
-		defer r.sealRound(ctx, mc.Peer, c)
 	}
 	var ask personAsker
 	if t.meta.Confirmation == ConfirmationRequired {

@@ -2,17 +2,10 @@ package carmy
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -132,23 +125,13 @@ func (m mcpAsker) byForm(ctx context.Context, t *tool, c Call, form []byte, dige
 		Message:         fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
 		RequestedSchema: confirmForm,
 	}
-	var res *mcp.ElicitResult
-	if p.Sessionless() {
-		// An answer counts only with the state of the question asked about
-		// this very approval: never one sent unasked, nor one given about
-		// another input.
-		ans, ok := p.Answer(confirmKey)
-		asked, err := r.askState(ctx, c.Principal, id)
-		if err != nil {
-			return store.Approval{}, r.storeError(ctx, t, err)
-		}
-		if !ok || !hmac.Equal([]byte(p.RequestState()), []byte(asked)) {
-			p.Question(confirmKey, params)
-			p.SetState(asked)
-			return store.Approval{}, refusal // the question goes back in the round's result
-		}
-		res = ans
-	} else if res, err = p.Ask(ctx, confirmKey, params); err != nil {
+	res, err := p.ConfirmByForm(ctx, id, params)
+	switch {
+	case errors.Is(err, mcpserve.ErrNeedsInput):
+		return store.Approval{}, refusal // the question goes back in the round's result
+	case err != nil && p.Sessionless():
+		return store.Approval{}, r.storeError(ctx, t, err) // the key that signs its state
+	case err != nil:
 		return store.Approval{}, refusal
 	}
 	switch res.Action {
@@ -164,9 +147,7 @@ func (m mcpAsker) byForm(ctx context.Context, t *tool, c Call, form []byte, dige
 		if err != nil {
 			return store.Approval{}, r.storeError(ctx, t, err)
 		}
-		if p.Sessionless() {
-			p.SetState(r.confirmedState(ctx, c, digest, id, time.Now().Add(r.approvals.timeout)))
-		}
+		p.Confirmed(ctx, digest, id, time.Now().Add(r.approvals.timeout))
 		return a, decided(t, a, refusal)
 	case "decline":
 		return store.Approval{}, r.declined(ctx, t, c, id)
@@ -247,6 +228,10 @@ func (r *Registry) declined(ctx context.Context, t *tool, c Call, id string) err
 // MinStateKeySize is the shortest key [Builder.StateKey] takes, in bytes.
 const MinStateKeySize = 32
 
+// The MCP door makes and takes signing keys of the size the builder takes
+// (this index is out of range, and does not compile, otherwise).
+var _ = [1]struct{}{}[MinStateKeySize-mcpserve.MinKeySize]
+
 // StateKey sets the key that signs the request state the registry hands
 // clients of the sessionless MCP protocol (2026-07-28): a confirmation a
 // person gave in one round of a call, and the question asked of them, are
@@ -271,84 +256,6 @@ func (b *Builder) StateKey(key []byte) *Builder {
 	return b
 }
 
-// stateSigner signs a registry's sessionless request states, with the key
-// the builder was given, the store's shared key, or a key of its own made
-// at Build. The store's key is read on first need, and again after a
-// failure, so a store that is down at Build delays nothing but the first
-// confirmation. Safe for concurrent use.
-type stateSigner struct {
-	shared store.KeyStore // whose key signs, when key is nil until read
-
-	mu  sync.Mutex
-	key []byte
-}
-
-// stateKeyName is the name of the signing key in a [store.KeyStore].
-const stateKeyName = "state"
-
-func newStateSigner(key []byte, s store.IdempotencyStore) *stateSigner {
-	if key != nil {
-		return &stateSigner{key: key}
-	}
-	if ks, ok := s.(store.KeyStore); ok {
-		return &stateSigner{shared: ks}
-	}
-	k := make([]byte, MinStateKeySize)
-	_, _ = rand.Read(k) // crypto/rand's Read never fails
-	return &stateSigner{key: k}
-}
-
-// mac signs the parts of a request state.
-func (s *stateSigner) mac(ctx context.Context, parts ...string) (string, error) {
-	s.mu.Lock()
-	key := s.key
-	s.mu.Unlock()
-	if key == nil {
-		k, err := s.shared.SharedKey(ctx, stateKeyName)
-		if err == nil && len(k) < MinStateKeySize {
-			err = fmt.Errorf("the store's shared key is %d bytes long, fewer than %d", len(k), MinStateKeySize)
-		}
-		if err != nil {
-			return "", err
-		}
-		s.mu.Lock()
-		if s.key == nil {
-			s.key = k
-		}
-		key = s.key
-		s.mu.Unlock()
-	}
-	m := hmac.New(sha256.New, key)
-	for _, p := range parts {
-		m.Write([]byte(p))
-		m.Write([]byte{0})
-	}
-	return hex.EncodeToString(m.Sum(nil)), nil
-}
-
-// askState is the request state of the confirmation question about
-// approval id, asked of principal.
-func (r *Registry) askState(ctx context.Context, principal, id string) (string, error) {
-	mac, err := r.signer.mac(ctx, "ask", principal, id)
-	return "carmy/ask:" + mac, err
-}
-
-// confirmedState is the request state of a confirmation given: the
-// principal, tool and digest of the input confirmed, the approval the
-// person decided, when it expires, and a nonce that lets it be used once.
-// It is "" when the key cannot be had: the next round then asks again.
-func (r *Registry) confirmedState(ctx context.Context, c Call, digest, id string, expires time.Time) string {
-	var n [16]byte
-	_, _ = rand.Read(n[:])
-	nonce, exp := hex.EncodeToString(n[:]), strconv.FormatInt(expires.Unix(), 10)
-	mac, err := r.signer.mac(ctx, "confirmed", c.Principal, c.Tool, digest, id, nonce, exp)
-	if err != nil {
-		r.logger.Error("carmy: cannot sign a confirmation's state", "tool", c.Tool, "error", err)
-		return ""
-	}
-	return "carmy/confirmed:" + nonce + "." + exp + "." + id + "." + mac
-}
-
 // confirmedBefore returns the approval of a confirmation that the server
 // gave, in an earlier round of the sessionless protocol, this principal
 // for this tool and input, when the call carries its state, not expired
@@ -360,22 +267,10 @@ func (m mcpAsker) confirmedBefore(ctx context.Context, c Call, digest string) (s
 	if !p.Sessionless() || !r.asksByForm(p) || !p.CanElicit() {
 		return store.Approval{}, false
 	}
-	rest, ok := strings.CutPrefix(p.RequestState(), "carmy/confirmed:")
-	parts := strings.Split(rest, ".")
-	if !ok || len(parts) != 4 {
+	id, ok := p.ConfirmedBefore(ctx, digest)
+	if !ok {
 		return store.Approval{}, false
 	}
-	nonce, exp, id := parts[0], parts[1], parts[2]
-	mac, err := r.signer.mac(ctx, "confirmed", c.Principal, c.Tool, digest, id, nonce, exp)
-	if err != nil || !hmac.Equal([]byte(parts[3]), []byte(mac)) {
-		return store.Approval{}, false
-	}
-	n, err := strconv.ParseInt(exp, 10, 64)
-	expires := time.Unix(n, 0)
-	if err != nil || !time.Now().Before(expires) || !r.useOnce(ctx, c, nonce, time.Until(expires)) {
-		return store.Approval{}, false
-	}
-	p.SetState(r.confirmedState(ctx, c, digest, id, expires))
 	a, err := r.approvals.store.Get(ctx, id)
 	if err != nil || a.Approver == "" {
 		// Gone, or kept by another host alone: the state was handed on
@@ -390,10 +285,6 @@ func (m mcpAsker) confirmedBefore(ctx context.Context, c Call, digest string) (s
 // that could hide or disguise text (controls, bidirectional overrides,
 // zero-width and other format characters, line separators) escaped.
 func promptInput(form []byte) (string, error) { return approve.Text(form) }
-
-// confirmKey is the id of the confirmation question in the sessionless
-// protocol's input requests.
-const confirmKey = "carmy/confirm"
 
 // needsInput is the error that ends a run of a tool whose question the
 // client of the sessionless protocol has not answered yet, as the tool and

@@ -140,7 +140,7 @@ type Registry struct {
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals
-	signer    *stateSigner // signs the sessionless protocol's request states
+	signer    *mcpserve.Signer // signs the sessionless protocol's request states
 	tasks     tasks
 	console   *consoleAuth
 	recent    recent // the last calls, for the console

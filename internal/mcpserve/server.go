@@ -110,6 +110,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Stdio is the identity of a client of a single-client transport.
 	Stdio Identity
+	// State keeps what the sessionless protocol carries across a call's
+	// rounds (nil: nothing, the host seals its own states).
+	State *State
 	// Sessions is the table of sessions over HTTP, which HTTPHandler needs;
 	// the host closes them.
 	Sessions *Sessions
@@ -240,7 +243,13 @@ func (s *Server) handler(t *entry) mcp.ToolHandler {
 			c.Session = req.Session.ID()
 		}
 		c.Peer = newPeer(req)
+		if err := s.openRounds(ctx, c); err != nil {
+			return nil, err
+		}
 		out, err := s.host.Call(ctx, c)
+		if c.Peer.rounds != nil {
+			c.Peer.rounds.seal(ctx, c.Peer)
+		}
 		if ask := c.Peer.inputRequired(); ask != nil {
 			return ask, nil
 		}

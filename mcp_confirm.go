@@ -8,75 +8,96 @@ import (
 	"slices"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
 // mcpAsker asks the person at an MCP client to confirm a call in-band
-// (a [personAsker]). Where form confirmation applies
-// ([Registry.asksByForm]: by default over a single-client transport) a
-// client that can show its user a form is asked to confirm (byForm).
-// Otherwise a client that supports URL elicitation is sent the approval's
-// page (byURL). Other clients get the refusal.
+// (a [personAsker]), and decides the call's approval by the answer. Where
+// form confirmation applies ([Registry.asksByForm]: by default over a
+// single-client transport) a client that can show its user a form is
+// asked to confirm with one that shows the call's canonical input:
+// accepted, the approval is approved and the call goes on, using it up;
+// declined, the approval is denied and the call refused as declined;
+// dismissed, the refusal stands; an answer that breaks the form is
+// invalid input. Otherwise a client that supports URL elicitation is sent
+// the approval's page: once the user opened it, the call waits for a
+// person's decision there (until the approval expires or the client gives
+// up), and goes on by it. Over a single-client transport that page is a
+// console that carmy serves on a loopback port, and its URL carries a
+// one-time code for that console's secret, for the person at the client;
+// other clients there get a refusal that names what the person can use
+// (personRefusal). Other clients get the refusal.
+//
+// In the sessionless protocol the question goes back in the round's
+// result, and the answer counts in the next round of the same call; a
+// confirmation given holds, once each, for the rounds that the tool's own
+// questions add, until the approval would have expired (confirmedBefore).
 type mcpAsker struct {
 	r *Registry
 	p *mcpserve.Peer
 }
 
 func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
-	if m.r.asksByForm(m.p) && m.p.CanElicit() {
-		return m.byForm(ctx, t, c, form, digest, refusal, pending)
-	}
-	return m.byURL(ctx, t, c, refusal, pending)
-}
-
-// byURL sends the user the page of the approval the call waits for (in a
-// session, as a request; in the sessionless protocol, as a question of
-// the round's result, answered in the next round): once the user opened
-// it, the call waits for a person's decision there (until the approval
-// expires or the client gives up), and goes on by it. Over a
-// single-client transport that page is a console that carmy serves on a
-// loopback port, and its URL carries a one-time code for that console's
-// secret, for the person at the client; other clients there get a
-// refusal that names what the person can use (personRefusal).
-func (m mcpAsker) byURL(ctx context.Context, t *tool, c Call, e *Error, pending *approve.Pending) (store.Approval, error) {
 	r, p := m.r, m.p
-	id, link := pending.ID, pending.URL
-	refusal := error(e)
-	if p.Single() {
-		link = r.personalApprovalURL(ctx, id, link)
-		refusal = r.personRefusal(ctx, e, pending, false)
+	id := pending.ID
+	q := mcpserve.Confirmation{Tool: t.meta.Name, Approval: id, Form: r.asksByForm(p) && p.CanElicit(), URL: pending.URL}
+	// personal is the refusal that stands: over a single-client
+	// transport, one that names what the person can use, and says whether
+	// they were asked.
+	personal := func(asked bool) error {
+		if p.Single() {
+			return r.personRefusal(ctx, refusal, pending, asked)
+		}
+		return refusal
 	}
-	if link == "" || !p.CanElicitURL() {
-		return store.Approval{}, refusal
+	if q.Form {
+		var err error
+		if q.Input, err = promptInput(form); err != nil {
+			return store.Approval{}, refusal
+		}
+	} else if p.Single() {
+		q.URL = r.personalApprovalURL(ctx, id, pending.URL)
 	}
-	if p.Single() {
-		refusal = r.personRefusal(ctx, e, pending, true) // from here, they were asked
-	}
-	res, err := p.Ask(ctx, "carmy/approval/"+id, &mcp.ElicitParams{
-		Mode:          "url",
-		Message:       fmt.Sprintf("%s needs a person's approval. Open this page to see the call and approve or deny it; the call waits for the decision.", t.meta.Name),
-		URL:           link,
-		ElicitationID: id,
-	})
-	if errors.Is(err, mcpserve.ErrNeedsInput) {
-		return store.Approval{}, e // the question goes back in the round's result
-	}
-	if err == nil && res.Action == "decline" {
+	answer, err := p.Confirm(ctx, q)
+	switch answer {
+	case mcpserve.NotAsked:
+		if err != nil && p.Sessionless() {
+			return store.Approval{}, r.storeError(ctx, t, err) // the key that signs its state
+		}
+		if err != nil {
+			return store.Approval{}, refusal
+		}
+		return store.Approval{}, personal(false)
+	case mcpserve.Asking:
+		return store.Approval{}, refusal // the question goes back in the round's result
+	case mcpserve.Broken:
+		var bad *mcpserve.BadAnswer
+		errors.As(err, &bad)
+		f := FieldError{Path: bad.Field, Message: bad.Message}
+		return store.Approval{}, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the confirmation form: " + describe(f), Fields: []FieldError{f}}
+	case mcpserve.Declined:
 		return store.Approval{}, r.declined(ctx, t, c, id)
+	case mcpserve.Confirmed:
+		a, err := r.decideByElicitation(ctx, id, true, c.Principal)
+		if err != nil {
+			return store.Approval{}, r.storeError(ctx, t, err)
+		}
+		p.Confirmed(ctx, digest, id, time.Now().Add(r.approvals.timeout))
+		return a, decided(t, a, refusal)
+	case mcpserve.Opened:
+		a, err := r.awaitDecision(ctx, id)
+		if err != nil || a.Status == store.ApprovalPending {
+			return store.Approval{}, personal(true)
+		}
+		p.ElicitationComplete(ctx, id)
+		if a.Status != store.ApprovalApproved && a.Status != store.ApprovalDenied {
+			return store.Approval{}, personal(true) // used by another call, or expired
+		}
+		return a, decided(t, a, nil)
 	}
-	if err != nil || res.Action != "accept" {
-		return store.Approval{}, refusal
-	}
-	a, err := r.awaitDecision(ctx, id)
-	if err != nil || a.Status == store.ApprovalPending {
-		return store.Approval{}, refusal
-	}
-	p.ElicitationComplete(ctx, id)
-	return a, decided(t, a, refusal)
+	return store.Approval{}, personal(true) // dismissed: the call still needs a person's confirmation
 }
 
 // asksByForm reports whether a call that needs confirmation is confirmed
@@ -91,71 +112,6 @@ func (r *Registry) asksByForm(p *mcpserve.Peer) bool {
 		return false
 	}
 	return p.Single()
-}
-
-// confirmForm is the form a person confirms a call with.
-var confirmForm = map[string]any{
-	"type":       "object",
-	"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "description": "true to run the call"}},
-	"required":   []string{"confirm"},
-}
-
-// byForm asks the person at the client, with a form that
-// shows the call's canonical input, to confirm a call that was refused
-// for want of confirmation, and decides the call's pending approval by
-// the answer: accepted, the approval is approved and the call goes on,
-// using it up; declined, the approval is denied and the call refused as
-// declined; dismissed, the refusal stands. An answer that breaks the form
-// is invalid input.
-//
-// In the sessionless protocol the question goes back in the call's result,
-// with a request state bound to the principal and to the pending approval
-// of the input shown (so to its tool and digest); the answer counts only
-// in the next round of the same call, with that state, while the approval
-// is pending. A confirmation given holds, once each, for the rounds that
-// the tool's own questions add, until the approval would have expired.
-func (m mcpAsker) byForm(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
-	r, p := m.r, m.p
-	id := pending.ID
-	shown, err := promptInput(form)
-	if err != nil {
-		return store.Approval{}, refusal
-	}
-	params := &mcp.ElicitParams{
-		Message:         fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
-		RequestedSchema: confirmForm,
-	}
-	res, err := p.ConfirmByForm(ctx, id, params)
-	switch {
-	case errors.Is(err, mcpserve.ErrNeedsInput):
-		return store.Approval{}, refusal // the question goes back in the round's result
-	case err != nil && p.Sessionless():
-		return store.Approval{}, r.storeError(ctx, t, err) // the key that signs its state
-	case err != nil:
-		return store.Approval{}, refusal
-	}
-	switch res.Action {
-	case "accept":
-		yes, bad := confirmAnswer(res.Content)
-		if bad != nil {
-			return store.Approval{}, bad
-		}
-		if !yes {
-			return store.Approval{}, r.declined(ctx, t, c, id)
-		}
-		a, err := r.decideByElicitation(ctx, id, true, c.Principal)
-		if err != nil {
-			return store.Approval{}, r.storeError(ctx, t, err)
-		}
-		p.Confirmed(ctx, digest, id, time.Now().Add(r.approvals.timeout))
-		return a, decided(t, a, refusal)
-	case "decline":
-		return store.Approval{}, r.declined(ctx, t, c, id)
-	}
-	if p.Single() {
-		return store.Approval{}, r.personRefusal(ctx, refusal, pending, true)
-	}
-	return store.Approval{}, refusal // dismissed: the call still needs a person's confirmation
 }
 
 // personRefusal is the refusal of a call over a single-client transport
@@ -193,22 +149,6 @@ func linkIn(file string) string {
 		return ""
 	}
 	return " (its link with the secret is in " + file + ")"
-}
-
-// confirmAnswer reads an accepted confirmation form: whether the person
-// confirmed, or the invalid input error of an answer that breaks the form.
-func confirmAnswer(content map[string]any) (yes bool, bad *Error) {
-	v, ok := content["confirm"]
-	b, isBool := v.(bool)
-	if ok && isBool {
-		return b, nil
-	}
-	msg := "is required: answer true to run the call, false to refuse it"
-	if ok {
-		msg = "must be a boolean: true to run the call, false to refuse it"
-	}
-	f := FieldError{Path: "confirm", Message: msg}
-	return false, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the confirmation form: " + describe(f), Fields: []FieldError{f}}
 }
 
 // declined denies the approval of a call whose confirmation the person

@@ -154,7 +154,7 @@ func (p *Peer) askForm(ctx context.Context, approval string, params *mcp.ElicitP
 	if !p.sessionless {
 		return p.Ask(ctx, confirmKey, params)
 	}
-	if p.rounds == nil {
+	if p.rounds.state == nil {
 		return nil, errNoState
 	}
 	ans, ok := p.Answer(confirmKey)
@@ -177,7 +177,7 @@ func (p *Peer) askForm(ctx context.Context, approval string, params *mcp.ElicitP
 // whose own questions add rounds runs in them without asking again, once
 // each. It does nothing in a session.
 func (p *Peer) Confirmed(ctx context.Context, digest, approval string, expires time.Time) {
-	if !p.sessionless || p.rounds == nil {
+	if !p.sessionless || p.rounds.state == nil {
 		return
 	}
 	var n [16]byte
@@ -200,7 +200,7 @@ func (p *Peer) Confirmed(ctx context.Context, digest, approval string, expires t
 // was given, not expired and not used before, and returns the approval it
 // was given on. It uses that state up, and hands the next round a new one.
 func (p *Peer) ConfirmedBefore(ctx context.Context, digest string) (approval string, ok bool) {
-	if !p.sessionless || p.rounds == nil {
+	if !p.sessionless || p.rounds.state == nil {
 		return "", false
 	}
 	rest, ok := strings.CutPrefix(p.RequestState(), "carmy/confirmed:")
@@ -215,7 +215,7 @@ func (p *Peer) ConfirmedBefore(ctx context.Context, digest string) (approval str
 	}
 	n, err := strconv.ParseInt(exp, 10, 64)
 	expires := time.Unix(n, 0)
-	rs := p.rounds
+	rs := &p.rounds
 	if err != nil || !time.Now().Before(expires) || rs.state.UseOnce == nil ||
 		!rs.state.UseOnce(ctx, rs.principal, rs.tool, nonce, max(time.Until(expires), time.Second)) {
 		return "", false

@@ -46,8 +46,9 @@ type Peer struct {
 	answers mcp.InputResponseMap
 	inner   string
 	// rounds binds a call of the sessionless protocol to the host's state
-	// across rounds; nil in a session, or where the host keeps none.
-	rounds *rounds
+	// across rounds; its state is nil in a session, or where the host
+	// keeps none. A value, not a pointer: a call costs no allocation more.
+	rounds rounds
 	// inbox holds the questions of a task's peer (TaskPeer).
 	inbox *inbox
 	// asking is told when a session's task (TaskPeer) starts waiting for

@@ -247,7 +247,7 @@ func (s *Server) handler(t *entry) mcp.ToolHandler {
 			return nil, err
 		}
 		out, err := s.host.Call(ctx, c)
-		if c.Peer.rounds != nil {
+		if c.Peer.rounds.state != nil {
 			c.Peer.rounds.seal(ctx, c.Peer)
 		}
 		if ask := c.Peer.inputRequired(); ask != nil {

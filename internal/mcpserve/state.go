@@ -118,7 +118,7 @@ func (s *Server) openRounds(ctx context.Context, c *Call) error {
 	if !c.Peer.sessionless || s.cfg.State == nil {
 		return nil
 	}
-	c.Peer.rounds = &rounds{state: s.cfg.State, principal: c.Caller.Principal, tool: c.Tool, input: c.Params.Arguments}
+	c.Peer.rounds = rounds{state: s.cfg.State, principal: c.Caller.Principal, tool: c.Tool, input: c.Params.Arguments}
 	if !c.Authenticated {
 		return nil
 	}

@@ -3,7 +3,11 @@
 // the SDK, with the paths that answer tools/call without the SDK's
 // JSON-RPC machinery where the answer is the same. It knows the host only
 // through [Host]: the tools' list, given once, and a call that runs the
-// host's pipeline and returns its outcome.
+// host's pipeline and returns its outcome. The door keeps what is MCP's:
+// the client as a tool reaches it ([Peer]: progress, logs, questions),
+// asking the person at the client to confirm a call ([Peer.Confirm]), the
+// signed request state that carries the sessionless protocol's rounds
+// ([State]), and the table of sessions over HTTP ([Sessions]).
 package mcpserve
 
 import (

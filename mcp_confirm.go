@@ -84,7 +84,9 @@ func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest 
 		if err != nil {
 			return store.Approval{}, r.storeError(ctx, t, err)
 		}
-		p.Confirmed(ctx, digest, id, time.Now().Add(r.approvals.timeout))
+		if a.Status == store.ApprovalApproved { // not when another person decided otherwise first
+			p.Confirmed(ctx, digest, id, time.Now().Add(r.approvals.timeout))
+		}
 		return a, decided(t, a, refusal)
 	case mcpserve.Opened:
 		a, err := r.awaitDecision(ctx, id)

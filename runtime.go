@@ -89,9 +89,9 @@ func (r *Registry) executeFor(ctx context.Context, c Call, p *mcpserve.Peer) (Re
 	return r.dispatch(ctx, c, p, nil, nil)
 }
 
-// dispatch runs a call of MCP client p, whose person ask confirms it
-// in-band, or as task run (each nil when the call has none), through the
-// tool's middleware and the pipeline.
+// dispatch runs a call of MCP client p, with ask to ask the person at the
+// client to confirm it in-band, or as task run (each nil when the call has
+// none), through the tool's middleware and the pipeline.
 func (r *Registry) dispatch(ctx context.Context, c Call, p *mcpserve.Peer, ask personAsker, run *taskRun) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,6 +120,26 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 	return base + "/console?approval=" + url.QueryEscape(id)
 }
 
+// personalApprovalURL is the page where the person at a single-client
+// transport's client decides on approval id: the console of the server
+// that link (the approval's URL, if any) is on, else the console that
+// carmy serves on a loopback port for the purpose, opened on the first
+// need. The URL carries a one-time code that the page exchanges for the
+// console secret, if the console has one: the client hands it to its
+// user, not to the model. It is "" when no console can be served.
+func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) string {
+	c := r.console
+	base, ok := strings.CutSuffix(link, "/console?approval="+url.QueryEscape(id))
+	if !ok || base == "" {
+		var err error
+		if base, c, err = r.localConsole(ctx); err != nil {
+			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
+			return ""
+		}
+	}
+	return linkWithCode(base, c, url.Values{"approval": {id}})
+}
+
 // confirmByApproval decides a call that needs confirmation and holds no
 // grant, by the approval of a person: it records a pending approval, or
 // finds the one recorded for this principal, tool and input. A call with
@@ -130,6 +151,14 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 // outcome but not run.
 func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request) (replayOnly bool, err error) {
 	c := &req.Call
+	if req.asker != nil {
+		// Made before: the confirmation stage checks for a grant of it.
+		_, digest, _ := req.canonical(t)
+		if a, ok := req.asker.confirmedBefore(ctx, req.Call, digest); ok {
+			req.approval = &a
+			return false, nil
+		}
+	}
 	form, digest, err := req.canonical(t)
 	if err != nil {
 		return false, r.internal(t, "", err, "cannot make the canonical form of a validated input")
@@ -156,13 +185,79 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 	case store.ApprovalUsed:
 		return true, nil
 	case store.ApprovalDenied:
-		return false, r.refused(ctx, t, c, &Error{
-			Code:    CodePermissionDenied,
-			Message: fmt.Sprintf("a person denied this call of %s (approval %s); do not retry it: ask the user what to do instead", t.meta.Name, a.ID),
-			Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
-		})
+		return false, r.refused(ctx, t, c, deniedRefusal(t, a))
+	}
+	if req.asker != nil {
+		// Logged as refused only if asking the person in-band does not
+		// decide it (askInBand).
+		return false, r.approvalRefusal(ctx, t, a)
 	}
 	return false, r.refused(ctx, t, c, r.approvalRefusal(ctx, t, a))
+}
+
+// deniedRefusal is the refusal of a call whose approval a a person denied.
+func deniedRefusal(t *tool, a store.Approval) *Error {
+	return &Error{
+		Code:    CodePermissionDenied,
+		Message: fmt.Sprintf("a person denied this call of %s (approval %s); do not retry it: ask the user what to do instead", t.meta.Name, a.ID),
+		Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
+	}
+}
+
+// personAsker asks the person at the client of a door that reaches them
+// in-band (an MCP client that elicits) to decide a call's pending
+// approval, within the call's one pass through the pipeline: once the
+// person approves, the call goes on from the confirmation stage, and the
+// middleware and the audit see it once. The door puts one on the call's
+// [Request]; the HTTP API and calls in process have none.
+type personAsker interface {
+	// confirmedBefore returns the approval that confirmed an earlier
+	// round of this very call, if the call carries such a confirmation
+	// (the sessionless protocol, where a tool's own questions add rounds
+	// after the person confirmed).
+	confirmedBefore(ctx context.Context, c Call, digest string) (store.Approval, bool)
+	// ask asks the person to decide pending, the approval that refusal
+	// (confirmation_required) waits for, and returns it once a person
+	// approved it; otherwise the refusal that stands: the person declined
+	// or dismissed the question, the client cannot ask, or the question
+	// goes back to the client in the round's result. form and digest are
+	// the call's canonical input and its digest.
+	ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error)
+}
+
+// askInBand asks the person, through the door's asker, to decide the
+// pending approval that refused a call; approved, the call goes on in the
+// same pass, and uses the approval up as its execution starts. Any other
+// refusal, and a call with no asker, keeps err.
+func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err error) error {
+	var e *Error
+	var pending *approve.Pending
+	if req.asker == nil || !errors.As(err, &e) || e.Code != CodeConfirmationRequired || !errors.As(err, &pending) {
+		return err
+	}
+	form, digest, _ := req.canonical(t) // made before the approval was
+	a, err := req.asker.ask(ctx, t, req.Call, form, digest, e, pending)
+	if err != nil {
+		if errors.As(err, &e) {
+			r.refused(ctx, t, &req.Call, e)
+		}
+		return err
+	}
+	req.approval = &a
+	return nil
+}
+
+// decided is what a call waiting for approval a, now decided, gets:
+// approved, it goes on (nil); denied, the denial; used by another call or
+// expired, refusal.
+func decided(t *tool, a store.Approval, refusal error) error {
+	switch a.Status {
+	case store.ApprovalApproved:
+		return nil
+	case store.ApprovalDenied:
+		return deniedRefusal(t, a)
+	}
+	return refusal
 }
 
 // approvalRefusal is the confirmation_required refusal of a call that
@@ -329,13 +424,24 @@ func (r *Registry) Decide(ctx context.Context, id string, approve bool, approver
 			Details: map[string]any{"approval_id": id, "reason": "own_call"}}
 	}
 	if err == nil {
-		_, err = r.decide(ctx, id, approve, approver)
+		a, err = r.decide(ctx, id, approve, approver)
 	}
+	if err != nil {
+		return r.decisionError(id, a, err)
+	}
+	return nil
+}
+
+// decisionError is the error of a decision on approval id that the store
+// refused with err, the same for every door that decides; a is the
+// approval as the store returned it, whose status a conflict names.
+func (r *Registry) decisionError(id string, a store.Approval, err error) *Error {
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, store.ErrApprovalNotFound):
 		return &Error{Code: CodeNotFound, Message: fmt.Sprintf("no pending approval %s: it never existed, or it expired", id), Details: map[string]any{"approval_id": id}}
+	case errors.Is(err, store.ErrApprovalState) && a.Status != "":
+		return &Error{Code: CodeConflict, Message: fmt.Sprintf("approval %s is %s, not pending: it cannot be decided again", id, a.Status),
+			Details: map[string]any{"approval_id": id, "status": string(a.Status)}}
 	case errors.Is(err, store.ErrApprovalState):
 		return &Error{Code: CodeConflict, Message: fmt.Sprintf("approval %s is not pending: it cannot be decided again", id), Details: map[string]any{"approval_id": id}}
 	}
@@ -362,6 +468,22 @@ func (r *Registry) decide(ctx context.Context, id string, approve bool, approver
 	r.auditApproval(ctx, a, audited, a.Principal, "")
 	return a, nil
 }
+
+// decideByElicitation records the decision of the person at the MCP
+// client of principal on approval id, and wakes the calls that wait for
+// it. It returns the approval as it stands: an approval that is no longer
+// pending keeps its state, and the call gets what it says.
+func (r *Registry) decideByElicitation(ctx context.Context, id string, approve bool, principal string) (store.Approval, error) {
+	a, err := r.decide(ctx, id, approve, elicitationApprover(principal))
+	if errors.Is(err, store.ErrApprovalState) {
+		return r.approvals.store.Get(ctx, id)
+	}
+	return a, err
+}
+
+// elicitationApprover names the person at the MCP client of principal, who
+// decided an approval by answering a confirmation form.
+func elicitationApprover(principal string) string { return "elicitation:" + principal }
 
 // auditApproval writes the audit record of what happened to approval a:
 // decided, expired, or a refused attempt to decide it by principal.

@@ -232,14 +232,10 @@ func (s *httpServer) serveDecision(approved bool) func(http.ResponseWriter, *htt
 			}
 			return
 		}
-		a, err := s.r.decide(req.Context(), a.ID, approved, c.Name(), slog.String("remote", req.RemoteAddr))
-		if errors.Is(err, store.ErrApprovalState) {
-			writeError(w, &Error{Code: CodeConflict, Message: "approval " + a.ID + " is " + string(a.Status) + ", not pending: it cannot be decided again",
-				Details: map[string]any{"approval_id": a.ID, "status": string(a.Status)}})
-			return
-		}
+		id := a.ID
+		a, err := s.r.decide(req.Context(), id, approved, c.Name(), slog.String("remote", req.RemoteAddr))
 		if err != nil {
-			writeError(w, s.r.approvalStoreError(err))
+			writeError(w, s.r.decisionError(id, a, err))
 			return
 		}
 		writeJSON(w, http.StatusOK, s.wireApproval(withHTTPRequest(req.Context(), req), a, c))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/guard"
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -401,7 +402,7 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.limiter, r.slots = limitersOf(r.store, b.tuning.limitClock)
-	r.signer = newStateSigner(b.stateKey, r.store)
+	r.signer = mcpserve.NewSigner(b.stateKey, r.store)
 	r.tasks = newTasks(taskStore(r.store), cmp.Or(b.taskTTL, DefaultTaskTTL), cmp.Or(b.tuning.taskLease, defaultTaskLease))
 	r.console = newConsoleAuth(b.auth != nil)
 	r.console.codes.TTL = r.tuning.codeTTL

@@ -56,13 +56,36 @@ type Context struct {
 	log *slog.Logger // the registry's logger, for Log
 	// peer is the MCP client of the call, which the MCP door handed the
 	// runtime with it; nil for every other caller.
-	peer *mcpserve.Peer
+	peer peer
 	// task is the task the call runs as, which keeps its progress; nil
 	// for a call that is not one.
 	task *taskRun
 }
 
 type contextKey struct{}
+
+// peer is what a tool's [Context] reaches of the MCP client of its call:
+// progress, log messages, and questions for its user. The MCP door's
+// client (*mcpserve.Peer) is one.
+type peer interface {
+	Progress(ctx context.Context, done, total float64, msg string)
+	Log(ctx context.Context, level slog.Level, msg string, args []any)
+	// CanElicit reports whether the client can ask its user for a form's
+	// fields.
+	CanElicit() bool
+	// Elicit asks the user for a form's fields, the question going by
+	// name in the sessionless protocol.
+	Elicit(ctx context.Context, name string, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
+}
+
+// peerOf is client p as a tool's Context holds it: nil for none, never
+// an interface holding a nil pointer.
+func peerOf(p *mcpserve.Peer) peer {
+	if p == nil {
+		return nil
+	}
+	return p
+}
 
 // ContextFrom returns the [Context] of the tool execution that ctx derives
 // from, and false when ctx is not derived from one. It lets code deep in a

@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/carmy-dev/carmy/internal/mcpwire"
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 )
 
 // Version is carmy's version, as MCP clients see it.
@@ -184,7 +184,7 @@ func (b *Builder) RunStdio(ctx context.Context) error {
 // the body limit) gets a JSON-RPC error and the server reads on. When the
 // input ends, the requests already read are answered before it returns.
 func (r *Registry) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	return r.ServeMCP(ctx, &mcpwire.StdioTransport{In: in, Out: out, Limit: r.bodyLimit, Logger: r.logger})
+	return r.ServeMCP(ctx, mcpserve.Stdio(in, out, r.bodyLimit, r.logger))
 }
 
 // Serve serves the registry's [Registry.Handler] on ln until ctx is done,

@@ -12,7 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpserve"
-	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // Keys of a tools/call request's _meta that carmy reads. Permissions and
@@ -37,12 +36,16 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 			}
 		}
 		r.mcp = mcpserve.New(mcpserve.Config{
-			Host:      mcpDoor{r},
-			Tools:     tools,
-			Version:   Version,
-			Logger:    r.logger,
-			Stdio:     mcpserve.Identity(r.stdioIdentity),
-			Sessions:  r.sessions,
+			Host:     mcpDoor{r},
+			Tools:    tools,
+			Version:  Version,
+			Logger:   r.logger,
+			Stdio:    mcpserve.Identity(r.stdioIdentity),
+			Sessions: r.sessions,
+			State: &mcpserve.State{Signer: r.signer, TTL: r.approvals.timeout, Logger: r.logger,
+				UseOnce: func(ctx context.Context, principal, tool, nonce string, ttl time.Duration) bool {
+					return r.useOnce(ctx, Call{Principal: principal, Tool: tool}, nonce, ttl)
+				}},
 			BodyLimit: r.bodyLimit,
 			Streams:   r.streams,
 			Options:   r.mcpConfig.options,
@@ -91,8 +94,9 @@ func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserv
 }
 
 // Call runs a tools/call through the registry's pipeline, with the client
-// as the tool's peer, and asks the person at the client to confirm a call
-// that needs it, where the client can.
+// as the tool's peer, and with the person at the client to ask, where the
+// client can, to confirm a call that needs it: the pipeline asks them in
+// the call's one pass.
 func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome, error) {
 	r := d.r
 	t := r.tools[mc.Tool]
@@ -100,16 +104,11 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	if refused != nil {
 		return *refused, nil
 	}
-	if mc.Peer.Sessionless() {
-		if err := r.openRound(ctx, mc.Peer, c); err != nil {
-			return mcpserve.Outcome{}, err
-		}
-		defer r.sealRound(ctx, mc.Peer, c)
+	var ask personAsker
+	if t.meta.Confirmation == ConfirmationRequired {
+		ask = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
 	}
-	res, err := r.executeFor(ctx, c, mc.Peer)
-	if CodeOf(err) == CodeConfirmationRequired {
-		res, err = r.confirmOverMCP(ctx, mc.Peer, c, err)
-	}
+	res, err := r.dispatch(ctx, c, mc.Peer, ask, nil)
 	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
 		return mcpserve.Outcome{}, rpcErr
 	}
@@ -261,14 +260,14 @@ func (b *Builder) MaxSessions(n int) *Builder {
 
 // newSessionTable is the session table of a registry, with the defaults
 // for what the builder left unset.
-func newSessionTable(timeout time.Duration, max int) *mcpwire.SessionTable {
+func newSessionTable(timeout time.Duration, max int) *mcpserve.Sessions {
 	if timeout <= 0 {
 		timeout = DefaultSessionTimeout
 	}
 	if max <= 0 {
 		max = DefaultMaxSessions
 	}
-	return mcpwire.NewSessionTable(timeout, max)
+	return mcpserve.NewSessions(timeout, max)
 }
 
 // ConfigureMCP lets the host add to the MCP server that carmy builds, the

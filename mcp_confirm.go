@@ -2,106 +2,104 @@ package carmy
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/carmy-dev/carmy/internal/approve"
-	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
-// confirmOverMCP handles a confirmation_required refusal of an MCP call.
-// Where form confirmation applies ([Registry.asksByForm]: by default over
-// a single-client transport) a client that can show its user a form is
-// asked to confirm (confirmByElicitation). Otherwise a client that
-// supports URL elicitation is sent the approval's page (in a session, as a
-// request; in the sessionless protocol, as a question of the call's
-// result, answered in the next round): once the user opened it, the call
-// waits for a person's decision there (until the approval expires or the
-// client gives up), then runs again, which uses the approval up or gets
-// the denial. Over a single-client transport that page is a console that
-// carmy serves on a loopback port, and its URL carries a one-time code for
-// that console's secret, for the person at the client; other clients
-// there get a refusal that names what the person can use (personRefusal).
-// Other clients get the refusal.
-func (r *Registry) confirmOverMCP(ctx context.Context, p *mcpserve.Peer, c Call, refusal error) (Result, error) {
-	var e *Error
-	if !errors.As(refusal, &e) {
-		return Result{}, refusal
-	}
-	if r.asksByForm(p) && p.CanElicit() {
-		return r.confirmByElicitation(ctx, p, c, e)
-	}
-	pending, ok := approve.PendingOf(e)
-	if !ok {
-		return Result{}, refusal // no pending approval to ask a person about
-	}
-	id, link := pending.ID, pending.URL
-	if p.Single() {
-		link = r.personalApprovalURL(ctx, id, link)
-		refusal = r.personRefusal(ctx, e, pending, false)
-	}
-	if link == "" || !p.CanElicitURL() {
-		return Result{}, refusal
-	}
-	if p.Single() {
-		refusal = r.personRefusal(ctx, e, pending, true) // from here, they were asked
-	}
-	res, err := p.Ask(ctx, "carmy/approval/"+id, &mcp.ElicitParams{
-		Mode:          "url",
-		Message:       fmt.Sprintf("%s needs a person's approval. Open this page to see the call and approve or deny it; the call waits for the decision.", c.Tool),
-		URL:           link,
-		ElicitationID: id,
-	})
-	if errors.Is(err, mcpserve.ErrNeedsInput) {
-		return Result{}, needsInput()
-	}
-	if err == nil && res.Action == "decline" {
-		return Result{}, r.declined(ctx, r.tools[c.Tool], c, id)
-	}
-	if err != nil || res.Action != "accept" {
-		return Result{}, refusal
-	}
-	a, err := r.awaitDecision(ctx, id)
-	if err != nil || a.Status == store.ApprovalPending {
-		return Result{}, refusal
-	}
-	p.ElicitationComplete(ctx, id)
-	return r.executeFor(ctx, c, p)
+// mcpAsker asks the person at an MCP client to confirm a call in-band
+// (a [personAsker]), and decides the call's approval by the answer. Where
+// form confirmation applies ([Registry.asksByForm]: by default over a
+// single-client transport) a client that can show its user a form is
+// asked to confirm with one that shows the call's canonical input:
+// accepted, the approval is approved and the call goes on, using it up;
+// declined, the approval is denied and the call refused as declined;
+// dismissed, the refusal stands; an answer that breaks the form is
+// invalid input. Otherwise a client that supports URL elicitation is sent
+// the approval's page: once the user opened it, the call waits for a
+// person's decision there (until the approval expires or the client gives
+// up), and goes on by it. Over a single-client transport that page is a
+// console that carmy serves on a loopback port, and its URL carries a
+// one-time code for that console's secret, for the person at the client;
+// other clients there get a refusal that names what the person can use
+// (personRefusal). Other clients get the refusal.
+//
+// In the sessionless protocol the question goes back in the round's
+// result, and the answer counts in the next round of the same call; a
+// confirmation given holds, once each, for the rounds that the tool's own
+// questions add, until the approval would have expired (confirmedBefore).
+type mcpAsker struct {
+	r *Registry
+	p *mcpserve.Peer
 }
 
-// personalApprovalURL is the page where the person at a single-client
-// transport's client decides on approval id: the console of the server
-// that link (the approval's URL, if any) is on, else the console that
-// carmy serves on a loopback port for the purpose, opened on the first
-// need. The URL carries a one-time code that the page exchanges for the
-// console secret, if the console has one: the client hands it to its
-// user, not to the model. It is "" when no console can be served.
-func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) string {
-	c := r.console
-	base, ok := strings.CutSuffix(link, "/console?approval="+url.QueryEscape(id))
-	if !ok || base == "" {
-		var err error
-		if base, c, err = r.localConsole(ctx); err != nil {
-			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
-			return ""
+func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+	r, p := m.r, m.p
+	id := pending.ID
+	q := mcpserve.Confirmation{Tool: t.meta.Name, Approval: id, Form: r.asksByForm(p) && p.CanElicit(), URL: pending.URL}
+	// personal is the refusal that stands: over a single-client
+	// transport, one that names what the person can use, and says whether
+	// they were asked.
+	personal := func(asked bool) error {
+		if p.Single() {
+			return r.personRefusal(ctx, refusal, pending, asked)
 		}
+		return refusal
 	}
-	return linkWithCode(base, c, url.Values{"approval": {id}})
+	if q.Form {
+		var err error
+		if q.Input, err = promptInput(form); err != nil {
+			return store.Approval{}, refusal
+		}
+	} else if p.Single() {
+		q.URL = r.personalApprovalURL(ctx, id, pending.URL)
+	}
+	answer, err := p.Confirm(ctx, q)
+	switch answer {
+	case mcpserve.NotAsked:
+		if err != nil && p.Sessionless() {
+			return store.Approval{}, r.storeError(ctx, t, err) // the key that signs its state
+		}
+		if err != nil {
+			return store.Approval{}, refusal
+		}
+		return store.Approval{}, personal(false)
+	case mcpserve.Asking:
+		return store.Approval{}, refusal // the question goes back in the round's result
+	case mcpserve.Broken:
+		var bad *mcpserve.BadAnswer
+		errors.As(err, &bad)
+		f := FieldError{Path: bad.Field, Message: bad.Message}
+		return store.Approval{}, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the confirmation form: " + describe(f), Fields: []FieldError{f}}
+	case mcpserve.Declined:
+		return store.Approval{}, r.declined(ctx, t, c, id)
+	case mcpserve.Confirmed:
+		a, err := r.decideByElicitation(ctx, id, true, c.Principal)
+		if err != nil {
+			return store.Approval{}, r.storeError(ctx, t, err)
+		}
+		if a.Status == store.ApprovalApproved { // not when another person decided otherwise first
+			p.Confirmed(ctx, digest, id, time.Now().Add(r.approvals.timeout))
+		}
+		return a, decided(t, a, refusal)
+	case mcpserve.Opened:
+		a, err := r.awaitDecision(ctx, id)
+		if err != nil || a.Status == store.ApprovalPending {
+			return store.Approval{}, personal(true)
+		}
+		p.ElicitationComplete(ctx, id)
+		if a.Status != store.ApprovalApproved && a.Status != store.ApprovalDenied {
+			return store.Approval{}, personal(true) // used by another call, or expired
+		}
+		return a, decided(t, a, nil)
+	}
+	return store.Approval{}, personal(true) // dismissed: the call still needs a person's confirmation
 }
 
 // asksByForm reports whether a call that needs confirmation is confirmed
@@ -117,99 +115,6 @@ func (r *Registry) asksByForm(p *mcpserve.Peer) bool {
 	}
 	return p.Single()
 }
-
-// confirmForm is the form a person confirms a call with.
-var confirmForm = map[string]any{
-	"type":       "object",
-	"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "description": "true to run the call"}},
-	"required":   []string{"confirm"},
-}
-
-// confirmByElicitation asks the person at the client, with a form that
-// shows the call's canonical input, to confirm a call that was refused
-// for want of confirmation, and decides the call's pending approval by
-// the answer: accepted, the approval is approved and the call runs,
-// using it up; declined, the approval is denied and the call refused as
-// declined; dismissed, the refusal stands. An answer that breaks the form
-// is invalid input.
-//
-// In the sessionless protocol the question goes back in the call's result,
-// with a request state bound to the principal and to the pending approval
-// of the input shown (so to its tool and digest); the answer counts only
-// in the next round of the same call, with that state, while the approval
-// is pending. A confirmation given holds, once each, for the rounds that
-// the tool's own questions add, until the approval would have expired.
-func (r *Registry) confirmByElicitation(ctx context.Context, p *mcpserve.Peer, c Call, refusal *Error) (Result, error) {
-	t, ok := r.tools[c.Tool]
-	if !ok {
-		return Result{}, refusal
-	}
-	form, err := t.canonicalInput(c.Input)
-	if err != nil {
-		return Result{}, refusal
-	}
-	digest := canon.Sum(form)
-	if id, expires, ok := r.confirmedBefore(ctx, p, c, digest); ok {
-		return r.runConfirmed(ctx, p, c, digest, id, expires)
-	}
-	pending, ok := approve.PendingOf(refusal)
-	if !ok {
-		return Result{}, refusal // no pending approval to decide (one used or expired)
-	}
-	id := pending.ID
-	shown, err := promptInput(form)
-	if err != nil {
-		return Result{}, refusal
-	}
-	params := &mcp.ElicitParams{
-		Message:         fmt.Sprintf("Allow %s to run with this input?\n%s", c.Tool, shown),
-		RequestedSchema: confirmForm,
-	}
-	var res *mcp.ElicitResult
-	if p.Sessionless() {
-		// An answer counts only with the state of the question asked about
-		// this very approval: never one sent unasked, nor one given about
-		// another input.
-		ans, ok := p.Answer(confirmKey)
-		asked, err := r.askState(ctx, c.Principal, id)
-		if err != nil {
-			return Result{}, r.storeError(ctx, t, err)
-		}
-		if !ok || !hmac.Equal([]byte(p.RequestState()), []byte(asked)) {
-			p.Question(confirmKey, params)
-			p.SetState(asked)
-			return Result{}, needsInput()
-		}
-		res = ans
-	} else if res, err = p.Ask(ctx, confirmKey, params); err != nil {
-		return Result{}, refusal
-	}
-	switch res.Action {
-	case "accept":
-		yes, bad := confirmAnswer(res.Content)
-		if bad != nil {
-			return Result{}, r.refused(ctx, t, &c, bad)
-		}
-		if !yes {
-			return Result{}, r.declined(ctx, t, c, id)
-		}
-		r.decideByElicitation(ctx, id, true, c.Principal)
-		if p.Sessionless() {
-			p.SetState(r.confirmedState(ctx, c, digest, id, time.Now().Add(r.approvals.timeout)))
-		}
-		return r.executeFor(ctx, c, p)
-	case "decline":
-		return Result{}, r.declined(ctx, t, c, id)
-	}
-	if p.Single() {
-		return Result{}, r.personRefusal(ctx, refusal, pending, true)
-	}
-	return Result{}, refusal // dismissed: the call still needs a person's confirmation
-}
-
-// elicitationApprover names the person at the MCP client of principal, who
-// decided an approval by answering a confirmation form.
-func elicitationApprover(principal string) string { return "elicitation:" + principal }
 
 // personRefusal is the refusal of a call over a single-client transport
 // (stdio) that waits for pending, a person's approval: it names what
@@ -248,46 +153,26 @@ func linkIn(file string) string {
 	return " (its link with the secret is in " + file + ")"
 }
 
-// confirmAnswer reads an accepted confirmation form: whether the person
-// confirmed, or the invalid input error of an answer that breaks the form.
-func confirmAnswer(content map[string]any) (yes bool, bad *Error) {
-	v, ok := content["confirm"]
-	b, isBool := v.(bool)
-	if ok && isBool {
-		return b, nil
-	}
-	msg := "is required: answer true to run the call, false to refuse it"
-	if ok {
-		msg = "must be a boolean: true to run the call, false to refuse it"
-	}
-	f := FieldError{Path: "confirm", Message: msg}
-	return false, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the confirmation form: " + describe(f), Fields: []FieldError{f}}
-}
-
 // declined denies the approval of a call whose confirmation the person
 // declined, so that the call stays refused until the approval expires,
 // and refuses it.
 func (r *Registry) declined(ctx context.Context, t *tool, c Call, id string) error {
-	r.decideByElicitation(ctx, id, false, c.Principal)
-	return r.refused(ctx, t, &c, &Error{
+	if _, err := r.decideByElicitation(ctx, id, false, c.Principal); err != nil {
+		r.logger.Error("carmy: approval store failed", "error", err)
+	}
+	return &Error{
 		Code:    CodePermissionDenied,
 		Message: fmt.Sprintf("The user declined this call of %s. Do not retry it: ask the user what they want instead.", t.meta.Name),
 		Details: map[string]any{"tool": t.meta.Name, "approval_id": id, "reason": "declined"},
-	})
-}
-
-// decideByElicitation records the decision of the person at the MCP
-// client of principal on approval id, and wakes the calls that wait for
-// it. An approval that is no longer pending keeps its state: the call that
-// follows gets what it says.
-func (r *Registry) decideByElicitation(ctx context.Context, id string, approve bool, principal string) {
-	if _, err := r.decide(ctx, id, approve, elicitationApprover(principal)); err != nil && !errors.Is(err, store.ErrApprovalState) {
-		r.logger.Error("carmy: approval store failed", "error", err)
 	}
 }
 
 // MinStateKeySize is the shortest key [Builder.StateKey] takes, in bytes.
 const MinStateKeySize = 32
+
+// The MCP door makes and takes signing keys of the size the builder takes
+// (this index is out of range, and does not compile, otherwise).
+var _ = [1]struct{}{}[MinStateKeySize-mcpserve.MinKeySize]
 
 // StateKey sets the key that signs the request state the registry hands
 // clients of the sessionless MCP protocol (2026-07-28): a confirmation a
@@ -313,122 +198,28 @@ func (b *Builder) StateKey(key []byte) *Builder {
 	return b
 }
 
-// stateSigner signs a registry's sessionless request states, with the key
-// the builder was given, the store's shared key, or a key of its own made
-// at Build. The store's key is read on first need, and again after a
-// failure, so a store that is down at Build delays nothing but the first
-// confirmation. Safe for concurrent use.
-type stateSigner struct {
-	shared store.KeyStore // whose key signs, when key is nil until read
-
-	mu  sync.Mutex
-	key []byte
-}
-
-// stateKeyName is the name of the signing key in a [store.KeyStore].
-const stateKeyName = "state"
-
-func newStateSigner(key []byte, s store.IdempotencyStore) *stateSigner {
-	if key != nil {
-		return &stateSigner{key: key}
+// confirmedBefore returns the approval of a confirmation that the server
+// gave, in an earlier round of the sessionless protocol, this principal
+// for this tool and input, when the call carries its state, not expired
+// and not used before; it uses that state up, and hands the next round a
+// new one. The call's records name that approval and its approver, as
+// those of the round that used it do.
+func (m mcpAsker) confirmedBefore(ctx context.Context, c Call, digest string) (store.Approval, bool) {
+	r, p := m.r, m.p
+	if !p.Sessionless() || !r.asksByForm(p) || !p.CanElicit() {
+		return store.Approval{}, false
 	}
-	if ks, ok := s.(store.KeyStore); ok {
-		return &stateSigner{shared: ks}
+	id, ok := p.ConfirmedBefore(ctx, digest)
+	if !ok {
+		return store.Approval{}, false
 	}
-	k := make([]byte, MinStateKeySize)
-	_, _ = rand.Read(k) // crypto/rand's Read never fails
-	return &stateSigner{key: k}
-}
-
-// mac signs the parts of a request state.
-func (s *stateSigner) mac(ctx context.Context, parts ...string) (string, error) {
-	s.mu.Lock()
-	key := s.key
-	s.mu.Unlock()
-	if key == nil {
-		k, err := s.shared.SharedKey(ctx, stateKeyName)
-		if err == nil && len(k) < MinStateKeySize {
-			err = fmt.Errorf("the store's shared key is %d bytes long, fewer than %d", len(k), MinStateKeySize)
-		}
-		if err != nil {
-			return "", err
-		}
-		s.mu.Lock()
-		if s.key == nil {
-			s.key = k
-		}
-		key = s.key
-		s.mu.Unlock()
-	}
-	m := hmac.New(sha256.New, key)
-	for _, p := range parts {
-		m.Write([]byte(p))
-		m.Write([]byte{0})
-	}
-	return hex.EncodeToString(m.Sum(nil)), nil
-}
-
-// askState is the request state of the confirmation question about
-// approval id, asked of principal.
-func (r *Registry) askState(ctx context.Context, principal, id string) (string, error) {
-	mac, err := r.signer.mac(ctx, "ask", principal, id)
-	return "carmy/ask:" + mac, err
-}
-
-// confirmedState is the request state of a confirmation given: the
-// principal, tool and digest of the input confirmed, the approval the
-// person decided, when it expires, and a nonce that lets it be used once.
-// It is "" when the key cannot be had: the next round then asks again.
-func (r *Registry) confirmedState(ctx context.Context, c Call, digest, id string, expires time.Time) string {
-	var n [16]byte
-	_, _ = rand.Read(n[:])
-	nonce, exp := hex.EncodeToString(n[:]), strconv.FormatInt(expires.Unix(), 10)
-	mac, err := r.signer.mac(ctx, "confirmed", c.Principal, c.Tool, digest, id, nonce, exp)
-	if err != nil {
-		r.logger.Error("carmy: cannot sign a confirmation's state", "tool", c.Tool, "error", err)
-		return ""
-	}
-	return "carmy/confirmed:" + nonce + "." + exp + "." + id + "." + mac
-}
-
-// confirmedBefore reports whether the call, in the sessionless protocol,
-// carries the state of a confirmation the server gave this principal for
-// this tool and input in an earlier round, not expired and not used
-// before, the approval it was given on, and when it expires; it uses it
-// up.
-func (r *Registry) confirmedBefore(ctx context.Context, p *mcpserve.Peer, c Call, digest string) (string, time.Time, bool) {
-	rest, ok := strings.CutPrefix(p.RequestState(), "carmy/confirmed:")
-	parts := strings.Split(rest, ".")
-	if !p.Sessionless() || !ok || len(parts) != 4 {
-		return "", time.Time{}, false
-	}
-	nonce, exp, id := parts[0], parts[1], parts[2]
-	mac, err := r.signer.mac(ctx, "confirmed", c.Principal, c.Tool, digest, id, nonce, exp)
-	if err != nil || !hmac.Equal([]byte(parts[3]), []byte(mac)) {
-		return "", time.Time{}, false
-	}
-	n, err := strconv.ParseInt(exp, 10, 64)
-	expires := time.Unix(n, 0)
-	if err != nil || !time.Now().Before(expires) {
-		return "", time.Time{}, false
-	}
-	return id, expires, r.useOnce(ctx, c, nonce, time.Until(expires))
-}
-
-// runConfirmed runs a call whose confirmation an earlier round gave, on
-// approval id, with a grant bound to its input, and hands the next round a
-// new state. Its records name that approval and its approver, as those of
-// the round that used it do.
-func (r *Registry) runConfirmed(ctx context.Context, p *mcpserve.Peer, c Call, digest, id string, expires time.Time) (Result, error) {
-	p.SetState(r.confirmedState(ctx, c, digest, id, expires))
-	c.Permissions = append(slices.Clip(c.Permissions), r.tools[c.Tool].confirm+":"+digest)
 	a, err := r.approvals.store.Get(ctx, id)
 	if err != nil || a.Approver == "" {
 		// Gone, or kept by another host alone: the state was handed on
 		// only after the person at this client confirmed.
 		a = store.Approval{ID: id, Approver: elicitationApprover(c.Principal)}
 	}
-	return r.dispatch(ctx, c, p, &a, nil)
+	return a, true
 }
 
 // promptInput is an input as a person confirms it: its canonical form (the
@@ -436,10 +227,6 @@ func (r *Registry) runConfirmed(ctx context.Context, p *mcpserve.Peer, c Call, d
 // that could hide or disguise text (controls, bidirectional overrides,
 // zero-width and other format characters, line separators) escaped.
 func promptInput(form []byte) (string, error) { return approve.Text(form) }
-
-// confirmKey is the id of the confirmation question in the sessionless
-// protocol's input requests.
-const confirmKey = "carmy/confirm"
 
 // needsInput is the error that ends a run of a tool whose question the
 // client of the sessionless protocol has not answered yet, as the tool and

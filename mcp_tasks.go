@@ -53,13 +53,6 @@ func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.Ta
 	if err := checkRequestID(c.RequestID); err != nil {
 		return nil, mcpOutcome(err), nil
 	}
-	// The answers of the rounds before are the task's: a tool that asked
-	// before its task started finds them (TaskAfterInput).
-	if mc.Peer.Sessionless() {
-		if err := r.openRound(ctx, mc.Peer, c); err != nil {
-			return nil, mcpserve.Outcome{}, err
-		}
-	}
 	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) *mcpserve.Peer {
 		return mcpserve.TaskPeer(mc.Peer, func(questions mcp.InputRequestMap) { run.asking(ctx, questions) })
 	})

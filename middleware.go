@@ -46,6 +46,9 @@ type Request struct {
 	digest string
 	// peer is the MCP client the call came from, for the tool's Context.
 	peer *mcpserve.Peer
+	// asker asks the person at the client to confirm the call in-band,
+	// nil where the door cannot.
+	asker personAsker
 	// slot is the call's place under the tool's MaxInFlight, until the
 	// execution takes it.
 	slot store.Slot

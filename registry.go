@@ -15,7 +15,6 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/carmy-dev/carmy/internal/mcpserve"
-	"github.com/carmy-dev/carmy/internal/mcpwire"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -138,7 +137,7 @@ type Registry struct {
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals
-	signer    *stateSigner // signs the sessionless protocol's request states
+	signer    *mcpserve.Signer // signs the sessionless protocol's request states
 	tasks     tasks
 	console   *consoleAuth
 	recent    recent // the last calls, for the console
@@ -154,7 +153,7 @@ type Registry struct {
 	bodyLimit     int64       // of a message over MCP, stdio included
 	elicit        formConfirmation
 	stdioIdentity Identity
-	sessions      *mcpwire.SessionTable // MCP sessions over HTTP
+	sessions      *mcpserve.Sessions // MCP sessions over HTTP
 	mcpOnce       sync.Once
 	mcp           *mcpserve.Server
 	mcpConfig     mcpConfig       // the host's additions to the MCP server

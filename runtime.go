@@ -89,21 +89,20 @@ func (r *Registry) executeFor(ctx context.Context, c Call, p *mcpserve.Peer) (Re
 	return r.dispatch(ctx, c, p, nil, nil)
 }
 
-// dispatch runs a call of MCP client p, under approval a used up by an
-// earlier round of the same call (which its records name), or as task run
-// (each nil when the call has none), through the tool's middleware and the
-// pipeline.
-func (r *Registry) dispatch(ctx context.Context, c Call, p *mcpserve.Peer, a *store.Approval, run *taskRun) (Result, error) {
+// dispatch runs a call of MCP client p, with ask to ask the person at the
+// client to confirm it in-band, or as task run (each nil when the call has
+// none), through the tool's middleware and the pipeline.
+func (r *Registry) dispatch(ctx context.Context, c Call, p *mcpserve.Peer, ask personAsker, run *taskRun) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, approval: a, task: run}
+		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, asker: ask, task: run}
 		return r.call(ctx, t, &req)
 	}
-	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, approval: a, task: run})
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, asker: ask, task: run})
 }
 
 // handlerFor builds a tool's middleware chain once.
@@ -149,7 +148,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		Permissions: NewPermissions(c.Permissions...),
 		Metadata:    c.Metadata,
 		log:         r.logger,
-		peer:        req.peer,
+		peer:        peerOf(req.peer),
 		task:        req.task,
 	}
 	// Before the input is read: a caller that may not call the tool
@@ -189,7 +188,9 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 				if rec, ok := r.recordedOutcome(ctx, t, req); ok {
 					return replay(rec)
 				}
-				return Result{}, err
+				if err = r.askInBand(ctx, t, req, err); err != nil {
+					return Result{}, err
+				}
 			}
 		}
 	}

@@ -45,6 +45,10 @@ type Peer struct {
 	sealed  string
 	answers mcp.InputResponseMap
 	inner   string
+	// rounds binds a call of the sessionless protocol to the host's state
+	// across rounds; its state is nil in a session, or where the host
+	// keeps none. A value, not a pointer: a call costs no allocation more.
+	rounds rounds
 	// inbox holds the questions of a task's peer (TaskPeer).
 	inbox *inbox
 	// asking is told when a session's task (TaskPeer) starts waiting for
@@ -162,12 +166,6 @@ func (p *Peer) Answer(id string) (*mcp.ElicitResult, bool) {
 	defer p.mu.Unlock()
 	res, ok := p.answers[id].(*mcp.ElicitResult)
 	return res, ok
-}
-
-// Echoed is the request state and the answers the client sent with this
-// round of the sessionless protocol, as it sent them.
-func (p *Peer) Echoed() (state string, answers mcp.InputResponseMap) {
-	return p.req.Params.RequestState, p.req.Params.InputResponses
 }
 
 // Take sets what the host read from the state the client echoed, having

@@ -3,7 +3,11 @@
 // the SDK, with the paths that answer tools/call without the SDK's
 // JSON-RPC machinery where the answer is the same. It knows the host only
 // through [Host]: the tools' list, given once, and a call that runs the
-// host's pipeline and returns its outcome.
+// host's pipeline and returns its outcome. The door keeps what is MCP's:
+// the client as a tool reaches it ([Peer]: progress, logs, questions),
+// asking the person at the client to confirm a call ([Peer.Confirm]), the
+// signed request state that carries the sessionless protocol's rounds
+// ([State]), and the table of sessions over HTTP ([Sessions]).
 package mcpserve
 
 import (
@@ -76,8 +80,9 @@ type Outcome struct {
 	Content     []mcp.Content
 	ExecutionID string
 	Replayed    bool
-	// Err is the error object the caller is shown, nil on success.
-	Err any
+	// Err is the error the caller is shown, nil on success: the result's
+	// error object is its JSON form (code, message, field paths).
+	Err error
 }
 
 // Tool is one of the host's tools as the door lists and answers it.
@@ -109,9 +114,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Stdio is the identity of a client of a single-client transport.
 	Stdio Identity
+	// State keeps what the sessionless protocol carries across a call's
+	// rounds (nil: nothing, the host seals its own states).
+	State *State
 	// Sessions is the table of sessions over HTTP, which HTTPHandler needs;
 	// the host closes them.
-	Sessions *mcpwire.SessionTable
+	Sessions *Sessions
 	// BodyLimit bounds a message over HTTP.
 	BodyLimit int64
 	// Streams ends when the server shuts down: every GET stream ends then.
@@ -241,7 +249,13 @@ func (s *Server) handler(t *entry) mcp.ToolHandler {
 			c.Session = req.Session.ID()
 		}
 		c.Peer = newPeer(req)
+		if err := s.openRounds(ctx, c); err != nil {
+			return nil, err
+		}
 		out, err := s.host.Call(ctx, c)
+		if c.Peer.rounds.state != nil {
+			c.Peer.rounds.seal(ctx, c.Peer)
+		}
 		if ask := c.Peer.inputRequired(); ask != nil {
 			return ask, nil
 		}
@@ -293,7 +307,7 @@ func outputText(out json.RawMessage) string {
 // checks structured content against the output schema even on errors
 // (typescript-sdk#1943), and would turn carmy's error into a protocol
 // error that hides the code and the field paths from the model.
-func errorResult(e any, hasOutputSchema bool) *mcp.CallToolResult {
+func errorResult(e error, hasOutputSchema bool) *mcp.CallToolResult {
 	text, _ := json.Marshal(e)
 	res := &mcp.CallToolResult{
 		IsError: true,

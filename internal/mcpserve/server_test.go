@@ -84,12 +84,17 @@ func tools() []mcpserve.Tool {
 	}
 }
 
+// wireError is a host's error, whose JSON form is its members.
+type wireError map[string]any
+
+func (e wireError) Error() string { return fmt.Sprint(e["message"]) }
+
 // outcomes answers each tool of tools, and "fail" as a refusal.
 func outcomes(_ context.Context, c *mcpserve.Call) (mcpserve.Outcome, error) {
 	var in struct{ Fail bool }
 	_ = json.Unmarshal(c.Params.Arguments, &in)
 	if in.Fail {
-		return mcpserve.Outcome{Err: map[string]any{"code": "invalid_input", "message": "no"}}, nil
+		return mcpserve.Outcome{Err: wireError{"code": "invalid_input", "message": "no"}}, nil
 	}
 	out := mcpserve.Outcome{ExecutionID: "e1", Replayed: true}
 	switch c.Tool {
@@ -351,7 +356,7 @@ func TestPeerSessionless(t *testing.T) {
 			return mcpserve.Outcome{}, fmt.Errorf("asked %v with %q", ids, state)
 		}
 		c.Peer.Seal("sealed s1")
-		return mcpserve.Outcome{Err: map[string]any{"code": "unavailable"}}, nil
+		return mcpserve.Outcome{Err: wireError{"code": "unavailable"}}, nil
 	}}
 	srv := httptest.NewServer(mcpserve.New(mcpserve.Config{Host: h, Tools: tools(), BodyLimit: 1 << 20, Sessions: mcpwire.NewSessionTable(time.Minute, 4)}).HTTPHandler())
 	defer srv.Close()

@@ -197,6 +197,11 @@ func (s *Server) startTask(req *http.Request, tasks Tasks, params jsontext.Value
 	c.Caller, c.Request, c.Authenticated = httpCaller(extra)
 	c.Session = c.Caller.Session
 	c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra})
+	// The answers of the rounds before are the task's: a tool that asked
+	// before its task started finds them (TaskAfterInput).
+	if err := s.openRounds(ctx, c); err != nil {
+		return answer(nil, rpcError(err))
+	}
 	st, out, err := tasks.StartTask(ctx, c)
 	if err != nil {
 		return answer(nil, rpcError(err))

@@ -1,0 +1,180 @@
+package carmy_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// passCounter counts, for one registry, the tools/call requests its MCP
+// server received, the passes of calls through its middleware, and keeps
+// its audit records: what a rate-limiting or metering middleware, and an
+// auditor, would see of a call that a person confirms in-band.
+type passCounter struct {
+	mu       sync.Mutex
+	requests int
+	passes   int
+	records  []carmy.AuditRecord
+}
+
+// builder adds the counting middleware, the recording sink and the
+// request counter to b.
+func (pc *passCounter) builder(b *carmy.Builder) *carmy.Builder {
+	count := func(n *int) {
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		*n++
+	}
+	return b.Use(func(next carmy.CallFunc) carmy.CallFunc {
+		return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
+			count(&pc.passes)
+			return next(ctx, req)
+		}
+	}).Audit(carmy.AuditorFunc(func(_ context.Context, rec carmy.AuditRecord) error {
+		pc.mu.Lock()
+		defer pc.mu.Unlock()
+		pc.records = append(pc.records, rec)
+		return nil
+	})).ConfigureMCP(func(s *mcp.Server) {
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "tools/call" {
+					count(&pc.requests)
+				}
+				return next(ctx, method, req)
+			}
+		})
+	})
+}
+
+// check asserts that the call passed the middleware once per protocol
+// request that carried it (requests of them), that the audit holds
+// refused refusals, all before the run, and that the call ran once.
+func (pc *passCounter) check(t *testing.T, requests, refused int) {
+	t.Helper()
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.requests != requests || pc.passes != requests {
+		t.Errorf("%d tools/call requests, %d middleware passes; want %d of each", pc.requests, pc.passes, requests)
+	}
+	var got []carmy.AuditDecision
+	nRefused, ran := 0, false
+	for _, rec := range pc.records {
+		got = append(got, rec.Decision)
+		switch rec.Decision {
+		case carmy.AuditRefused:
+			nRefused++
+			if ran {
+				t.Errorf("a refusal audited after the run: %v", got)
+			}
+		case carmy.AuditStarted:
+			ran = true
+		case carmy.AuditExecuted:
+			if rec.ApprovalID == "" || rec.Approver == "" {
+				t.Errorf("the executed record %+v does not name its approval and approver", rec)
+			}
+		}
+	}
+	if nRefused != refused || !ran || got[len(got)-1] != carmy.AuditExecuted {
+		t.Errorf("audit decisions %v; want %d refused, then the run", got, refused)
+	}
+}
+
+// TestConfirmationInBandIsOnePass: a call that the person at an MCP client
+// confirms in-band (a form, or the approval's page opened through URL
+// elicitation) goes on inside the pipeline. In a session it is one
+// request, one middleware pass, and no refusal audited; in the sessionless
+// protocol the question goes back as the first round's input request
+// (one pass, one refusal audited) and the round with the answer passes
+// once and runs.
+func TestConfirmationInBandIsOnePass(t *testing.T) {
+	t.Parallel()
+	confirm := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}
+	tests := []struct {
+		name     string
+		version  string
+		requests int // the tools/call requests that carry the call
+		refused  int
+	}{
+		{"session", "2025-11-25", 1, 0},
+		{"sessionless", "2026-07-28", 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run("form over stdio/"+tt.name, func(t *testing.T) {
+			t.Parallel()
+			var pc passCounter
+			_, reg, runs := approvalServer(t, pc.builder(carmy.New()))
+			s := singleClient(t, reg, "stdio", tt.version, &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return confirm, nil
+			}})
+			res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 7}})
+			if err != nil || res.IsError {
+				t.Fatalf("result %+v, %v; want success", res, err)
+			}
+			if runs.Load() != 1 {
+				t.Fatalf("runs = %d; want 1", runs.Load())
+			}
+			pc.check(t, tt.requests, tt.refused)
+		})
+		t.Run("URL over HTTP/"+tt.name, func(t *testing.T) {
+			t.Parallel()
+			var pc passCounter
+			srv, reg, runs := approvalServer(t, pc.builder(carmy.New()))
+			person := consoleClient(t, srv, reg)
+			opts := &mcp.ClientOptions{
+				Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					go func() {
+						time.Sleep(20 * time.Millisecond) // the call waits for the decision
+						httpDo(t, person, "POST", srv.URL+"/approvals/"+req.Params.ElicitationID+"/approve", "")
+					}()
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+			}
+			client := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, opts)
+			s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: tt.version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 7}})
+			if err != nil || res.IsError {
+				t.Fatalf("result %+v, %v; want success", res, err)
+			}
+			if runs.Load() != 1 {
+				t.Fatalf("runs = %d; want 1", runs.Load())
+			}
+			pc.check(t, tt.requests, tt.refused)
+		})
+	}
+	t.Run("form over HTTP/sessionless, round by round", func(t *testing.T) {
+		t.Parallel()
+		var pc passCounter
+		srv, _, runs := approvalServer(t, pc.builder(carmy.New().ElicitConfirmation()))
+		s := sessionless{t, srv.URL}
+		const in = `{"id":7}`
+		r := s.call("delete_note", in, "")
+		_, state, ok := question(r)
+		if !ok {
+			t.Fatalf("first round %v; want the confirmation question", r)
+		}
+		pc.mu.Lock()
+		first := pc.passes
+		pc.mu.Unlock()
+		if first != 1 || runs.Load() != 0 {
+			t.Fatalf("after the first round: %d passes, %d runs; want 1 pass, no run", first, runs.Load())
+		}
+		if r := s.call("delete_note", in, answer("carmy/confirm", state, accept)); r["isError"] == true || r["resultType"] == "input_required" {
+			t.Fatalf("the answering round: %v; want the result", r)
+		}
+		if runs.Load() != 1 {
+			t.Fatalf("runs = %d; want 1", runs.Load())
+		}
+		pc.check(t, 2, 1)
+	})
+}

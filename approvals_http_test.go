@@ -238,14 +238,6 @@ func TestDenialSurvivesAFlood(t *testing.T) {
 	}
 }
 
-// newServer serves reg's handler for a test.
-func newServer(t *testing.T, reg *carmy.Registry) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // consoleSecret is the console secret of reg, as its console URL carries
 // it.
 func consoleSecret(reg *carmy.Registry) string {
@@ -257,10 +249,6 @@ func consoleSecret(reg *carmy.Registry) string {
 // returns the client of the person holding its console secret.
 func consoleServer(t *testing.T, tool *carmy.ToolDef) (*carmy.Registry, *httptest.Server, *http.Client) {
 	t.Helper()
-	reg, err := carmy.New().Tool(tool).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	return reg, newServer(t, reg), &http.Client{Transport: withHeader{carmy.ConsoleHeader, consoleSecret(reg)}}
+	reg := build(t, carmy.New().Tool(tool).Logger(quietLogger()))
+	return reg, serve(t, reg), headerClient(carmy.ConsoleHeader, consoleSecret(reg))
 }

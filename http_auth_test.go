@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -26,8 +25,7 @@ func TestHTTPAuthenticationWrapper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 
 	routes := []struct{ method, path string }{
 		{"GET", "/tools"},

@@ -2,7 +2,6 @@ package carmy_test
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -208,8 +207,7 @@ func TestSessionlessConfirmationState(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer reg.Close()
-			srv := httptest.NewServer(reg.Handler())
-			defer srv.Close()
+			srv := serve(t, reg)
 			_, want := tt.play(t, sessionless{t, srv.URL})
 			if got := burns.Load(); got != want {
 				t.Fatalf("burn_note ran %d times; want %d", got, want)
@@ -243,8 +241,7 @@ func TestSessionlessConfirmationHoldsForTheToolsRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	s := sessionless{t, srv.URL}
 	const in = `{"text":"x"}`
 	_, state, _ := question(s.call("ask_then_burn", in, ""))

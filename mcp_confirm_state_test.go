@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,15 +32,8 @@ func askThenBurn(done *atomic.Int32) *carmy.ToolDef {
 // sessionlessHost serves a registry of askThenBurn made by b.
 func sessionlessHost(t *testing.T, b *carmy.Builder, done *atomic.Int32) sessionless {
 	t.Helper()
-	reg, err := b.Tool(askThenBurn(done)).ElicitConfirmation().Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = reg.Close()
-	})
+	reg := build(t, b.Tool(askThenBurn(done)).ElicitConfirmation().Logger(quietLogger()))
+	srv := serve(t, reg)
 	return sessionless{t, srv.URL}
 }
 

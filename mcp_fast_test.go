@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,8 +23,7 @@ func TestMCPFastPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	post := func(tool, args, meta string) (string, map[string]any) {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":"q-1","method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,8 +118,7 @@ func TestMCPParamHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	tests := []struct {
 		name    string
 		args    string
@@ -206,16 +204,10 @@ func TestMCPParamHeadersSDKClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
-			client := mcp.NewClient(&mcp.Implementation{Name: "mirror", Version: "1"}, nil)
-			s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := mcpConnect(t, srv.URL, version, nil)
 			if _, err := s.ListTools(context.Background(), nil); err != nil {
 				t.Fatal(err)
 			}

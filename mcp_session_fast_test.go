@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -231,8 +230,7 @@ func TestMCPSessionFastPathCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer reg.Close()
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		srv := serve(t, reg)
 		s := openHTTPSession(t, srv.URL, "")
 		go s.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{}}}`)
 		waitFor(t, "the call", func() bool { return started.Load() == 1 })
@@ -345,8 +343,7 @@ func TestMCPSessionFastPathHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer reg.Close()
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		srv := serve(t, reg)
 		for _, st := range steps {
 			s := openHTTPSession(t, srv.URL, st.caps)
 			var kind string

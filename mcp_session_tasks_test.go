@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -168,8 +167,7 @@ func TestMCPSessionTasks(t *testing.T) {
 			var init map[string]any
 			var call sessionTasksClient
 			if transport == "http" {
-				srv := httptest.NewServer(reg.Handler())
-				t.Cleanup(srv.Close)
+				srv := serve(t, reg)
 				init, call = httpTasksSession(t, srv.URL, "alice")
 			} else {
 				init, call, _, _ = stdioTasksSession(t, reg)

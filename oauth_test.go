@@ -708,8 +708,7 @@ func TestOAuthApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	srv := httptest.NewServer(r.Handler())
-	defer srv.Close()
+	srv := serve(t, r)
 	if resp := do(t, "GET", srv.URL+"/.well-known/oauth-protected-resource", ""); !jsonEqual(resp.body["scopes_supported"], []string{"tools", "read"}) {
 		t.Errorf("metadata %v", resp.body)
 	}

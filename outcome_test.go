@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,9 +49,8 @@ func TestOutcomeRecordedAfterTheStoreComesBack(t *testing.T) {
 	t.Cleanup(func() { _ = mem.(interface{ Close() error }).Close() })
 	s := &flakyStore{IdempotencyStore: mem}
 	c := &counter{}
-	var logs strings.Builder
-	var logMu sync.Mutex
-	reg := counterRegistry(t, c, carmy.New().Store(s).Logger(slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))))
+	logs := &logSink{}
+	reg := counterRegistry(t, c, carmy.New().Store(s).Logger(slog.New(slog.NewTextHandler(logs, nil))))
 
 	s.down.Store(true)
 	first, err := place(reg, `{"sku":"A","quantity":1}`, "r1", "alice")
@@ -90,8 +88,6 @@ func TestOutcomeRecordedAfterTheStoreComesBack(t *testing.T) {
 	// The waiting retry wakes when the record lands, which can be before
 	// the runtime logs it.
 	reported := func() (string, bool) {
-		logMu.Lock()
-		defer logMu.Unlock()
 		l := logs.String()
 		return l, strings.Contains(l, "trying again while its reservation is held") && strings.Contains(l, "recorded the outcome of a request id after the store came back")
 	}

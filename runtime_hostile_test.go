@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,8 +108,7 @@ func TestHostileRequestIDOverHTTP(t *testing.T) {
 	var runs atomic.Int32
 	tool := carmy.Tool(func() error { runs.Add(1); return nil }, carmy.Write, carmy.Name("rid"), carmy.ParallelSafe(), carmy.Register(false))
 	reg := rtRegistry(t, carmy.New().Tool(tool))
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	for _, id := range []string{strings.Repeat("k", 256), strings.Repeat("k", 60_000), "a b", "café"} {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/tools/rid", strings.NewReader(`{}`))
 		req.Header.Set("Content-Type", "application/json")
@@ -433,8 +431,7 @@ func TestHostileReplays(t *testing.T) {
 		}
 	})
 	t.Run("over HTTP", func(t *testing.T) {
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		srv := serve(t, reg)
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/tools/fails", strings.NewReader(`{}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "err-1")
@@ -566,8 +563,7 @@ func TestHostileRefusalsAreLogged(t *testing.T) {
 		})
 	}
 	t.Run("over HTTP, with the remote address", func(t *testing.T) {
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		srv := serve(t, reg)
 		resp, err := http.Post(srv.URL+"/tools/confirmed", "application/json", strings.NewReader(`{"secret":"`+secret+`"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -579,8 +575,7 @@ func TestHostileRefusalsAreLogged(t *testing.T) {
 		}
 	})
 	t.Run("over MCP, with the remote address", func(t *testing.T) {
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		srv := serve(t, reg)
 		s, err := mcpSession(t, srv.URL, "", nil)
 		if err != nil {
 			t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -118,8 +117,7 @@ func TestHostileInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

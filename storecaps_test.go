@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,8 +124,7 @@ func TestConfirmedStateNonce(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer reg.Close()
-			srv := httptest.NewServer(reg.Handler())
-			defer srv.Close()
+			srv := serve(t, reg)
 			c := sessionless{t, srv.URL}
 			const in = `{"text":"x"}`
 			_, state, _ := question(c.call("ask_then_burn", in, ""))

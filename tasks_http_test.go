@@ -19,8 +19,7 @@ func tasksServer(t *testing.T, e *exporter) (*httptest.Server, func(tok string) 
 		carmy.Token{SHA256: carmy.HashToken("alice"), Principal: "alice"},
 		carmy.Token{SHA256: carmy.HashToken("bob"), Principal: "bob"},
 	)), e.tool(), count)
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, reg)
 	return srv, func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
 }
 

@@ -225,3 +225,33 @@ func mcpInMemory(t testing.TB, reg *carmy.Registry, opts *mcp.ClientOptions) *mc
 	})
 	return s
 }
+
+// mcpExchange posts one JSON-RPC message to the MCP endpoint of the server
+// at base, with MCP's Accept header and the headers given, each map
+// overriding the ones before it (a header given as "" is not sent). It
+// returns the answer and its message: the body, or out of an event stream
+// the last event that carries an id.
+func mcpExchange(t testing.TB, base, body string, headers ...map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	h := map[string]string{"Accept": "application/json, text/event-stream"}
+	for _, layer := range headers {
+		for k, v := range layer {
+			h[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	pairs := make([]string, 0, 2*len(h))
+	for k, v := range h {
+		pairs = append(pairs, k, v)
+	}
+	res, raw := roundTrip(t, nil, http.MethodPost, base+"/mcp", body, pairs...)
+	var msg []byte
+	for line := range strings.Lines(string(raw)) {
+		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && strings.Contains(data, `"id"`) {
+			msg = []byte(data)
+		}
+	}
+	if msg == nil || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		return res, raw
+	}
+	return res, msg
+}

@@ -75,15 +75,8 @@ func TestDecisionsOnlyFromTheConsoleOrigin(t *testing.T) {
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`, "Authorization", "Bearer agent")
 	id := detail(body, "approval_id")
 	preflight := func(path string) string {
-		req, _ := http.NewRequest(http.MethodOptions, srv.URL+path, nil)
-		req.Header.Set("Origin", page)
-		req.Header.Set("Access-Control-Request-Method", "POST")
-		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res, _ := roundTrip(t, nil, http.MethodOptions, srv.URL+path, "", "Origin", page,
+			"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
 		return res.Header.Get("Access-Control-Allow-Origin")
 	}
 	if preflight("/tools/delete_note") != page {

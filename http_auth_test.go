@@ -2,7 +2,6 @@ package carmy_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -50,17 +49,11 @@ func TestHTTPAuthenticationWrapper(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var first string
 			for _, rt := range routes {
-				req, _ := http.NewRequest(rt.method, srv.URL+rt.path, strings.NewReader(`{}`))
-				req.Header.Set("Content-Type", "application/json")
+				header := []string{"Content-Type", "application/json"}
 				for _, a := range auth {
-					req.Header.Add("Authorization", a)
+					header = append(header, "Authorization", a)
 				}
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(res.Body)
-				res.Body.Close()
+				res, body := roundTrip(t, nil, rt.method, srv.URL+rt.path, `{}`, header...)
 				if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"code":"unauthenticated"`) {
 					t.Fatalf("%s %s = %d %s; want 401 unauthenticated", rt.method, rt.path, res.StatusCode, body)
 				}

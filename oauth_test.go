@@ -565,18 +565,8 @@ func TestOAuthHTTPChallenges(t *testing.T) {
 // status.
 func browserGet(t *testing.T, url string) int {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Origin", "https://agent.example")
-	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	res, _ := roundTrip(t, nil, "GET", url, "", "Origin", "https://agent.example", "Sec-Fetch-Site", "cross-site")
+	return res.StatusCode
 }
 
 func jsonEqual(a, b any) bool {

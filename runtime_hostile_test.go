@@ -110,15 +110,7 @@ func TestHostileRequestIDOverHTTP(t *testing.T) {
 	reg := rtRegistry(t, carmy.New().Tool(tool))
 	srv := serve(t, reg)
 	for _, id := range []string{strings.Repeat("k", 256), strings.Repeat("k", 60_000), "a b", "café"} {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/tools/rid", strings.NewReader(`{}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", id)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
+		res, body := roundTrip(t, nil, http.MethodPost, srv.URL+"/tools/rid", `{}`, "Idempotency-Key", id)
 		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), hrRule) || len(body) > 1024 {
 			t.Errorf("id of %d bytes: status %d, body %.300s", len(id), res.StatusCode, body)
 		}
@@ -432,16 +424,9 @@ func TestHostileReplays(t *testing.T) {
 	})
 	t.Run("over HTTP", func(t *testing.T) {
 		srv := serve(t, reg)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/tools/fails", strings.NewReader(`{}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "err-1")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
+		res, raw := roundTrip(t, nil, http.MethodPost, srv.URL+"/tools/fails", `{}`, "Idempotency-Key", "err-1")
 		var body struct{ Error carmy.Error }
-		if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		if err := json.Unmarshal(raw, &body); err != nil {
 			t.Fatal(err)
 		}
 		if got := res.Header.Get("X-Carmy-Execution-Id"); got != original || body.Error.Details["replayed"] != true || body.Error.Details["execution_id"] != original {

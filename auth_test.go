@@ -30,11 +30,7 @@ func TestAuthenticatorErrorNotLogged(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			log := &logSink{}
-			reg, err := carmy.New().Authenticate(tt.auth).Logger(slog.New(slog.NewTextHandler(log, nil))).Tool(boundaryTools()...).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
+			reg := build(t, carmy.New().Authenticate(tt.auth).Logger(slog.New(slog.NewTextHandler(log, nil))).Tool(boundaryTools()...))
 			srv := serve(t, reg)
 			for _, r := range []struct{ method, path, body string }{
 				{"GET", "/tools", ""}, {"POST", "/tools/who", "{}"}, {"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`},

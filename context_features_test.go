@@ -131,11 +131,7 @@ func TestToolFeaturesInProcess(t *testing.T) {
 func TestContentOverHTTP(t *testing.T) {
 	t.Parallel()
 	f := &featureTools{}
-	reg, err := carmy.New().Tool(f.defs()...).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := build(t, carmy.New().Tool(f.defs()...))
 	srv := serve(t, reg)
 	resp, err := http.Post(srv.URL+"/tools/picture", "application/json", nil)
 	if err != nil {
@@ -170,11 +166,7 @@ func TestToolFeaturesOverMCP(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			f := &featureTools{}
-			reg, err := carmy.New().Tool(f.defs()...).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
+			reg := build(t, carmy.New().Tool(f.defs()...))
 			srv := serve(t, reg)
 			var mu sync.Mutex
 			var progress []string
@@ -282,11 +274,7 @@ func TestElicitWithoutCapability(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			f := &featureTools{}
-			reg, err := carmy.New().Tool(f.defs()...).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
+			reg := build(t, carmy.New().Tool(f.defs()...))
 			srv := serve(t, reg)
 			s := mcpConnect(t, srv.URL, version, nil)
 			r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet"})

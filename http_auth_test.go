@@ -18,12 +18,8 @@ func TestHTTPAuthenticationWrapper(t *testing.T) {
 	t.Parallel()
 	who := carmy.Tool(func(ctx context.Context, _ struct{}) (string, error) { return "ran", nil }, carmy.Write,
 		carmy.Name("who"), carmy.Register(false))
-	reg, err := carmy.New().Tool(who).Logger(quietLogger()).
-		Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := build(t, carmy.New().Tool(who).Logger(quietLogger()).
+		Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})))
 	srv := serve(t, reg)
 
 	routes := []struct{ method, path string }{

@@ -14,7 +14,7 @@ import (
 func TestConfigureMCP(t *testing.T) {
 	t.Parallel()
 	f := &featureTools{}
-	reg, err := carmy.New().Tool(f.defs()...).
+	reg := build(t, carmy.New().Tool(f.defs()...).
 		ConfigureMCP(func(s *mcp.Server) {
 			s.AddResource(&mcp.Resource{URI: "test://readme", Name: "readme", MIMEType: "text/plain"},
 				func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -29,11 +29,7 @@ func TestConfigureMCP(t *testing.T) {
 			o.CompletionHandler = func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 				return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"Ada", "Alan"}}}, nil
 			}
-		}).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+		}))
 	srv := serve(t, reg)
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {

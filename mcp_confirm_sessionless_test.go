@@ -202,11 +202,7 @@ func TestSessionlessConfirmationState(t *testing.T) {
 			if strings.Contains(tt.name, "expires") {
 				b.ApprovalTimeout(200 * time.Millisecond)
 			}
-			reg, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
+			reg := build(t, b)
 			srv := serve(t, reg)
 			_, want := tt.play(t, sessionless{t, srv.URL})
 			if got := burns.Load(); got != want {
@@ -236,11 +232,7 @@ func TestSessionlessConfirmationHoldsForTheToolsRounds(t *testing.T) {
 		done.Add(1)
 		return ask.Reason, nil
 	}, carmy.Destructive, carmy.Name("ask_then_burn"), carmy.RequireConfirmation(), carmy.Register(false))
-	reg, err := carmy.New().Tool(tool).ElicitConfirmation().Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := build(t, carmy.New().Tool(tool).ElicitConfirmation().Logger(quietLogger()))
 	srv := serve(t, reg)
 	s := sessionless{t, srv.URL}
 	const in = `{"text":"x"}`

@@ -16,11 +16,7 @@ import (
 func TestMCPFastPath(t *testing.T) {
 	t.Parallel()
 	f := &featureTools{}
-	reg, err := carmy.New().Tool(f.defs()...).Tool((&hostTools{}).defs()...).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := build(t, carmy.New().Tool(f.defs()...).Tool((&hostTools{}).defs()...))
 	srv := serve(t, reg)
 	post := func(tool, args, meta string) (string, map[string]any) {
 		t.Helper()

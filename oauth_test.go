@@ -693,11 +693,7 @@ func TestOAuthApp(t *testing.T) {
 	t.Setenv("CARMY_OAUTH_SCOPES", "tools, read")
 	tool := carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("noop"), carmy.Register(false))
 
-	r, err := carmy.App().Logger(quietLogger()).Tool(tool).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := build(t, carmy.App().Logger(quietLogger()).Tool(tool))
 	srv := serve(t, r)
 	if resp := do(t, "GET", srv.URL+"/.well-known/oauth-protected-resource", ""); !jsonEqual(resp.body["scopes_supported"], []string{"tools", "read"}) {
 		t.Errorf("metadata %v", resp.body)

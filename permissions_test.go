@@ -202,11 +202,7 @@ func TestPermissionsEveryDoor(t *testing.T) {
 	for _, c := range permCallers {
 		tokens = append(tokens, carmy.Token{SHA256: carmy.HashToken(c.token()), Principal: c.name, Permissions: c.perms})
 	}
-	reg, err := w.builder().Authenticate(carmy.BearerTokens(tokens...)).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := build(t, w.builder().Authenticate(carmy.BearerTokens(tokens...)))
 	srv := serve(t, reg)
 	ctx := context.Background()
 
@@ -503,11 +499,7 @@ func TestPermissionsOAuth(t *testing.T) {
 	t.Parallel()
 	iss := newTestIssuer(t)
 	w := newPermWorld()
-	reg, err := w.builder().Authenticate(newOAuth(t, iss, "tools")).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := build(t, w.builder().Authenticate(newOAuth(t, iss, "tools")))
 	srv := serve(t, reg)
 	meta := srv.URL + "/.well-known/oauth-protected-resource"
 

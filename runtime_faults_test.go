@@ -41,11 +41,7 @@ func TestFaults(t *testing.T) {
 			return ctx.Err()
 		}, carmy.Read, carmy.Name("waits"), carmy.ParallelSafe(), carmy.Register(false)),
 	}
-	reg, err := carmy.New().Tool(tools...).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := build(t, carmy.New().Tool(tools...))
 	srv := serve(t, reg)
 
 	post := func(ctx context.Context, tool string) (int, string, error) {

@@ -112,11 +112,7 @@ func TestHostileInput(t *testing.T) {
 	}
 	var runs atomic.Int32
 	tool := carmy.Tool(func(in Hostile) error { runs.Add(1); return nil }, carmy.Write, carmy.Name("hostile"), carmy.ParallelSafe(), carmy.Register(false))
-	reg, err := carmy.New().Tool(tool).BodyLimit(16 * mib).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := build(t, carmy.New().Tool(tool).BodyLimit(16*mib))
 	srv := serve(t, reg)
 
 	for _, tt := range tests {

@@ -119,11 +119,7 @@ func TestConfirmedStateNonce(t *testing.T) {
 				done.Add(1)
 				return ask.Reason, nil
 			}, carmy.Destructive, carmy.Name("ask_then_burn"), carmy.RequireConfirmation(), carmy.Register(false))
-			reg, err := carmy.New().Tool(tool).Store(s).ElicitConfirmation().Logger(quietLogger()).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
+			reg := build(t, carmy.New().Tool(tool).Store(s).ElicitConfirmation().Logger(quietLogger()))
 			srv := serve(t, reg)
 			c := sessionless{t, srv.URL}
 			const in = `{"text":"x"}`

@@ -204,18 +204,38 @@ func mcpSession(t testing.TB, url, token string, opts *mcp.ClientOptions) (*mcp.
 	return mcpDial(t, hc, url, "", opts)
 }
 
-// mcpInMemory serves reg over an in-memory transport to an MCP client with
-// options opts. When the test ends the session closes and the serving ends.
-func mcpInMemory(t testing.TB, reg *carmy.Registry, opts *mcp.ClientOptions) *mcp.ClientSession {
+// singleClient connects an MCP client with options opts, in protocol
+// version (the SDK's latest when ""), to reg over a single-client
+// transport: "memory" (ServeMCP), or "stdio", a pair of pipes (ServeStdio),
+// as a stdio client would. When the test ends the session closes and the
+// serving ends.
+func singleClient(t testing.TB, reg *carmy.Registry, transport, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	serverT, clientT := mcp.NewInMemoryTransports()
 	served := make(chan struct{})
-	go func() { defer close(served); _ = reg.ServeMCP(ctx, serverT) }()
-	s, err := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, opts).Connect(ctx, clientT, nil)
+	var clientT mcp.Transport
+	switch transport {
+	case "memory":
+		serverT, c := mcp.NewInMemoryTransports()
+		clientT = c
+		go func() { defer close(served); _ = reg.ServeMCP(ctx, serverT) }()
+	case "stdio":
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		clientT = &mcp.IOTransport{Reader: outR, Writer: inW}
+		go func() {
+			defer close(served)
+			_ = reg.ServeStdio(ctx, inR, outW)
+			_ = outW.Close()
+		}()
+	}
+	var so *mcp.ClientSessionOptions
+	if version != "" {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, opts).Connect(ctx, clientT, so)
 	if err != nil {
 		cancel()
-		<-served
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -353,7 +353,7 @@ func TestRateLimitMCP(t *testing.T) {
 	reg, _ := limitedOrders(t, newLimitClock(), carmy.New().StdioIdentity(carmy.Identity{Principal: "local"}), carmy.RateLimit(1, time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	session := mcpInMemory(t, reg, nil)
+	session := singleClient(t, reg, "memory", "", nil)
 
 	args := map[string]any{"sku": "A-1"}
 	if res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "create_order", Arguments: args}); err != nil || res.IsError {

@@ -225,7 +225,7 @@ func TestPermissionsEveryDoor(t *testing.T) {
 			return s
 		}
 		r := build(t, w.builder().StdioIdentity(c.identity()))
-		s := mcpInMemory(t, r, nil)
+		s := singleClient(t, r, "memory", "", nil)
 		stdio[c.name] = s
 		return s
 	}
@@ -637,7 +637,7 @@ func TestPermissionsMCPMeta(t *testing.T) {
 	defer reg.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	s := mcpInMemory(t, reg, nil)
+	s := singleClient(t, reg, "memory", "", nil)
 	list, err := s.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -21,15 +21,15 @@ const maxApprovalWait = time.Minute
 
 // caller authenticates a request to the approvals or the console, and
 // looks for the console secret on a server without an authenticator.
-func (r *Registry) caller(req *http.Request) (approve.Who, error) {
+func (s *httpServer) caller(req *http.Request) (approve.Who, error) {
 	if who, ok := req.Context().Value(personKey{}).(approve.Who); ok {
 		return who, nil // the loopback console's person, who holds its secret
 	}
-	id, err := r.identify(req)
+	id, err := s.identify(req)
 	if err != nil {
 		return approve.Who{}, err
 	}
-	return approve.Who{Principal: id.Principal, Permissions: id.Permissions, Console: r.auth == nil && r.console.holds(req)}, nil
+	return approve.Who{Principal: id.Principal, Permissions: id.Permissions, Console: s.auth == nil && s.r.console.holds(req)}, nil
 }
 
 // wireSummary is an approval as GET /approvals lists it: without its
@@ -59,13 +59,13 @@ type wireApproval struct {
 	Text string `json:"text"`
 }
 
-func (r *Registry) wireSummary(ctx context.Context, a store.Approval, c approve.Who) wireSummary {
+func (s *httpServer) wireSummary(ctx context.Context, a store.Approval, c approve.Who) wireSummary {
 	return wireSummary{a.ID, a.Tool, a.Principal, a.Digest, a.RequestID, string(a.Status),
-		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, r.approvalURL(ctx, a.ID),
+		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, s.r.approvalURL(ctx, a.ID),
 		a.Status == store.ApprovalPending && c.MayDecide(a) == nil}
 }
 
-func (r *Registry) wireApproval(ctx context.Context, a store.Approval, c approve.Who) wireApproval {
+func (s *httpServer) wireApproval(ctx context.Context, a store.Approval, c approve.Who) wireApproval {
 	input := jsontextRaw(a.Input)
 	text, err := approve.Text(a.Input)
 	switch {
@@ -74,14 +74,14 @@ func (r *Registry) wireApproval(ctx context.Context, a store.Approval, c approve
 	case err != nil:
 		text = string(a.Input) // a form the store kept is JSON; never shown raw but for a broken store
 	}
-	return wireApproval{r.wireSummary(ctx, a, c), input, text}
+	return wireApproval{s.wireSummary(ctx, a, c), input, text}
 }
 
-func (r *Registry) mountApprovals(mux *http.ServeMux) {
-	mux.HandleFunc("GET /approvals", authenticated(r, r.caller, r.serveApprovals))
-	mux.HandleFunc("GET /approvals/{id}", authenticated(r, r.caller, r.serveApproval))
-	mux.HandleFunc("POST /approvals/{id}/approve", authenticated(r, r.caller, r.serveDecision(true)))
-	mux.HandleFunc("POST /approvals/{id}/deny", authenticated(r, r.caller, r.serveDecision(false)))
+func (s *httpServer) mountApprovals(mux *http.ServeMux) {
+	mux.HandleFunc("GET /approvals", authenticated(s, s.caller, s.serveApprovals))
+	mux.HandleFunc("GET /approvals/{id}", authenticated(s, s.caller, s.serveApproval))
+	mux.HandleFunc("POST /approvals/{id}/approve", authenticated(s, s.caller, s.serveDecision(true)))
+	mux.HandleFunc("POST /approvals/{id}/deny", authenticated(s, s.caller, s.serveDecision(false)))
 	mux.HandleFunc("/approvals", onlyMethod("GET"))
 	mux.HandleFunc("/approvals/{id}", onlyMethod("GET"))
 	mux.HandleFunc("/approvals/{id}/approve", onlyMethod("POST"))
@@ -101,7 +101,7 @@ const (
 // status, ?limit= (at most 200, 50 by default) bounds the page, and a
 // Link header (rel="next") gives the next page's URL, whose ?after= names
 // the last approval read.
-func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request, c approve.Who) {
+func (s *httpServer) serveApprovals(w http.ResponseWriter, req *http.Request, c approve.Who) {
 	var err error
 	q := req.URL.Query()
 	status, after, limit := q.Get("status"), q.Get("after"), store.DefaultApprovalPage
@@ -115,9 +115,9 @@ func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request, c ap
 	out := make([]wireSummary, 0, limit)
 	more := false
 	for scanned := 0; len(out) < limit && scanned < maxApprovalScan; {
-		page, err := r.approvals.store.List(req.Context(), after, limit)
+		page, err := s.r.approvals.store.List(req.Context(), after, limit)
 		if err != nil {
-			writeError(w, r.approvalStoreError(err))
+			writeError(w, s.r.approvalStoreError(err))
 			return
 		}
 		read := 0
@@ -127,7 +127,7 @@ func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request, c ap
 			}
 			after, read = a.ID, read+1
 			if c.MayView(a) && (status == "" || string(a.Status) == status) {
-				out = append(out, r.wireSummary(ctx, a, c))
+				out = append(out, s.wireSummary(ctx, a, c))
 			}
 		}
 		scanned += read
@@ -148,9 +148,9 @@ func (r *Registry) serveApprovals(w http.ResponseWriter, req *http.Request, c ap
 
 // serveApproval shows one approval; ?wait=30s holds the request until it
 // is no longer pending, for at most that long (and a minute), so that an
-// agent learns of the decision at once.
-func (r *Registry) serveApproval(w http.ResponseWriter, req *http.Request, c approve.Who) {
-	a, ok := r.visibleApproval(w, req, c)
+// agent learns of the decision at once, or until the server shuts down.
+func (s *httpServer) serveApproval(w http.ResponseWriter, req *http.Request, c approve.Who) {
+	a, ok := s.visibleApproval(w, req, c)
 	if !ok {
 		return
 	}
@@ -160,23 +160,29 @@ func (r *Registry) serveApproval(w http.ResponseWriter, req *http.Request, c app
 			writeError(w, Errorf(CodeInvalidInput, "wait=%q is not a duration such as 30s", v))
 			return
 		}
-		ctx, cancel := context.WithTimeout(req.Context(), min(d, maxApprovalWait))
+		stream, end := s.streaming(req.Context()) // the server's shutdown answers it at once
+		defer end()
+		ctx, cancel := context.WithTimeout(stream, min(d, maxApprovalWait))
 		defer cancel()
-		if got, err := r.awaitDecision(ctx, a.ID); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		got, err := s.r.awaitDecision(ctx, a.ID)
+		switch {
+		case err == nil:
 			a = got
-		} else if req.Context().Err() == nil {
-			writeError(w, r.approvalStoreError(err))
+		case ctx.Err() == nil:
+			writeError(w, s.r.approvalStoreError(err))
 			return
+		case got.ID != "": // the approval as last seen when the wait ended
+			a = got
 		}
 	}
-	writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a, c))
+	writeJSON(w, http.StatusOK, s.wireApproval(withHTTPRequest(req.Context(), req), a, c))
 }
 
 // visibleApproval finds the approval a request names, answering 404 for
 // one the caller may not see, as for one that does not exist.
-func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c approve.Who) (store.Approval, bool) {
+func (s *httpServer) visibleApproval(w http.ResponseWriter, req *http.Request, c approve.Who) (store.Approval, bool) {
 	id := req.PathValue("id")
-	a, err := r.approvals.store.Get(req.Context(), id)
+	a, err := s.r.approvals.store.Get(req.Context(), id)
 	if err == nil && !c.MayView(a) {
 		err = store.ErrApprovalNotFound
 	}
@@ -185,7 +191,7 @@ func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c a
 		return a, false
 	}
 	if err != nil {
-		writeError(w, r.approvalStoreError(err))
+		writeError(w, s.r.approvalStoreError(err))
 		return a, false
 	}
 	return a, true
@@ -194,49 +200,49 @@ func (r *Registry) visibleApproval(w http.ResponseWriter, req *http.Request, c a
 // serveDecision approves or denies a pending approval, for a caller who
 // approves its tool. The decision is logged and audited, with who made
 // it; so is a refused attempt to decide.
-func (r *Registry) serveDecision(approved bool) func(http.ResponseWriter, *http.Request, approve.Who) {
+func (s *httpServer) serveDecision(approved bool) func(http.ResponseWriter, *http.Request, approve.Who) {
 	return func(w http.ResponseWriter, req *http.Request, c approve.Who) {
-		if e := r.decisionRefused(req); e != nil {
-			r.refuse(w, req, c.Principal, e.status, e.Error)
+		if e := s.decisionRefused(req); e != nil {
+			s.refuse(w, req, c.Principal, e.status, e.Error)
 			return
 		}
-		a, ok := r.visibleApproval(w, req, c)
+		a, ok := s.visibleApproval(w, req, c)
 		refused := a
 		refused.Approver = ""
 		if !ok {
 			if a.ID != "" { // one the caller may not see: 404, as for none
-				r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
+				s.r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
 			}
 			return
 		}
 		if why := c.MayDecide(a); why != nil {
-			r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
+			s.r.auditApproval(req.Context(), refused, AuditRefused, c.Principal, CodePermissionDenied)
 			switch {
 			case why == approve.ErrOwnCall:
-				r.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: CodePermissionDenied,
+				s.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: CodePermissionDenied,
 					Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
 					Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
-			case r.auth == nil:
+			case s.auth == nil:
 				// No permission exists here: say where the approver's link is.
-				r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
-					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal%s", linkIn(r.console.fileName())))
+				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
+					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal%s", linkIn(s.r.console.fileName())))
 			default:
-				r.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
+				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
 					"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
 			}
 			return
 		}
-		a, err := r.decide(req.Context(), a.ID, approved, c.Name(), slog.String("remote", req.RemoteAddr))
+		a, err := s.r.decide(req.Context(), a.ID, approved, c.Name(), slog.String("remote", req.RemoteAddr))
 		if errors.Is(err, store.ErrApprovalState) {
 			writeError(w, &Error{Code: CodeConflict, Message: "approval " + a.ID + " is " + string(a.Status) + ", not pending: it cannot be decided again",
 				Details: map[string]any{"approval_id": a.ID, "status": string(a.Status)}})
 			return
 		}
 		if err != nil {
-			writeError(w, r.approvalStoreError(err))
+			writeError(w, s.r.approvalStoreError(err))
 			return
 		}
-		writeJSON(w, http.StatusOK, r.wireApproval(withHTTPRequest(req.Context(), req), a, c))
+		writeJSON(w, http.StatusOK, s.wireApproval(withHTTPRequest(req.Context(), req), a, c))
 	}
 }
 
@@ -262,7 +268,7 @@ type decisionRefusal struct {
 // is same-site, and SameSite cookies would go with it), or without a JSON
 // body, which a page may send to another origin only after a preflight,
 // which decisions never pass.
-func (r *Registry) decisionRefused(req *http.Request) *decisionRefusal {
+func (s *httpServer) decisionRefused(req *http.Request) *decisionRefusal {
 	if decisionOrigin.Check(req) != nil {
 		return &decisionRefusal{http.StatusForbidden, Errorf(CodePermissionDenied,
 			"approvals are decided from the console's own page, or by a program; never from another origin's page")}

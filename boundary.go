@@ -62,22 +62,22 @@ const bodyReadTimeout = 30 * time.Second
 // protect wraps the handler's routes in the boundary every route shares
 // (package guard), refusing as every other refusal of the handler is
 // refused: with an [*Error], logged.
-func (r *Registry) protect(next http.Handler, hosts []guard.Host, origins []string) http.Handler {
+func (s *httpServer) protect(next http.Handler, hosts []guard.Host, origins []string) http.Handler {
 	return guard.New(next, guard.Config{
 		Hosts:           hosts,
 		Origins:         origins,
-		BodyLimit:       r.bodyLimit,
-		BodyReadTimeout: r.tuning.bodyRead(),
-		Authenticated:   r.auth != nil,
+		BodyLimit:       s.limits.body,
+		BodyReadTimeout: s.limits.bodyRead,
+		Authenticated:   s.auth != nil,
 		Public:          isResourceMetadata,
 		NoCORS:          isDecision,
 		Refuse: func(w http.ResponseWriter, req *http.Request, why guard.Refusal) {
 			if why == guard.ForeignHost {
-				r.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
+				s.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
 					"this server answers to the host names localhost, 127.0.0.1 and [::1], not %q; other names (a proxy's, a published address) are allowed by the server's configuration (allowed hosts)", req.Host))
 				return
 			}
-			r.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
+			s.refuse(w, req, "", http.StatusForbidden, Errorf(CodePermissionDenied,
 				"cross-origin requests from browsers are refused; origins whose pages may call this server are allowed by the server's configuration (allowed origins)"))
 		},
 	})
@@ -86,22 +86,22 @@ func (r *Registry) protect(next http.Handler, hosts []guard.Host, origins []stri
 // refuse answers a request that the boundary refuses before the tool
 // runs, and logs the refusal at warn level, without the request's
 // credentials or input. principal is "" until the caller is known.
-func (r *Registry) refuse(w http.ResponseWriter, req *http.Request, principal string, status int, e *Error) {
-	r.logRefusal(req, principal, e)
+func (s *httpServer) refuse(w http.ResponseWriter, req *http.Request, principal string, status int, e *Error) {
+	s.logRefusal(req, principal, e)
 	writeErrorStatus(w, status, e)
 }
 
-func (r *Registry) logRefusal(req *http.Request, principal string, e *Error) {
+func (s *httpServer) logRefusal(req *http.Request, principal string, e *Error) {
 	tool, _ := strings.CutPrefix(req.URL.Path, "/tools/")
 	if tool == req.URL.Path {
 		tool = ""
 	}
 	if e.Message == "" { // an authentication refusal, whose message may hold the credential
-		r.logger.Warn("carmy: request refused", "code", e.Code, "principal", principal, "tool", tool,
+		s.r.logger.Warn("carmy: request refused", "code", e.Code, "principal", principal, "tool", tool,
 			"method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr)
 		return
 	}
-	r.logger.Warn("carmy: request refused", "code", e.Code, "reason", e.Message, "principal", principal, "tool", tool,
+	s.r.logger.Warn("carmy: request refused", "code", e.Code, "reason", e.Message, "principal", principal, "tool", tool,
 		"method", req.Method, "path", req.URL.Path, "remote", req.RemoteAddr)
 }
 

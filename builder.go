@@ -348,7 +348,8 @@ func (b *Builder) Build() (*Registry, error) {
 	errs = append(errs, auditErrs...)
 	errs = append(errs, b.checkEffectPermissions()...)
 	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, auditors: auditors, ttl: b.ttl, workers: newWorkers(),
-		auth: b.auth, bodyLimit: b.bodyLimit, allowHosts: slices.Clone(b.allowHosts), allowOrigins: slices.Clone(b.allowOrigins), elicit: b.elicit, stdioIdentity: b.stdioIdentity}
+		bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
+	r.http = newHTTPServer(b, r)
 	r.observers = []observer{&r.recent}
 	if len(auditors) > 0 {
 		r.observers = append(r.observers, auditing{r})
@@ -395,14 +396,14 @@ func (b *Builder) Build() (*Registry, error) {
 		w.SetWindow(b.window)
 	}
 	r.publicURL = b.publicURL
-	if o, ok := r.auth.(*oauthAuthenticator); ok && b.publicURL != "" {
+	if o, ok := b.auth.(*oauthAuthenticator); ok && b.publicURL != "" {
 		o.v.LocateAt(b.publicURL)
 	}
 	r.approvals = newApprovals(approvalStore(r.store), b.approvalTimeout)
 	r.limiter, r.slots = limitersOf(r.store, b.tuning.limitClock)
 	r.signer = newStateSigner(b.stateKey, r.store)
-	r.tasks = tasks{store: taskStore(r.store), ttl: cmp.Or(b.taskTTL, DefaultTaskTTL), lease: cmp.Or(b.tuning.taskLease, defaultTaskLease)}
-	r.console = newConsoleAuth(r.auth != nil)
+	r.tasks = newTasks(taskStore(r.store), cmp.Or(b.taskTTL, DefaultTaskTTL), cmp.Or(b.tuning.taskLease, defaultTaskLease))
+	r.console = newConsoleAuth(b.auth != nil)
 	r.console.codes.TTL = r.tuning.codeTTL
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;
@@ -413,7 +414,7 @@ func (b *Builder) Build() (*Registry, error) {
 			r.locker = store.NewMemoryLocker()
 		}
 	}
-	r.health = newHealth(b.healthGraceOrDefault(), r.store, r.locker)
+	r.http.health = newHealth(b.healthGraceOrDefault(), r.store, r.locker)
 	for _, t := range r.tools {
 		t.handler = r.handlerFor(t, b.middleware)
 	}

@@ -94,11 +94,11 @@ func (r *Registry) ConsoleURL(base string) string {
 	return base + "/console?token=" + r.console.secret
 }
 
-func (r *Registry) mountConsole(mux *http.ServeMux) {
+func (s *httpServer) mountConsole(mux *http.ServeMux) {
 	mountPage(mux)
-	mux.HandleFunc("POST /console/exchange", r.serveExchange(r.console))
-	mux.HandleFunc("GET /console/session", authenticated(r, r.caller, r.serveConsoleSession))
-	mux.HandleFunc("GET /console/executions", authenticated(r, r.caller, r.serveExecutions))
+	mux.HandleFunc("POST /console/exchange", s.serveExchange(s.r.console))
+	mux.HandleFunc("GET /console/session", authenticated(s, s.caller, s.serveConsoleSession))
+	mux.HandleFunc("GET /console/executions", authenticated(s, s.caller, s.serveExecutions))
 }
 
 // mountPage serves the console's page and its assets: the same files in
@@ -147,10 +147,10 @@ func serveConsole(w http.ResponseWriter, req *http.Request) {
 // from the console's own page (or a program), with a JSON body. A link
 // read later from a process list, a log or a browser's history grants
 // nothing.
-func (r *Registry) serveExchange(c *consoleAuth) http.HandlerFunc {
+func (s *httpServer) serveExchange(c *consoleAuth) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
-		if e := r.decisionRefused(req); e != nil {
-			r.refuse(w, req, "", e.status, e.Error)
+		if e := s.decisionRefused(req); e != nil {
+			s.refuse(w, req, "", e.status, e.Error)
 			return
 		}
 		var body struct {
@@ -162,7 +162,7 @@ func (r *Registry) serveExchange(c *consoleAuth) http.HandlerFunc {
 			return
 		}
 		if c.secret == "" || !c.codes.Redeem(body.Code) {
-			r.refuse(w, req, "", http.StatusForbidden, &Error{Code: CodePermissionDenied,
+			s.refuse(w, req, "", http.StatusForbidden, &Error{Code: CodePermissionDenied,
 				Message: fmt.Sprintf("this console link was used before or has expired: a link works once, within %v; run `carmy approvals` in a terminal, or make the call again for a new link", console.CodeTTL),
 				Details: map[string]any{"reason": "code_used_or_expired"}})
 			return
@@ -200,9 +200,9 @@ type consoleSession struct {
 	LinkFile string `json:"link_file,omitempty"`
 }
 
-func (r *Registry) serveConsoleSession(w http.ResponseWriter, req *http.Request, c approve.Who) {
-	writeJSON(w, http.StatusOK, consoleSession{Principal: c.Principal, Approver: c.DecidesSome(), Authenticated: r.auth != nil,
-		Console: r.console.secret != "", LinkFile: r.console.fileName()})
+func (s *httpServer) serveConsoleSession(w http.ResponseWriter, req *http.Request, c approve.Who) {
+	writeJSON(w, http.StatusOK, consoleSession{Principal: c.Principal, Approver: c.DecidesSome(), Authenticated: s.auth != nil,
+		Console: s.r.console.secret != "", LinkFile: s.r.console.fileName()})
 }
 
 // recentSize is how many executions the console shows.
@@ -253,8 +253,8 @@ func (rc *recent) list(keep func(execution) bool) []execution {
 
 // serveExecutions lists the last calls: every call for those who decide
 // approvals, a caller's own calls for the others.
-func (r *Registry) serveExecutions(w http.ResponseWriter, req *http.Request, c approve.Who) {
-	writeJSON(w, http.StatusOK, r.recent.list(func(e execution) bool {
+func (s *httpServer) serveExecutions(w http.ResponseWriter, req *http.Request, c approve.Who) {
+	writeJSON(w, http.StatusOK, s.r.recent.list(func(e execution) bool {
 		return c.MayViewCall(e.Tool, e.Principal)
 	}))
 }
@@ -278,28 +278,28 @@ func isTerminal(w io.Writer) bool {
 // written to a file only the user can read, where `carmy approvals` finds
 // it and whose path (never the secret) is logged. The file is removed
 // when the registry closes.
-func (r *Registry) announceConsole(addr net.Addr) {
+func (s *httpServer) announceConsole(addr net.Addr) {
 	base := "http://" + addr.String()
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		base = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
 	}
-	r.approvals.base.Store(&base)
-	if r.console.secret == "" {
+	s.r.approvals.base.Store(&base)
+	if s.r.console.secret == "" {
 		return
 	}
-	link := r.ConsoleURL(base)
-	out, terminal := r.tuning.console()
+	link := s.r.ConsoleURL(base)
+	out, terminal := s.r.tuning.console()
 	if terminal {
 		fmt.Fprintf(out, "carmy: to see the tools and approve calls, open %s\n", link)
 	}
-	path, err := r.writeConsoleFile(r.console, link)
+	path, err := s.r.writeConsoleFile(s.r.console, link)
 	if err != nil {
 		if !terminal {
-			r.logger.Error("carmy: cannot write the console URL to a file: the console cannot decide approvals", "error", err)
+			s.r.logger.Error("carmy: cannot write the console URL to a file: the console cannot decide approvals", "error", err)
 		}
 		return
 	}
-	r.logger.Info("carmy: the console URL, with the secret that approves calls, is in a file only this user can read", "path", path, "console", base+"/console")
+	s.r.logger.Info("carmy: the console URL, with the secret that approves calls, is in a file only this user can read", "path", path, "console", base+"/console")
 }
 
 // writeConsoleFile writes a console's link with its secret to a file only
@@ -380,8 +380,8 @@ func (r *Registry) localConsole(ctx context.Context) (string, *consoleAuth, erro
 		}
 		lc.auth = newConsoleAuth(false)
 		lc.auth.codes.TTL = r.tuning.codeTTL
-		srv := &http.Server{Handler: r.loopbackHandler(lc.auth), ReadHeaderTimeout: r.tuning.readHeader(), IdleTimeout: r.tuning.idle(),
-			MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn)}
+		srv := &http.Server{Handler: r.http.loopbackHandler(lc.auth), ReadHeaderTimeout: r.http.limits.readHeader, IdleTimeout: r.http.limits.idle,
+			MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn)}
 		go func() { _ = srv.Serve(ln) }()
 		context.AfterFunc(r.streams, func() { _ = srv.Close() })
 		lc.base = "http://" + ln.Addr().String()
@@ -400,12 +400,12 @@ type personKey struct{}
 
 // loopbackHandler is the loopback console's handler, behind the boundary
 // every handler of the registry keeps.
-func (r *Registry) loopbackHandler(c *consoleAuth) http.Handler {
-	who := approve.Who{Principal: r.stdioIdentity.Principal, Console: true, Scoped: true}
+func (s *httpServer) loopbackHandler(c *consoleAuth) http.Handler {
+	who := approve.Who{Principal: s.r.stdioIdentity.Principal, Console: true, Scoped: true}
 	person := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, req *http.Request) {
 			if !c.holds(req) {
-				r.refuse(w, req, "", http.StatusForbidden, &Error{Code: CodePermissionDenied,
+				s.refuse(w, req, "", http.StatusForbidden, &Error{Code: CodePermissionDenied,
 					Message: "this console is the person's at the MCP client: open the link their client showed (it works once), or run `carmy approvals` in a terminal" + linkIn(c.fileName()),
 					Details: map[string]any{"reason": "console_secret", "link_file": c.fileName()}})
 				return
@@ -415,7 +415,7 @@ func (r *Registry) loopbackHandler(c *consoleAuth) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mountPage(mux)
-	mux.HandleFunc("POST /console/exchange", r.serveExchange(c))
+	mux.HandleFunc("POST /console/exchange", s.serveExchange(c))
 	mux.HandleFunc("GET /console/session", func(w http.ResponseWriter, req *http.Request) {
 		s := consoleSession{Console: true, ApprovalsOnly: true, LinkFile: c.fileName()}
 		if c.holds(req) {
@@ -423,12 +423,12 @@ func (r *Registry) loopbackHandler(c *consoleAuth) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, s)
 	})
-	mux.HandleFunc("GET /approvals", person(authenticated(r, r.caller, r.serveApprovals)))
-	mux.HandleFunc("GET /approvals/{id}", person(authenticated(r, r.caller, r.serveApproval)))
-	mux.HandleFunc("POST /approvals/{id}/approve", person(authenticated(r, r.caller, r.serveDecision(true))))
-	mux.HandleFunc("POST /approvals/{id}/deny", person(authenticated(r, r.caller, r.serveDecision(false))))
+	mux.HandleFunc("GET /approvals", person(authenticated(s, s.caller, s.serveApprovals)))
+	mux.HandleFunc("GET /approvals/{id}", person(authenticated(s, s.caller, s.serveApproval)))
+	mux.HandleFunc("POST /approvals/{id}/approve", person(authenticated(s, s.caller, s.serveDecision(true))))
+	mux.HandleFunc("POST /approvals/{id}/deny", person(authenticated(s, s.caller, s.serveDecision(false))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s: this console serves a person's approvals only (GET /console, /approvals)", req.Method, req.URL.Path))
 	})
-	return r.protect(mux, nil, nil)
+	return s.protect(mux, nil, nil)
 }

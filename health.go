@@ -93,15 +93,25 @@ func (h *health) check(ctx context.Context) (down bool, since time.Time, err err
 	return err != nil && now.Sub(h.failing) >= h.grace, h.failing, err
 }
 
+// mountHealth serves the health checks, which need no authentication.
+func (s *httpServer) mountHealth(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", s.serveHealth)
+	mux.HandleFunc("GET /readyz", s.serveHealth)
+	mux.HandleFunc("GET /livez", serveLive)
+	mux.HandleFunc("/healthz", onlyMethod("GET"))
+	mux.HandleFunc("/readyz", onlyMethod("GET"))
+	mux.HandleFunc("/livez", onlyMethod("GET"))
+}
+
 // serveHealth answers GET /healthz and GET /readyz: 200 while the host
 // reaches its store, or lost it for less than the grace; 503 past it. The
 // answer names no address or cause, since anyone may ask: the log has the
 // cause.
-func (r *Registry) serveHealth(w http.ResponseWriter, req *http.Request) {
-	down, since, err := r.health.check(req.Context())
+func (s *httpServer) serveHealth(w http.ResponseWriter, req *http.Request) {
+	down, since, err := s.health.check(req.Context())
 	switch {
 	case down:
-		r.logger.Warn("carmy: health check failed: the store is out of reach", "since", since, "error", err)
+		s.r.logger.Warn("carmy: health check failed: the store is out of reach", "since", since, "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "store": "unreachable", "since": since.UTC().Format(time.RFC3339)})
 	case err != nil:
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "store": "unreachable", "since": since.UTC().Format(time.RFC3339)})

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -139,8 +137,8 @@ func (b *Builder) Listen(ctx context.Context, addr string) error {
 		return fmt.Errorf("carmy: %w", err)
 	}
 	r.logger.Info("carmy: serving", "addr", ln.Addr().String(), "tools", len(r.names))
-	r.announceConsole(ln.Addr())
-	return r.serve(ctx, ln, b.drainTimeout())
+	r.http.announceConsole(ln.Addr())
+	return r.http.serve(ctx, ln, b.drainTimeout(), true)
 }
 
 // Run is [Builder.Listen] on the configured address ([Builder.Addr],
@@ -191,10 +189,13 @@ func (r *Registry) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) 
 
 // Serve serves the registry's [Registry.Handler] on ln until ctx is done,
 // then shuts down gracefully within drain: no new connections, running
-// calls finish, MCP streams end. It returns nil after a shutdown that
-// ctx asked for.
+// calls finish, this server's MCP streams and ?wait= long polls end (a long
+// poll answers with what it waits on as it stands). Only this server stops:
+// the registry, its tasks, its MCP sessions and its other servers go on
+// until [Registry.Close]. It returns nil after a shutdown that ctx asked
+// for.
 func (r *Registry) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	return r.serve(ctx, ln, drain)
+	return r.http.serve(ctx, ln, drain, false)
 }
 
 // The server's timeouts against slow and idle clients: a client has
@@ -204,34 +205,6 @@ const (
 	readHeaderTimeout = 10 * time.Second
 	idleTimeout       = 2 * time.Minute
 )
-
-func (r *Registry) serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	srv := &http.Server{
-		Handler:           r.Handler(),
-		ReadHeaderTimeout: r.tuning.readHeader(), // against clients that trickle headers
-		IdleTimeout:       r.tuning.idle(),
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn),
-	}
-	// MCP streams, unlike calls, never finish on their own.
-	srv.RegisterOnShutdown(r.endStreams)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("carmy: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	<-served
-	if err != nil {
-		srv.Close()
-		return fmt.Errorf("carmy: calls still running after the drain timeout of %v were cut off: %w", drain, err)
-	}
-	return nil
-}
 
 func (b *Builder) drainTimeout() time.Duration {
 	if b.drain > 0 {

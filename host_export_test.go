@@ -1,7 +1,9 @@
 package carmy
 
 import (
+	"context"
 	"log/slog"
+	"net"
 	"time"
 )
 
@@ -21,4 +23,11 @@ type BuilderSettings struct {
 
 func SettingsOf(b *Builder) BuilderSettings {
 	return BuilderSettings{b.addr, b.bodyLimit, b.timeout, b.drain, b.logger, b.allowAnonymous, b.auth, b.signals, b.storeURL, b.errs}
+}
+
+// ServeAsHost serves r on ln as [Builder.Listen] does, its tasks drained
+// at the shutdown, for tests of a host's shutdown with a registry built
+// beforehand.
+func ServeAsHost(ctx context.Context, r *Registry, ln net.Listener, drain time.Duration) error {
+	return r.http.serve(ctx, ln, drain, true)
 }

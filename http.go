@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 )
@@ -73,30 +72,14 @@ const DefaultBodyLimit = 1 << 20
 // within 30 seconds of its headers.
 //
 // The handler is safe for concurrent use; it is built once.
-func (r *Registry) Handler() http.Handler {
-	r.handlerOnce.Do(func() {
-		mux := http.NewServeMux()
-		mux.HandleFunc("GET /tools", private(authenticated(r, r.identify, r.serveTools)))
-		mux.HandleFunc("POST /tools/{name}", authenticated(r, r.identify, r.serveCall))
-		mux.HandleFunc("GET /healthz", r.serveHealth)
-		mux.HandleFunc("GET /readyz", r.serveHealth)
-		mux.HandleFunc("GET /livez", serveLive)
-		mux.HandleFunc("/tools", onlyMethod("GET"))
-		mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
-		mux.HandleFunc("/healthz", onlyMethod("GET"))
-		mux.HandleFunc("/readyz", onlyMethod("GET"))
-		mux.HandleFunc("/livez", onlyMethod("GET"))
-		mux.Handle("/mcp", r.mcpServer().HTTPHandler())
-		r.mountApprovals(mux)
-		r.mountTasks(mux)
-		r.mountConsole(mux)
-		r.mountWellKnown(mux) // OAuth: protected resource metadata
-		mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
-			writeError(w, Errorf(CodeNotFound, "no such endpoint %s %s; see GET /tools, POST /tools/{name}, /mcp, GET /healthz, /approvals, /tasks, GET /console", req.Method, req.URL.Path))
-		})
-		r.httpHandler = r.protect(mux, r.allowHosts, r.allowOrigins)
-	})
-	return r.httpHandler
+func (r *Registry) Handler() http.Handler { return r.http.routes() }
+
+// mountTools serves the tools: the list and the calls.
+func (s *httpServer) mountTools(mux *http.ServeMux) {
+	mux.HandleFunc("GET /tools", private(authenticated(s, s.identify, s.serveTools)))
+	mux.HandleFunc("POST /tools/{name}", authenticated(s, s.identify, s.serveCall))
+	mux.HandleFunc("/tools", onlyMethod("GET"))
+	mux.HandleFunc("/tools/{name}", onlyMethod("POST"))
 }
 
 // onlyMethod answers 405 for the methods a path does not serve.
@@ -113,38 +96,10 @@ func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
 
 // serveTools lists the tools the caller may call; the list depends on who
 // asks (see [private]).
-func (r *Registry) serveTools(w http.ResponseWriter, req *http.Request, id Identity) {
-	out := make([]ToolMetadata, 0, len(r.names))
-	r.eachVisible(req.Context(), id, func(t *tool) { out = append(out, t.meta) }) // written at once: no copy
+func (s *httpServer) serveTools(w http.ResponseWriter, req *http.Request, id Identity) {
+	out := make([]ToolMetadata, 0, len(s.r.names))
+	s.r.eachVisible(req.Context(), id, func(t *tool) { out = append(out, t.meta) }) // written at once: no copy
 	writeJSON(w, http.StatusOK, out)
-}
-
-// identify authenticates a request; without an authenticator everyone is
-// the anonymous principal "". It reads no body, so that a caller with bad
-// credentials is refused at once. A refusal is logged at warn level with
-// its code alone: an authenticator may have written the credential into
-// its message or its cause.
-func (r *Registry) identify(req *http.Request) (Identity, error) {
-	if r.auth == nil {
-		return Identity{}, nil
-	}
-	// Proxies and authenticators disagree on which of two Authorization
-	// headers counts: none does.
-	_, e := authorization(req)
-	if e == nil {
-		id, err := r.auth.Authenticate(req)
-		switch {
-		case err == nil && utf8.ValidString(id.Principal):
-			return id, nil
-		case err == nil:
-			// Answers, logs and records name the principal, as text.
-			e = Errorf(CodeUnauthenticated, "authentication failed: the authenticator named a principal that is not valid UTF-8")
-		case !errors.As(err, &e):
-			e = &Error{Code: CodeUnauthenticated, Message: "authentication failed", Err: err}
-		}
-	}
-	r.logRefusal(req, "", &Error{Code: e.Code}) // the code, not the message
-	return Identity{}, e
 }
 
 type wireResult struct {
@@ -153,11 +108,11 @@ type wireResult struct {
 	Replayed    bool        `json:"replayed"`
 }
 
-func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request, id Identity) {
+func (s *httpServer) serveCall(w http.ResponseWriter, req *http.Request, id Identity) {
 	// A page may POST text/plain or a form to any origin without asking
 	// first; requiring JSON, even for an empty body, takes that away.
 	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		r.refuse(w, req, id.Principal, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input with Content-Type: application/json, even when it is empty"))
+		s.refuse(w, req, id.Principal, http.StatusUnsupportedMediaType, Errorf(CodeInvalidInput, "send the input with Content-Type: application/json, even when it is empty"))
 		return
 	}
 	body, err := io.ReadAll(req.Body) // bounded by the body limit
@@ -166,9 +121,9 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request, id Identi
 		var netErr net.Error
 		switch {
 		case errors.As(err, &tooLarge):
-			r.refuse(w, req, id.Principal, http.StatusRequestEntityTooLarge, Errorf(CodeInvalidInput, "the input is larger than the limit of %d bytes", r.bodyLimit))
+			s.refuse(w, req, id.Principal, http.StatusRequestEntityTooLarge, Errorf(CodeInvalidInput, "the input is larger than the limit of %d bytes", s.limits.body))
 		case errors.As(err, &netErr) && netErr.Timeout():
-			r.refuse(w, req, id.Principal, http.StatusRequestTimeout, Errorf(CodeTimeout, "the request body did not arrive in time"))
+			s.refuse(w, req, id.Principal, http.StatusRequestTimeout, Errorf(CodeTimeout, "the request body did not arrive in time"))
 		default:
 			writeError(w, Errorf(CodeCancelled, "the request body could not be read"))
 		}
@@ -183,12 +138,12 @@ func (r *Registry) serveCall(w http.ResponseWriter, req *http.Request, id Identi
 		Permissions: id.Permissions,
 		Metadata:    withTrace(id.Metadata, req.Header.Get(MetaTraceparent), req.Header.Get(MetaTracestate)),
 	}
-	if prefersAsync(req) && r.startOverHTTP(w, req, c) {
+	if prefersAsync(req) && s.startOverHTTP(w, req, c) {
 		return
 	}
-	res, err := r.Execute(withHTTPRequest(req.Context(), req), c)
+	res, err := s.r.Execute(withHTTPRequest(req.Context(), req), c)
 	if err != nil {
-		r.challengeMissing(w, req, err)
+		s.challengeMissing(w, req, err)
 		writeError(w, err)
 		return
 	}

@@ -83,15 +83,11 @@ func mcpTool(m ToolMetadata) *mcp.Tool {
 // mcpDoor is the registry as the MCP door sees it.
 type mcpDoor struct{ r *Registry }
 
-// Authenticate identifies the caller of a request to /mcp, or writes the
-// refusal.
+// Authenticate identifies the caller of a request to /mcp with the HTTP
+// API's one login check, which writes the refusal.
 func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserve.Identity, bool) {
-	id, err := d.r.identify(req)
-	if err != nil {
-		d.r.writeAuthError(w, req, err)
-		return mcpserve.Identity{}, false
-	}
-	return mcpserve.Identity(id), true
+	id, ok := login(d.r.http, w, req, d.r.http.identify)
+	return mcpserve.Identity(id), ok
 }
 
 // Call runs a tools/call through the registry's pipeline, with the client

@@ -2,6 +2,7 @@ package carmy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -60,17 +61,7 @@ func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.Ta
 		}
 	}
 	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) *mcpserve.Peer {
-		return mcpserve.TaskPeer(mc.Peer, func(waiting bool) {
-			status := store.TaskWorking
-			if waiting {
-				status = store.TaskInputRequired
-			}
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-			defer cancel()
-			if err := run.update(uctx, store.TaskUpdate{Status: status}); err != nil {
-				r.logger.Warn("carmy: cannot record a task's wait for input", "task_id", run.id, "error", err)
-			}
-		})
+		return mcpserve.TaskPeer(mc.Peer, func(questions mcp.InputRequestMap) { run.asking(ctx, questions) })
 	})
 	if err != nil {
 		return nil, mcpOutcome(err), nil
@@ -93,19 +84,25 @@ func (d mcpDoor) GetTask(ctx context.Context, id mcpserve.Identity, task string)
 	return d.taskState(ctx, rec), true, nil
 }
 
-// UpdateTask hands id's task the answers to its questions. The questions
-// wait on the host that runs the task: on another host the answers are
-// taken by none, and the task keeps asking.
+// UpdateTask hands id's task the answers to its questions, on any host:
+// they reach the host that runs the task through the store.
 func (d mcpDoor) UpdateTask(ctx context.Context, id mcpserve.Identity, task string, answers map[string]*mcp.ElicitResult) (bool, error) {
-	if _, err := d.r.readTask(ctx, task, id.Principal); CodeOf(err) == CodeNotFound {
+	raw := make(map[string]json.RawMessage, len(answers))
+	for q, a := range answers {
+		if a == nil {
+			continue
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			return false, err
+		}
+		raw[q] = b
+	}
+	err := d.r.answerTask(ctx, task, id.Principal, raw)
+	if CodeOf(err) == CodeNotFound {
 		return false, nil
-	} else if err != nil {
-		return false, err
 	}
-	if p, ok := d.r.tasks.peers.Load(task); ok {
-		p.(*mcpserve.Peer).Deliver(answers)
-	}
-	return true, nil
+	return err == nil, err
 }
 
 // CancelTask asks id's task to stop; one that ended is left as it is.
@@ -140,7 +137,7 @@ func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskSt
 	case store.TaskFailed:
 		e := taskError(rec)
 		st.Message = e.Message
-		if e.Code != CodeInternal && !rec.Lost {
+		if !serverFailure(rec, e) {
 			// The tool failed: a result, as a call's failure is.
 			st.Status, st.Outcome = string(store.TaskCompleted), &mcpserve.Outcome{Err: e}
 			break
@@ -150,8 +147,11 @@ func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskSt
 	case store.TaskCancelled:
 		st.Message = "the task was cancelled"
 	case store.TaskInputRequired:
-		if p, ok := r.tasks.peers.Load(rec.ID); ok {
-			st.Questions = p.(*mcpserve.Peer).Questions()
+		if len(rec.Questions) > 2 { // more than {}
+			var q mcp.InputRequestMap
+			if err := json.Unmarshal(rec.Questions, &q); err == nil && len(q) > 0 {
+				st.Questions = q
+			}
 		}
 		if rec.ApprovalID != "" {
 			st.Message = "waiting for a person to approve the call (approval " + rec.ApprovalID + ")"

@@ -135,12 +135,12 @@ type resourceServer interface {
 
 // mountWellKnown serves the protected resource metadata when the
 // authenticator is a resource server.
-func (r *Registry) mountWellKnown(mux *http.ServeMux) {
-	rs, ok := r.auth.(resourceServer)
+func (s *httpServer) mountWellKnown(mux *http.ServeMux) {
+	rs, ok := s.auth.(resourceServer)
 	if !ok {
 		return
 	}
-	declared := r.declaredPermissions()
+	declared := s.r.declaredPermissions()
 	for pattern, path := range map[string]string{oauthrs.WellKnown: "", oauthrs.WellKnownMCP: "/mcp"} {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
 			m := rs.metadata(req, path)
@@ -153,11 +153,29 @@ func (r *Registry) mountWellKnown(mux *http.ServeMux) {
 
 // writeAuthError answers a request its authentication refused; a resource server
 // adds its challenge.
-func (r *Registry) writeAuthError(w http.ResponseWriter, req *http.Request, err error) {
-	if rs, ok := r.auth.(resourceServer); ok {
+func (s *httpServer) writeAuthError(w http.ResponseWriter, req *http.Request, err error) {
+	if rs, ok := s.auth.(resourceServer); ok {
 		w.Header().Set("WWW-Authenticate", rs.challenge(req, err))
 	}
 	writeError(w, err)
+}
+
+// challengeMissing adds to the 403 of a call refused for missing
+// permissions, on a server that is an OAuth resource server, the challenge
+// of RFC 6750 §3.1: error="insufficient_scope" and the scopes a token
+// needs for the call (those every token must hold, and every one the tool
+// requires), so that a client can ask its user for them.
+func (s *httpServer) challengeMissing(w http.ResponseWriter, req *http.Request, err error) {
+	rs, ok := s.auth.(resourceServer)
+	var m *missingPermissions
+	if !ok || !errors.As(err, &m) {
+		return
+	}
+	scopes := m.required
+	if o, ok := rs.(*oauthAuthenticator); ok {
+		scopes = union(o.v.Scopes(), scopes)
+	}
+	w.Header().Set("WWW-Authenticate", rs.challenge(req, &oauthrs.ScopeError{Missing: scopes}))
 }
 
 // oauthSetting is the OAuth configuration of carmy.toml or CARMY_OAUTH_*,

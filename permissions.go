@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/carmy-dev/carmy/internal/naming"
-	"github.com/carmy-dev/carmy/internal/oauthrs"
 )
 
 // Requires makes every call of the tool need each of the given
@@ -219,24 +217,6 @@ func (r *Registry) declaredPermissions() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// challengeMissing adds to the 403 of a call refused for missing
-// permissions, on a server that is an OAuth resource server, the challenge
-// of RFC 6750 §3.1: error="insufficient_scope" and the scopes a token
-// needs for the call (those every token must hold, and every one the tool
-// requires), so that a client can ask its user for them.
-func (r *Registry) challengeMissing(w http.ResponseWriter, req *http.Request, err error) {
-	rs, ok := r.auth.(resourceServer)
-	var m *missingPermissions
-	if !ok || !errors.As(err, &m) {
-		return
-	}
-	scopes := m.required
-	if o, ok := rs.(*oauthAuthenticator); ok {
-		scopes = union(o.v.Scopes(), scopes)
-	}
-	w.Header().Set("WWW-Authenticate", rs.challenge(req, &oauthrs.ScopeError{Missing: scopes}))
 }
 
 // union returns a followed by the entries of b it lacks.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"reflect"
 	"slices"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
-	"github.com/carmy-dev/carmy/internal/guard"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/mcpwire"
 	"github.com/carmy-dev/carmy/internal/shape"
@@ -137,7 +135,6 @@ type Registry struct {
 	slots     store.ConcurrencyLimiter // of the tools with a MaxInFlight
 	ttl       time.Duration
 	publicURL string // Builder.PublicURL: the base of approval links
-	health    *health
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals
@@ -153,21 +150,17 @@ type Registry struct {
 	auditFailures atomic.Int64
 
 	// Serving.
-	auth          Authenticator
-	bodyLimit     int64
-	allowHosts    []guard.Host
-	allowOrigins  []string
+	http          *httpServer // the HTTP API, Handler's
+	bodyLimit     int64       // of a message over MCP, stdio included
 	elicit        formConfirmation
 	stdioIdentity Identity
 	sessions      *mcpwire.SessionTable // MCP sessions over HTTP
-	handlerOnce   sync.Once
-	httpHandler   http.Handler
 	mcpOnce       sync.Once
 	mcp           *mcpserve.Server
 	mcpConfig     mcpConfig       // the host's additions to the MCP server
 	loopback      loopbackConsole // the console for a stdio client's user
 	consoleFiles  consoleFiles    // the files holding console links, removed at Close
-	streams       context.Context // done once the server shuts down
+	streams       context.Context // done once the registry closes, never before: a server's shutdown ends its own
 	endStreams    context.CancelFunc
 	tuning        tuning
 
@@ -204,6 +197,7 @@ func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		r.workers.close()
 		r.endStreams()
+		r.tasks.end()
 		r.sessions.CloseAll()
 		errs := []error{r.consoleFiles.remove()}
 		for _, c := range r.closers {

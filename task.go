@@ -155,7 +155,10 @@ type Task struct {
 // host running a task renews its lease; a task whose host stopped is
 // failed, with details.reason "host_lost", once its lease lapses, and is
 // never run again by carmy. [Registry.Close] stops the tasks the registry
-// runs, as a host that dies would.
+// runs, as a host that dies would; a host's shutdown ([Builder.Listen],
+// [Builder.Run]) lets them finish within its drain timeout, and fails
+// those still running then at once, with details.reason "shutdown". One
+// server's shutdown ([Registry.Serve]) leaves them running.
 func (r *Registry) Start(ctx context.Context, c Call) (*Task, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {

@@ -1,5 +1,15 @@
 package carmy
 
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/store"
+)
+
 // TaskAfterInput makes a tool that runs as a task ask its questions before
 // its task starts, where the protocol lets a call do both: over MCP's
 // sessionless protocol (2026-07-28), a call from a client that takes tasks
@@ -19,4 +29,82 @@ func TaskAfterInput() Option {
 			o.taskAfterInput = true
 		}
 	})
+}
+
+// A question a task's tool asks with Context.Elicit waits on the host that
+// runs the task, but is kept on the task in the store, with the answers
+// given to it: any host shows the question, and takes an answer, which
+// reaches the host running the task through the store's notifications, as
+// a cancel does.
+
+// answerTask gives principal's task id answers, by question id, to the
+// questions it waits for: each answer is kept on the task, for the host
+// that runs it to take. An answer to a question the task does not wait
+// for is ignored, as are all of them once the task moved on.
+func (r *Registry) answerTask(ctx context.Context, id, principal string, answers map[string]json.RawMessage) error {
+	rec, err := r.readTask(ctx, id, principal)
+	if err != nil {
+		return err
+	}
+	var asked map[string]json.RawMessage
+	if rec.Status != store.TaskInputRequired || len(rec.Questions) == 0 || json.Unmarshal(rec.Questions, &asked) != nil {
+		return nil
+	}
+	taken := map[string][]byte{}
+	for q, a := range answers {
+		if _, ok := asked[q]; ok && len(a) > 0 {
+			taken[q] = a
+		}
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	_, err = r.tasks.store.UpdateTask(ctx, id, store.TaskUpdate{Answers: taken})
+	switch {
+	case errors.Is(err, store.ErrTaskState): // it ended meanwhile: nothing waits for the answers
+		return nil
+	case errors.Is(err, store.ErrTaskNotFound):
+		return Errorf(CodeNotFound, "no task %q is visible to you", id)
+	case err != nil:
+		return r.taskStoreError(ctx, err)
+	}
+	return nil
+}
+
+// deliver hands the questions of the task's tool the answers kept on rec;
+// those it already took, or to questions it did not ask, are ignored.
+func (run *taskRun) deliver(rec store.Task) {
+	if run.peer == nil || len(rec.Answers) == 0 {
+		return
+	}
+	answers := make(map[string]*mcp.ElicitResult, len(rec.Answers))
+	for q, b := range rec.Answers {
+		var a mcp.ElicitResult
+		if json.Unmarshal(b, &a) == nil {
+			answers[q] = &a
+		}
+	}
+	run.peer.Deliver(answers)
+}
+
+// asking records the questions the task's tool waits for (nil for none):
+// the task is input_required while any waits.
+func (run *taskRun) asking(ctx context.Context, questions mcp.InputRequestMap) {
+	u := store.TaskUpdate{Status: store.TaskWorking, Questions: []byte("{}")}
+	if questions != nil {
+		u.Status = store.TaskInputRequired
+		if len(questions) > 0 {
+			b, err := json.Marshal(questions)
+			if err != nil {
+				run.r.logger.Warn("carmy: cannot record a task's questions", "task_id", run.id, "error", err)
+			} else {
+				u.Questions = b
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := run.update(ctx, u); err != nil {
+		run.r.logger.Warn("carmy: cannot record a task's wait for input", "task_id", run.id, "error", err)
+	}
 }

@@ -34,9 +34,12 @@ type tasks struct {
 	store store.TaskStore
 	ttl   time.Duration
 	lease time.Duration
-	// peers are the MCP peers of the tasks this host runs, by task id:
-	// the questions a task's tool asks wait there for their answers.
-	peers sync.Map
+	// life is done once the registry closes: its tasks stop, as a dying
+	// host's do.
+	life context.Context
+	end  context.CancelFunc
+	// running are the tasks this host runs, which a shutdown drains.
+	running *taskRuns
 }
 
 // taskStore is where a registry keeps tasks: in the idempotency store when
@@ -63,6 +66,10 @@ type taskRun struct {
 	refusal  error
 	executed atomic.Bool // the tool started
 	waited   bool        // the task waited for a person
+	// stop stops the call; shut is set once the shutdown stopped it, and
+	// wrote its outcome.
+	stop context.CancelFunc
+	shut atomic.Bool
 
 	mu       sync.Mutex
 	progress []byte
@@ -137,9 +144,11 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 	run := &taskRun{r: r, t: t, id: rec.ID, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
 	if peerOf != nil {
 		run.peer = peerOf(run)
-		r.tasks.peers.Store(run.id, run.peer)
 	}
-	go run.run(context.WithoutCancel(ctx), c)
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	run.stop = stop
+	r.tasks.running.add(run)
+	go run.run(runCtx, c)
 	select {
 	case <-run.begun:
 		if run.refusal != nil {
@@ -156,21 +165,19 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 // run runs the task's call and writes its outcome. ctx carries the values
 // of the request that started it, never its cancellation.
 func (run *taskRun) run(ctx context.Context, c Call) {
-	ctx, stop := context.WithCancel(ctx)
+	stop := run.stop
+	defer run.r.tasks.running.remove(run)
 	defer stop()
 	// A registry that closes stops its tasks, as a host that dies does.
-	defer context.AfterFunc(run.r.streams, stop)()
+	defer context.AfterFunc(run.r.tasks.life, stop)()
 	// The keepers stop with the call, or when the registry closes: a
 	// closed host no longer vouches for its tasks.
-	keepCtx, endKeep := context.WithCancel(run.r.streams)
+	keepCtx, endKeep := context.WithCancel(run.r.tasks.life)
 	var kept sync.WaitGroup
 	kept.Add(2)
 	go func() { defer kept.Done(); run.watch(keepCtx, stop) }()
 	go func() { defer kept.Done(); run.renew(keepCtx, stop) }()
 	res, err := run.call(ctx, c)
-	if run.peer != nil {
-		defer run.r.tasks.peers.Delete(run.id)
-	}
 	endKeep()
 	kept.Wait()
 	run.finish(res, err)
@@ -239,7 +246,11 @@ func (run *taskRun) finish(res Result, err error) {
 			refusal, u.Release = err, true
 		}
 	}
-	if run.r.streams.Err() != nil {
+	switch {
+	case run.shut.Load(): // the shutdown wrote its outcome
+		run.begin()
+		return
+	case run.r.tasks.life.Err() != nil:
 		// The registry closed: the task is not this host's to end. It is
 		// failed, host_lost, once its lease lapses, as a crashed host's.
 		run.r.logger.Warn("carmy: the registry closed while a task ran; it fails once its lease lapses", "task_id", run.id, "tool", run.t.meta.Name)
@@ -248,7 +259,7 @@ func (run *taskRun) finish(res Result, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
-	if _, err := run.r.tasks.store.UpdateTask(ctx, run.id, u); err != nil {
+	if _, err := run.r.tasks.store.UpdateTask(ctx, run.id, u); err != nil && !run.shut.Load() {
 		run.r.logger.Error("carmy: cannot record the outcome of a task", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
 	}
 	// Once written: a retry of the refused call with its request id
@@ -281,6 +292,7 @@ func (run *taskRun) watch(ctx context.Context, stop context.CancelFunc) {
 			stop()
 			return
 		}
+		run.deliver(rec)
 		version = rec.Version
 	}
 }

@@ -36,11 +36,12 @@ type wireTask struct {
 	Error       *Error        `json:"error,omitempty"`
 	ApprovalID  string        `json:"approval_id,omitempty"`
 	ApprovalURL string        `json:"approval_url,omitempty"`
+	Questions   jsontextRaw   `json:"questions,omitzero"`
 	Progress    *TaskProgress `json:"progress,omitempty"`
 }
 
-func (r *Registry) wireTask(ctx context.Context, rec store.Task) wireTask {
-	t := r.taskOf(rec, rec.Principal)
+func (s *httpServer) wireTask(ctx context.Context, rec store.Task) wireTask {
+	t := s.r.taskOf(rec, rec.Principal)
 	w := wireTask{ID: rec.ID, Tool: rec.Tool, Status: string(rec.Status), CreatedAt: rec.Created.UTC(), UpdatedAt: rec.Updated.UTC(),
 		ExecutionID: rec.ExecutionID, Progress: t.Progress}
 	switch rec.Status {
@@ -50,18 +51,23 @@ func (r *Registry) wireTask(ctx context.Context, rec store.Task) wireTask {
 		w.Error = taskError(rec).bounded()
 	case store.TaskInputRequired:
 		w.ApprovalID = rec.ApprovalID
-		w.ApprovalURL = r.approvalURL(ctx, rec.ApprovalID)
+		w.ApprovalURL = s.r.approvalURL(ctx, rec.ApprovalID)
+		if len(rec.Questions) > len("{}") {
+			w.Questions = jsontextRaw(rec.Questions)
+		}
 	}
 	return w
 }
 
-func (r *Registry) mountTasks(mux *http.ServeMux) {
-	mux.HandleFunc("GET /tasks", private(authenticated(r, r.identify, r.serveTasks)))
-	mux.HandleFunc("GET /tasks/{id}", private(authenticated(r, r.identify, r.serveTask)))
-	mux.HandleFunc("POST /tasks/{id}/cancel", authenticated(r, r.identify, r.serveTaskCancel))
+func (s *httpServer) mountTasks(mux *http.ServeMux) {
+	mux.HandleFunc("GET /tasks", private(authenticated(s, s.identify, s.serveTasks)))
+	mux.HandleFunc("GET /tasks/{id}", private(authenticated(s, s.identify, s.serveTask)))
+	mux.HandleFunc("POST /tasks/{id}/cancel", authenticated(s, s.identify, s.serveTaskCancel))
+	mux.HandleFunc("POST /tasks/{id}/input", authenticated(s, s.identify, s.serveTaskInput))
 	mux.HandleFunc("/tasks", onlyMethod("GET"))
 	mux.HandleFunc("/tasks/{id}", onlyMethod("GET"))
 	mux.HandleFunc("/tasks/{id}/cancel", onlyMethod("POST"))
+	mux.HandleFunc("/tasks/{id}/input", onlyMethod("POST"))
 }
 
 // prefersAsync reports whether a request prefers an asynchronous answer
@@ -83,26 +89,26 @@ func prefersAsync(req *http.Request) bool {
 // written nothing, for a tool that forbids tasks or does not exist: the
 // call is then answered as any other (RFC 7240 lets a server ignore a
 // preference).
-func (r *Registry) startOverHTTP(w http.ResponseWriter, req *http.Request, c Call) bool {
-	if t, ok := r.tools[c.Tool]; !ok || t.meta.Tasks == TaskForbidden {
+func (s *httpServer) startOverHTTP(w http.ResponseWriter, req *http.Request, c Call) bool {
+	if t, ok := s.r.tools[c.Tool]; !ok || t.meta.Tasks == TaskForbidden {
 		return false
 	}
 	ctx := withHTTPRequest(req.Context(), req)
-	task, err := r.Start(ctx, c)
+	task, err := s.r.Start(ctx, c)
 	if err != nil {
-		r.challengeMissing(w, req, err)
+		s.challengeMissing(w, req, err)
 		writeError(w, err)
 		return true
 	}
 	w.Header().Set("Location", "/tasks/"+task.ID)
 	w.Header().Set("Preference-Applied", "respond-async")
-	writeJSON(w, http.StatusAccepted, r.wireTask(ctx, task.rec))
+	writeJSON(w, http.StatusAccepted, s.wireTask(ctx, task.rec))
 	return true
 }
 
 // serveTasks lists the caller's tasks, newest first, a page at a time:
 // ?limit= (at most 200) and ?cursor=, the next_cursor of the page before.
-func (r *Registry) serveTasks(w http.ResponseWriter, req *http.Request, id Identity) {
+func (s *httpServer) serveTasks(w http.ResponseWriter, req *http.Request, id Identity) {
 	limit := defaultTaskPage
 	if v := req.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -113,9 +119,9 @@ func (r *Registry) serveTasks(w http.ResponseWriter, req *http.Request, id Ident
 		limit = min(n, maxTaskPage)
 	}
 	cursor := req.URL.Query().Get("cursor")
-	page, err := r.tasks.store.ListTasks(req.Context(), id.Principal, cursor, limit+1)
+	page, err := s.r.tasks.store.ListTasks(req.Context(), id.Principal, cursor, limit+1)
 	if err != nil {
-		writeError(w, r.taskStoreError(req.Context(), err))
+		writeError(w, s.r.taskStoreError(req.Context(), err))
 		return
 	}
 	out := struct {
@@ -128,16 +134,16 @@ func (r *Registry) serveTasks(w http.ResponseWriter, req *http.Request, id Ident
 			out.NextCursor = page[limit-1].ID
 			break
 		}
-		out.Tasks = append(out.Tasks, r.wireTask(ctx, t))
+		out.Tasks = append(out.Tasks, s.wireTask(ctx, t))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // serveTask shows one of the caller's tasks; ?wait=30s holds the request
 // until the task's status changes or it is final, for at most that long
-// (and a minute).
-func (r *Registry) serveTask(w http.ResponseWriter, req *http.Request, id Identity) {
-	rec, err := r.readTask(req.Context(), req.PathValue("id"), id.Principal)
+// (and a minute), or until the server shuts down.
+func (s *httpServer) serveTask(w http.ResponseWriter, req *http.Request, id Identity) {
+	rec, err := s.r.readTask(req.Context(), req.PathValue("id"), id.Principal)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -148,22 +154,24 @@ func (r *Registry) serveTask(w http.ResponseWriter, req *http.Request, id Identi
 			writeError(w, Errorf(CodeInvalidInput, "wait=%q is not a duration such as 30s", v))
 			return
 		}
-		ctx, cancel := context.WithTimeout(req.Context(), min(d, maxTaskWait))
+		stream, end := s.streaming(req.Context()) // the server's shutdown answers it at once
+		defer end()
+		ctx, cancel := context.WithTimeout(stream, min(d, maxTaskWait))
 		defer cancel()
-		if rec, err = r.awaitStatus(ctx, rec); err != nil && ctx.Err() == nil {
+		if rec, err = s.awaitStatus(ctx, rec); err != nil && ctx.Err() == nil {
 			writeError(w, err)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, r.wireTask(withHTTPRequest(req.Context(), req), rec))
+	writeJSON(w, http.StatusOK, s.wireTask(withHTTPRequest(req.Context(), req), rec))
 }
 
 // awaitStatus returns rec's task once its status is another, or it is
 // final, or ctx is done (with the task as last seen).
-func (r *Registry) awaitStatus(ctx context.Context, rec store.Task) (store.Task, error) {
+func (s *httpServer) awaitStatus(ctx context.Context, rec store.Task) (store.Task, error) {
 	from := rec.Status
 	for rec.Status == from && !rec.Status.Final() {
-		next, err := r.awaitTask(ctx, rec)
+		next, err := s.r.awaitTask(ctx, rec)
 		if err != nil {
 			return rec, err
 		}
@@ -175,8 +183,8 @@ func (r *Registry) awaitStatus(ctx context.Context, rec store.Task) (store.Task,
 // serveTaskCancel cancels one of the caller's tasks and answers with it,
 // once it stopped (or after a few seconds, as it stands). A task that is
 // final is not changed: 409 says so.
-func (r *Registry) serveTaskCancel(w http.ResponseWriter, req *http.Request, id Identity) {
-	rec, err := r.cancelTask(req.Context(), req.PathValue("id"), id.Principal)
+func (s *httpServer) serveTaskCancel(w http.ResponseWriter, req *http.Request, id Identity) {
+	rec, err := s.r.cancelTask(req.Context(), req.PathValue("id"), id.Principal)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -184,7 +192,7 @@ func (r *Registry) serveTaskCancel(w http.ResponseWriter, req *http.Request, id 
 	ctx, cancel := context.WithTimeout(req.Context(), cancelWait)
 	defer cancel()
 	for !rec.Status.Final() {
-		next, err := r.awaitTask(ctx, rec)
+		next, err := s.r.awaitTask(ctx, rec)
 		if err != nil {
 			var e *Error
 			if errors.As(err, &e) && (e.Code == CodeTimeout || e.Code == CodeCancelled) {
@@ -195,5 +203,5 @@ func (r *Registry) serveTaskCancel(w http.ResponseWriter, req *http.Request, id 
 		}
 		rec = next
 	}
-	writeJSON(w, http.StatusOK, r.wireTask(withHTTPRequest(req.Context(), req), rec))
+	writeJSON(w, http.StatusOK, s.wireTask(withHTTPRequest(req.Context(), req), rec))
 }

@@ -24,7 +24,9 @@ var _ store.TaskStore = (*Store)(nil)
 // the per-principal bounds are kept) change together in one script. A
 // task's id ends with T, so that any host finds its keys from the id:
 //
-//	prefix + "task:{tk:T}:" + id      a hash of the task's fields
+//	prefix + "task:{tk:T}:" + id      a hash of the task's fields, the
+//	                                  answer to each of its questions in
+//	                                  a field "answer:" + question id
 //	prefix + "taskrid:{tk:T}:" + principal + ":" + tool + ":" + request id
 //	                                  (each part query-escaped) the id of
 //	                                  the task of that call
@@ -35,7 +37,8 @@ var _ store.TaskStore = (*Store)(nil)
 // milliseconds of the clock of Redis, so that hosts with clocks apart
 // agree on which leases lapsed. Every change but a renewal publishes the
 // hash's key on the store's channel, which wakes those who await the task
-// on every host: the host running it, to stop it when it is cancelled.
+// on every host: the host running it, to stop it when it is cancelled and
+// to hand its tool the answers given.
 
 func taskTag(principal string) string {
 	sum := sha256.Sum256([]byte(principal))
@@ -144,8 +147,13 @@ if ARGV[4] ~= '' or #ARGV > 5 then
 		redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 	end
 	local size = 0
-	for _, f in ipairs({'id', 'tool', 'rid', 'output', 'error', 'progress'}) do
+	for _, f in ipairs({'id', 'tool', 'rid', 'output', 'error', 'progress', 'questions'}) do
 		size = size + redis.call('HSTRLEN', KEYS[1], f)
+	end
+	for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+		if string.sub(f, 1, 7) == 'answer:' then
+			size = size + #f - 7 + redis.call('HSTRLEN', KEYS[1], f)
+		end
 	end
 	redis.call('HSET', KEYS[1], 'size', size, 'updated', now)
 	redis.call('HINCRBY', KEYS[1], 'version', 1)
@@ -265,10 +273,13 @@ func (s *Store) UpdateTask(ctx context.Context, id string, u store.TaskUpdate) (
 	for _, f := range []struct {
 		name  string
 		value []byte
-	}{{"exec", []byte(u.ExecutionID)}, {"output", u.Output}, {"error", u.Error}, {"progress", u.Progress}} {
+	}{{"exec", []byte(u.ExecutionID)}, {"output", u.Output}, {"error", u.Error}, {"progress", u.Progress}, {"questions", u.Questions}} {
 		if len(f.value) > 0 {
 			args = append(args, f.name, f.value)
 		}
+	}
+	for id, a := range u.Answers { // a field each, so that answers given at once on several hosts are all kept
+		args = append(args, answerField+id, a)
 	}
 	return s.taskTransition(ctx, updateTaskScript, k, args...)
 }
@@ -334,6 +345,10 @@ func taskReply(hash, now any) (store.Task, error) {
 	return taskOf(m).At(time.UnixMilli(n)), nil
 }
 
+// answerField prefixes the hash field of the answer to a task's question,
+// by the question's id.
+const answerField = "answer:"
+
 // taskOf reads a task's hash.
 func taskOf(m map[string]string) store.Task {
 	num := func(k string) int64 { n, _ := strconv.ParseInt(m[k], 10, 64); return n }
@@ -349,7 +364,17 @@ func taskOf(m map[string]string) store.Task {
 		}
 		return nil
 	}
+	var answers map[string][]byte
+	for k, v := range m {
+		if id, ok := strings.CutPrefix(k, answerField); ok {
+			if answers == nil {
+				answers = map[string][]byte{}
+			}
+			answers[id] = []byte(v)
+		}
+	}
 	return store.Task{
+		Questions: bytesOf("questions"), Answers: answers,
 		ID: m["id"], Principal: m["principal"], Tool: m["tool"], RequestID: m["rid"], Digest: m["digest"], Status: store.TaskStatus(m["status"]),
 		Created: ms("created"), Updated: ms("updated"), Lease: ms("lease"), TTL: time.Duration(num("ttl")) * time.Millisecond,
 		ExecutionID: m["exec"], Output: bytesOf("output"), Error: bytesOf("error"), Progress: bytesOf("progress"),

@@ -57,6 +57,13 @@ type Task struct {
 	Progress []byte
 	// ApprovalID is the approval an input_required task waits for.
 	ApprovalID string
+	// Questions are the questions an input_required task's tool asked
+	// and waits for, as a JSON object by question id, which the host
+	// running the task writes; nil or {} for none. Answers are the
+	// answers given to them, by question id, each JSON, which any host
+	// writes and the host running the task takes.
+	Questions []byte
+	Answers   map[string][]byte
 	// CancelRequested: someone asked to cancel the task; the host running
 	// it stops it.
 	CancelRequested bool
@@ -76,6 +83,11 @@ type TaskUpdate struct {
 	Output      []byte
 	Error       []byte
 	Progress    []byte
+	// Questions replaces the task's questions. Answers are added to the
+	// task's, each replacing an answer to the same question: answers given
+	// on several hosts at once are all kept.
+	Questions []byte
+	Answers   map[string][]byte
 	// Lease renews the task's lease to now plus Lease.
 	Lease time.Duration
 	// Release frees the task's request id: a later CreateTask with it
@@ -149,5 +161,9 @@ func (t Task) At(now time.Time) Task {
 
 // Size is what a task counts against its principal's bound in bytes.
 func (t Task) Size() int {
-	return len(t.ID) + len(t.Tool) + len(t.RequestID) + len(t.Output) + len(t.Error) + len(t.Progress)
+	n := len(t.ID) + len(t.Tool) + len(t.RequestID) + len(t.Output) + len(t.Error) + len(t.Progress) + len(t.Questions)
+	for id, a := range t.Answers {
+		n += len(id) + len(a)
+	}
+	return n
 }

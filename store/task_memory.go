@@ -98,7 +98,13 @@ func (m *memoryTasks) woken(id string) <-chan struct{} {
 
 func copyTask(t *Task) Task {
 	c := *t
-	c.Output, c.Error, c.Progress = slices.Clone(t.Output), slices.Clone(t.Error), slices.Clone(t.Progress)
+	c.Output, c.Error, c.Progress, c.Questions = slices.Clone(t.Output), slices.Clone(t.Error), slices.Clone(t.Progress), slices.Clone(t.Questions)
+	if t.Answers != nil {
+		c.Answers = make(map[string][]byte, len(t.Answers))
+		for id, a := range t.Answers {
+			c.Answers[id] = slices.Clone(a)
+		}
+	}
 	return c
 }
 
@@ -208,7 +214,7 @@ func (m *memoryTasks) UpdateTask(_ context.Context, id string, u TaskUpdate) (Ta
 				delete(m.byKey, k)
 			}
 		}
-		if u.Status == "" && u.ExecutionID == "" && u.Output == nil && u.Error == nil && u.Progress == nil {
+		if u.Status == "" && u.ExecutionID == "" && u.Output == nil && u.Error == nil && u.Progress == nil && u.Questions == nil && len(u.Answers) == 0 {
 			return false // a renewal alone wakes nobody
 		}
 		if u.Status != "" {
@@ -225,6 +231,15 @@ func (m *memoryTasks) UpdateTask(_ context.Context, id string, u TaskUpdate) (Ta
 		}
 		if u.Progress != nil {
 			t.Progress = slices.Clone(u.Progress)
+		}
+		if u.Questions != nil {
+			t.Questions = slices.Clone(u.Questions)
+		}
+		for id, a := range u.Answers {
+			if t.Answers == nil {
+				t.Answers = map[string][]byte{}
+			}
+			t.Answers[id] = slices.Clone(a)
 		}
 		return true
 	})

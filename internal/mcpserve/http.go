@@ -100,7 +100,7 @@ func (s *Server) HTTPHandler() http.Handler {
 			paramsChecked(stateless, body).ServeHTTP(w, req)
 			return
 		}
-		s.serveSession(w, req, id.Principal, s.sessionHandler(paramsChecked(stateful, body), body))
+		s.serveSession(w, req, id.Principal, s.taskStreamed(s.sessionHandler(paramsChecked(stateful, body), body)))
 	})
 }
 

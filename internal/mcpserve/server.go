@@ -137,6 +137,8 @@ type Server struct {
 	answered atomic.Int64
 	// mirrored is true when a tool has arguments mirrored in headers.
 	mirrored bool
+	// taskStreams carry the status notifications of sessions' tasks.
+	taskStreams taskStreams
 }
 
 // entry is a tool of the door's table, made when the server is.

@@ -289,9 +289,13 @@ func (s *Server) sessionTaskHTTP(w http.ResponseWriter, req *http.Request, body 
 	}
 	extra := &mcp.RequestExtra{TokenInfo: tokenInfo(req.Context()), Header: req.Header}
 	id, _, _ := httpCaller(extra)
-	res, rpcErr, ok := s.sessionTask(req.Context(), ses.ServerSession(), id, extra, msg.Method, msg.Params, nil)
+	var started *TaskState
+	res, rpcErr, ok := s.sessionTask(req.Context(), ses.ServerSession(), id, extra, msg.Method, msg.Params, func(st *TaskState) { started = st })
 	if !ok {
 		return false
+	}
+	if started != nil { // notified once the client has the answer that names the task
+		defer s.watchSessionTask(ses, id, started)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, no-transform")

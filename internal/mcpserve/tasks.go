@@ -277,16 +277,18 @@ type inbox struct {
 	mu      sync.Mutex
 	pending mcp.InputRequestMap
 	waiting map[string]chan *mcp.ElicitResult
-	// changed is told, under mu, when the task starts or stops waiting.
-	changed func(waiting bool)
+	// changed is told, under mu, the questions that wait each time they
+	// change.
+	changed func(questions mcp.InputRequestMap)
 }
 
 // TaskPeer is the peer of a task started by the call of p: its tool's
-// questions wait for answers that come with tasks/update ([Peer.Deliver]),
-// and changed is told when the task starts waiting for input and when it
-// has every answer. Progress and logs go nowhere: nobody listens to the
-// request that started the task any more.
-func TaskPeer(p *Peer, changed func(waiting bool)) *Peer {
+// questions wait for answers that come with tasks/update ([Peer.Deliver]).
+// changed is told the questions that wait each time they change: nil once
+// none waits. A session's task asks over the session itself, and changed
+// is told an empty map while it waits. Progress and logs go nowhere:
+// nobody listens to the request that started the task any more.
+func TaskPeer(p *Peer, changed func(questions mcp.InputRequestMap)) *Peer {
 	req := &mcp.CallToolRequest{Params: p.req.Params}
 	if extra := p.req.GetExtra(); extra != nil {
 		req.Extra = &mcp.RequestExtra{Header: extra.Header}
@@ -295,7 +297,13 @@ func TaskPeer(p *Peer, changed func(waiting bool)) *Peer {
 		// A session's task asks through the session's own elicitation
 		// requests, and is input_required while it waits for one.
 		req.Session = p.req.Session
-		return &Peer{req: req, single: p.single, asking: changed}
+		return &Peer{req: req, single: p.single, asking: func(waiting bool) {
+			if waiting {
+				changed(mcp.InputRequestMap{})
+			} else {
+				changed(nil)
+			}
+		}}
 	}
 	p.mu.Lock()
 	answers := p.answers
@@ -309,34 +317,30 @@ func (b *inbox) ask(ctx context.Context, id string, params *mcp.ElicitParams) (*
 	ch := make(chan *mcp.ElicitResult, 1)
 	b.mu.Lock()
 	b.pending[id], b.waiting[id] = params, ch
-	if len(b.pending) == 1 {
-		b.changed(true)
-	}
+	b.tell()
 	b.mu.Unlock()
 	select {
 	case res := <-ch:
 		return res, nil
 	case <-ctx.Done():
 		b.mu.Lock()
-		delete(b.pending, id)
-		delete(b.waiting, id)
+		if _, ok := b.waiting[id]; ok {
+			delete(b.pending, id)
+			delete(b.waiting, id)
+			b.tell()
+		}
 		b.mu.Unlock()
 		return nil, ctx.Err()
 	}
 }
 
-// Questions are the questions of a task that wait for an answer.
-func (p *Peer) Questions() mcp.InputRequestMap {
-	if p.inbox == nil {
-		return nil
+// tell tells changed the questions that wait. The caller holds mu.
+func (b *inbox) tell() {
+	if len(b.pending) == 0 {
+		b.changed(nil)
+		return
 	}
-	p.inbox.mu.Lock()
-	defer p.inbox.mu.Unlock()
-	q := make(mcp.InputRequestMap, len(p.inbox.pending))
-	for id, r := range p.inbox.pending {
-		q[id] = r
-	}
-	return q
+	b.changed(maps.Clone(b.pending))
 }
 
 // Deliver hands a task's questions their answers; an answer to a question
@@ -349,7 +353,7 @@ func (p *Peer) Deliver(answers map[string]*mcp.ElicitResult) {
 	b := p.inbox
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	was := len(b.pending)
+	taken := false
 	for id, a := range answers {
 		ch, ok := b.waiting[id]
 		if !ok || a == nil {
@@ -358,9 +362,10 @@ func (p *Peer) Deliver(answers map[string]*mcp.ElicitResult) {
 		delete(b.pending, id)
 		delete(b.waiting, id)
 		ch <- a
+		taken = true
 	}
-	if was > 0 && len(b.pending) == 0 {
-		b.changed(false)
+	if taken {
+		b.tell()
 	}
 }
 

@@ -112,6 +112,53 @@ func TestTaskStore(t *testing.T, newStore func(t *testing.T) store.TaskStore) {
 		}
 	})
 
+	t.Run("questions are replaced and answers added, waking those who await", func(t *testing.T) {
+		s := newStore(t)
+		a, _ := create(t, s, task("alice", "export", ""), long)
+		q, err := s.UpdateTask(ctx, a.ID, store.TaskUpdate{Status: store.TaskInputRequired, Questions: []byte(`{"confirm":{"message":"Sure?"}}`)})
+		if err != nil || q.Status != store.TaskInputRequired || string(q.Questions) != `{"confirm":{"message":"Sure?"}}` {
+			t.Fatalf("UpdateTask(questions) = %+v, %v", q, err)
+		}
+		got := make(chan store.Task, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			v, _ := s.AwaitTask(wctx, a.ID, q.Version)
+			got <- v
+		}()
+		time.Sleep(50 * time.Millisecond) // let it wait
+		if _, err := s.UpdateTask(ctx, a.ID, store.TaskUpdate{Answers: map[string][]byte{"confirm": []byte(`{"action":"accept"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case v := <-got:
+			if string(v.Answers["confirm"]) != `{"action":"accept"}` {
+				t.Fatalf("AwaitTask woke with answers %q; want the answer", v.Answers)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("AwaitTask was not woken by the answer")
+		}
+		// Another answer is added; one to the same question replaces it.
+		if _, err := s.UpdateTask(ctx, a.ID, store.TaskUpdate{Answers: map[string][]byte{"name": []byte(`{"action":"decline"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpdateTask(ctx, a.ID, store.TaskUpdate{Answers: map[string][]byte{"confirm": []byte(`{"action":"cancel"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := s.UpdateTask(ctx, a.ID, store.TaskUpdate{Status: store.TaskWorking, Questions: []byte(`{}`)})
+		if err != nil || w.Status != store.TaskWorking || string(w.Questions) != `{}` {
+			t.Fatalf("UpdateTask(working) = %+v, %v", w, err)
+		}
+		g := get(t, s, a.ID)
+		if len(g.Answers) != 2 || string(g.Answers["confirm"]) != `{"action":"cancel"}` || string(g.Answers["name"]) != `{"action":"decline"}` {
+			t.Fatalf("Answers = %q; want both questions' latest answers", g.Answers)
+		}
+		g.Answers["confirm"][0] = 'X'
+		if again := get(t, s, a.ID); string(again.Answers["confirm"]) != `{"action":"cancel"}` {
+			t.Fatalf("Answers = %q after the caller changed its copy", again.Answers)
+		}
+	})
+
 	t.Run("Release frees the request id", func(t *testing.T) {
 		s := newStore(t)
 		a, _ := create(t, s, task("alice", "export", "r1"), long)

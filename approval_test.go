@@ -2,10 +2,8 @@ package carmy_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -29,44 +27,9 @@ func approvalServer(t *testing.T, b *carmy.Builder) (*httptest.Server, *carmy.Re
 	var runs atomic.Int32
 	del := carmy.Tool(func(in DeleteNote) (uint64, error) { runs.Add(1); return in.ID, nil }, carmy.Destructive,
 		carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))
-	reg, err := b.Tool(del).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = reg.Close()
-	})
+	reg := build(t, b.Tool(del).Logger(quietLogger()))
+	srv := serve(t, reg)
 	return srv, reg, &runs
-}
-
-// httpDo sends a request with client c and decodes a JSON answer.
-func httpDo(t *testing.T, c *http.Client, method, url, body string, header ...string) (int, any) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var v any
-	if len(raw) > 0 && (raw[0] == '{' || raw[0] == '[') {
-		if err := json.Unmarshal(raw, &v); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, url, err, raw)
-		}
-	}
-	return res.StatusCode, v
 }
 
 // errObj returns the error object of an answer.
@@ -97,16 +60,7 @@ func consoleClient(t *testing.T, srv *httptest.Server, reg *carmy.Registry) *htt
 		t.Fatalf("opening the console URL set cookies %v; the secret never rides in a cookie", res.Cookies())
 	}
 	_, secret, _ := strings.Cut(link, "?token=")
-	return &http.Client{Transport: withHeader{carmy.ConsoleHeader, secret}}
-}
-
-// withHeader is a transport that adds one header to every request.
-type withHeader struct{ name, value string }
-
-func (h withHeader) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set(h.name, h.value)
-	return http.DefaultTransport.RoundTrip(req)
+	return headerClient(carmy.ConsoleHeader, secret)
 }
 
 func TestApprovalsWithoutAuthenticator(t *testing.T) {
@@ -394,19 +348,12 @@ func TestApprovalKeptWhenTheCallCannotStart(t *testing.T) {
 		runs.Add(1)
 		return nil
 	}, carmy.Destructive, carmy.Name("purge"), carmy.RequireConfirmation(), carmy.Timeout(50*time.Millisecond), carmy.Register(false))
-	reg, err := carmy.New().Tool(slow).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = reg.Close()
-	})
+	reg := build(t, carmy.New().Tool(slow).Logger(quietLogger()))
+	srv := serve(t, reg)
 	person := consoleClient(t, srv, reg)
 	ctx := context.Background()
 	call := carmy.Call{Tool: "purge", Input: []byte(`{"id":7}`), Principal: "agent"}
-	_, err = reg.Execute(ctx, call)
+	_, err := reg.Execute(ctx, call)
 	var e *carmy.Error
 	if !errors.As(err, &e) || e.Code != carmy.CodeConfirmationRequired {
 		t.Fatalf("err = %v", err)
@@ -479,15 +426,11 @@ func TestApprovalAudited(t *testing.T) {
 // on which input (its digest) and when, for the audit of people.
 func TestApprovalDecisionLogged(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &logSink{}
 	del := carmy.Tool(func(in DeleteNote) (uint64, error) { return in.ID, nil }, carmy.Destructive,
 		carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))
-	reg, err := carmy.New().Tool(del).Logger(logs.logger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	defer func() { srv.Close(); _ = reg.Close() }()
+	reg := build(t, carmy.New().Tool(del).Logger(logs.logger()))
+	srv := serve(t, reg)
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`)
 	id, digest := detail(body, "approval_id"), detail(body, "digest")
 	if status, _ := httpDo(t, consoleClient(t, srv, reg), "POST", srv.URL+"/approvals/"+id+"/deny", ""); status != 200 {

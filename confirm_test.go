@@ -24,11 +24,7 @@ func confirmRegistry(t *testing.T) (*carmy.Registry, *atomic.Int32) {
 	cancel := carmy.Tool(func(in CancelOrder) error { runs.Add(1); return nil }, carmy.Destructive,
 		carmy.Name("cancel_order"), carmy.RequireConfirmation(), carmy.Register(false))
 	other := carmy.Tool(func() error { return nil }, carmy.Read, carmy.Name("get_order"), carmy.Register(false))
-	reg, err := carmy.New().Tool(cancel, other).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, carmy.New().Tool(cancel, other))
 	return reg, &runs
 }
 

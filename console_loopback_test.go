@@ -39,7 +39,7 @@ func exchangeClient(t *testing.T, link string) *http.Client {
 	if status != http.StatusOK || secret == "" {
 		t.Fatalf("exchanging the code of %s: %d", link, status)
 	}
-	return &http.Client{Transport: withHeader{carmy.ConsoleHeader, secret}}
+	return headerClient(carmy.ConsoleHeader, secret)
 }
 
 var consolePage = regexp.MustCompile(`http://127\.0\.0\.1:\d+/console`)

@@ -1,7 +1,6 @@
 package carmy_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -9,30 +8,11 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/carmy-dev/carmy"
 )
-
-// syncBuffer is a buffer a server writes while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var consoleURLPattern = regexp.MustCompile(`http://127\.0\.0\.1:\d+/console\?token=[0-9a-f]{64}`)
 
@@ -40,7 +20,7 @@ var consoleURLPattern = regexp.MustCompile(`http://127\.0\.0\.1:\d+/console\?tok
 // and what it logged, once it serves and printed its console URL, if any.
 func listen(t *testing.T, b *carmy.Builder) (printed, logged string) {
 	t.Helper()
-	out, log := &syncBuffer{}, &syncBuffer{}
+	out, log := &logSink{}, &logSink{}
 	carmy.SetConsoleOut(b, out, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -119,7 +99,7 @@ func TestConsoleSecretNotLogged(t *testing.T) {
 	// Serial: t.Setenv changes the whole process.
 	dir := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", dir)
-	out, log := &syncBuffer{}, &syncBuffer{}
+	out, log := &logSink{}, &logSink{}
 	b := carmy.SetConsoleOut(carmy.New(), out, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

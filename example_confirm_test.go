@@ -2,8 +2,11 @@ package carmy_test
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -51,4 +54,26 @@ func ExampleRegistry_ServeMCP_confirmation() {
 	//   "id": 7
 	// }
 	// error: false output: 7
+}
+
+// Every host of a deployment that shares no store is given the same key,
+// here as `openssl rand -hex 32` wrote it into CARMY_STATE_KEY (or
+// state_key in carmy.toml): a confirmation a person gave in one round of a
+// sessionless call then verifies on whichever host the next round reaches.
+func ExampleBuilder_StateKey() {
+	hexKey := strings.Repeat("5e", carmy.MinStateKeySize) // os.Getenv("CARMY_STATE_KEY")
+	key, err := hex.DecodeString(hexKey)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var done atomic.Int32
+	reg, err := carmy.New().Tool(askThenBurn(&done)).StateKey(key).Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer reg.Close()
+	fmt.Println(len(reg.Tools()), "tool, state signed with the deployment's key")
+	// Output: 1 tool, state signed with the deployment's key
 }

@@ -54,11 +54,7 @@ func TestHealthDuringAPartition(t *testing.T) {
 	mem := store.NewMemoryStore(0, 0)
 	t.Cleanup(func() { _ = mem.(io.Closer).Close() })
 	s := &partitionedStore{IdempotencyStore: mem}
-	reg, err := carmy.New().Store(s).HealthGrace(grace).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, carmy.New().Store(s).HealthGrace(grace).Logger(quietLogger()))
 	h := reg.Handler()
 	expect := func(when string, want map[string]int) {
 		t.Helper()
@@ -97,19 +93,11 @@ func TestHealthGrace(t *testing.T) {
 	t.Cleanup(func() { _ = mem.(io.Closer).Close() })
 	s := &partitionedStore{IdempotencyStore: mem}
 	s.cut.Store(true)
-	reg, err := carmy.New().Store(s).HealthGrace(0).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, carmy.New().Store(s).HealthGrace(0).Logger(quietLogger()))
 	if got, _ := probeGet(t, reg.Handler(), "/readyz"); got != 503 {
 		t.Errorf("GET /readyz with grace 0 and no store = %d; want 503", got)
 	}
-	def, err := carmy.New().Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = def.Close() })
+	def := build(t, carmy.New().Logger(quietLogger()))
 	if got, body := probeGet(t, def.Handler(), "/healthz"); got != 200 || body["store"] != "ok" {
 		t.Errorf("GET /healthz of the in-memory store = %d %v; want 200, store ok", got, body)
 	}

@@ -86,25 +86,14 @@ func hostGet(t *testing.T, client *http.Client, url, token string) (int, []byte)
 
 func hostDo(t *testing.T, client *http.Client, method, url, token, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth, ct := "", ""
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		auth = "Bearer " + token
 	}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		ct = "application/json"
 	}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, b := roundTrip(t, client, method, url, body, "Authorization", auth, "Content-Type", ct)
 	return res.StatusCode, b
 }
 

@@ -2,9 +2,7 @@ package carmy_test
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -20,14 +18,9 @@ func TestHTTPAuthenticationWrapper(t *testing.T) {
 	t.Parallel()
 	who := carmy.Tool(func(ctx context.Context, _ struct{}) (string, error) { return "ran", nil }, carmy.Write,
 		carmy.Name("who"), carmy.Register(false))
-	reg, err := carmy.New().Tool(who).Logger(quietLogger()).
-		Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	reg := build(t, carmy.New().Tool(who).Logger(quietLogger()).
+		Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(aliceToken), Principal: "alice"})))
+	srv := serve(t, reg)
 
 	routes := []struct{ method, path string }{
 		{"GET", "/tools"},
@@ -52,17 +45,11 @@ func TestHTTPAuthenticationWrapper(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var first string
 			for _, rt := range routes {
-				req, _ := http.NewRequest(rt.method, srv.URL+rt.path, strings.NewReader(`{}`))
-				req.Header.Set("Content-Type", "application/json")
+				header := []string{"Content-Type", "application/json"}
 				for _, a := range auth {
-					req.Header.Add("Authorization", a)
+					header = append(header, "Authorization", a)
 				}
-				res, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(res.Body)
-				res.Body.Close()
+				res, body := roundTrip(t, nil, rt.method, srv.URL+rt.path, `{}`, header...)
 				if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"code":"unauthenticated"`) {
 					t.Fatalf("%s %s = %d %s; want 401 unauthenticated", rt.method, rt.path, res.StatusCode, body)
 				}

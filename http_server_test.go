@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -332,8 +331,7 @@ func TestCloseEndsLongPollsOfHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	s := &servedAt{url: srv.URL}
 	poll := longPoll(t, s, w, startHeld(t, s, "stall"))
 	if err := reg.Close(); err != nil {

@@ -52,57 +52,9 @@ func hostServer(t *testing.T, b *carmy.Builder) (*httptest.Server, *hostTools) {
 	if b == nil {
 		b = carmy.New()
 	}
-	reg, err := b.Tool(h.defs()...).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = reg.Close()
-	})
+	reg := build(t, b.Tool(h.defs()...))
+	srv := serve(t, reg)
 	return srv, h
-}
-
-type response struct {
-	status int
-	header http.Header
-	body   map[string]any
-}
-
-func do(t *testing.T, method, url, body string, header ...string) response {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	// A header given twice is sent twice; one given as "" is not sent.
-	given := map[string]bool{}
-	for i := 0; i+1 < len(header); i += 2 {
-		if !given[header[i]] {
-			req.Header.Del(header[i])
-		}
-		given[header[i]] = true
-		if header[i+1] != "" {
-			req.Header.Add(header[i], header[i+1])
-		}
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var m map[string]any
-	if len(raw) > 0 && raw[0] == '{' {
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, url, err, raw)
-		}
-	}
-	return response{res.StatusCode, res.Header, m}
 }
 
 func errCode(r response) string {

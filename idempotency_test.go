@@ -46,11 +46,7 @@ func counterRegistry(t *testing.T, c *counter, b *carmy.Builder, opts ...carmy.O
 	if b == nil {
 		b = carmy.New()
 	}
-	reg, err := b.Tool(carmy.Tool(c.place, carmy.Write, opts...)).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, b.Tool(carmy.Tool(c.place, carmy.Write, opts...)))
 	return reg
 }
 

@@ -353,14 +353,7 @@ func TestRateLimitMCP(t *testing.T) {
 	reg, _ := limitedOrders(t, newLimitClock(), carmy.New().StdioIdentity(carmy.Identity{Principal: "local"}), carmy.RateLimit(1, time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	serverT, clientT := mcp.NewInMemoryTransports()
-	served := make(chan error, 1)
-	go func() { served <- reg.ServeMCP(ctx, serverT) }()
-	session, err := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, nil).Connect(ctx, clientT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = session.Close(); <-served }()
+	session := singleClient(t, reg, "memory", "", nil)
 
 	args := map[string]any{"sku": "A-1"}
 	if res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "create_order", Arguments: args}); err != nil || res.IsError {
@@ -390,7 +383,7 @@ func TestRateLimitMCP(t *testing.T) {
 func TestRateLimitHTTP(t *testing.T) {
 	t.Parallel()
 	reg, _ := limitedOrders(t, newLimitClock(), nil, carmy.RateLimit(3, 10*time.Second))
-	srv := newServer(t, reg)
+	srv := serve(t, reg)
 	for range 3 {
 		if r := do(t, "POST", srv.URL+"/tools/create_order", anOrder); r.status != 200 {
 			t.Fatalf("call within the burst = %d %v", r.status, r.body)

@@ -62,12 +62,7 @@ func testMCPApprovalByURL(t *testing.T, version string, tt approvalCase) {
 	if tt.url {
 		opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, opts)
-	s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := mcpConnect(t, srv.URL, version, opts)
 	if got := s.InitializeResult().ProtocolVersion; got != version {
 		t.Fatalf("protocol %s; want %s", got, version)
 	}

@@ -1,10 +1,7 @@
 package carmy_test
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -90,33 +87,6 @@ func mcpPost(t *testing.T, url, version, body string) []byte {
 // answer, read from an event stream if the server chose one.
 func mcpPostSession(t *testing.T, url, version, session, body string, headers map[string]string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if version != "" {
-		req.Header.Set("Mcp-Protocol-Version", version)
-	}
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return b
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"id"`) {
-			return []byte(data)
-		}
-	}
-	return b
+	_, msg := mcpExchange(t, url, body, map[string]string{"Mcp-Protocol-Version": version, "Mcp-Session-Id": session}, headers)
+	return msg
 }

@@ -2,7 +2,6 @@ package carmy_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,7 +14,7 @@ import (
 func TestConfigureMCP(t *testing.T) {
 	t.Parallel()
 	f := &featureTools{}
-	reg, err := carmy.New().Tool(f.defs()...).
+	reg := build(t, carmy.New().Tool(f.defs()...).
 		ConfigureMCP(func(s *mcp.Server) {
 			s.AddResource(&mcp.Resource{URI: "test://readme", Name: "readme", MIMEType: "text/plain"},
 				func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -30,22 +29,12 @@ func TestConfigureMCP(t *testing.T) {
 			o.CompletionHandler = func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 				return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{"Ada", "Alan"}}}, nil
 			}
-		}).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+		}))
+	srv := serve(t, reg)
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			ctx := context.Background()
-			s, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, nil).
-				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := mcpConnect(t, srv.URL, version, nil)
 			caps := s.InitializeResult().Capabilities
 			if caps.Resources == nil || caps.Prompts == nil || caps.Completions == nil || caps.Tools == nil || caps.Tools.ListChanged {
 				t.Errorf("capabilities %+v", caps)

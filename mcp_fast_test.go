@@ -2,9 +2,6 @@ package carmy_test
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,37 +16,14 @@ import (
 func TestMCPFastPath(t *testing.T) {
 	t.Parallel()
 	f := &featureTools{}
-	reg, err := carmy.New().Tool(f.defs()...).Tool((&hostTools{}).defs()...).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	reg := build(t, carmy.New().Tool(f.defs()...).Tool((&hostTools{}).defs()...))
+	srv := serve(t, reg)
 	post := func(tool, args, meta string) (string, map[string]any) {
 		t.Helper()
 		body := `{"jsonrpc":"2.0","id":"q-1","method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
 			`,"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", tool)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := mcpExchange(t, srv.URL, body, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool})
 		kind := resp.Header.Get("Content-Type")
-		if strings.HasPrefix(kind, "text/event-stream") {
-			for _, line := range strings.Split(string(b), "\n") {
-				if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"id"`) {
-					b = []byte(data)
-				}
-			}
-		}
 		var msg map[string]any
 		if err := json.Unmarshal(b, &msg); err != nil {
 			t.Fatalf("%s: %s", err, b)

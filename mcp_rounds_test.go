@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -55,13 +54,8 @@ func roundsServer(t *testing.T) (url string, booked *atomic.Int32) {
 		booked.Add(1)
 		return seat.Seat + ", " + meal.Meal, nil
 	}, carmy.Write, carmy.Name("book_step"), carmy.Register(false))
-	reg, err := carmy.New().Tool(book, step).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
+	reg := build(t, carmy.New().Tool(book, step).Logger(quietLogger()))
+	srv := serve(t, reg)
 	return srv.URL, booked
 }
 
@@ -186,7 +180,7 @@ func TestElicitBothGenerations(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			url, booked := roundsServer(t)
 			var asked atomic.Int32
-			client := mcp.NewClient(&mcp.Implementation{Name: "asker", Version: "1"}, &mcp.ClientOptions{
+			opts := &mcp.ClientOptions{
 				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 					asked.Add(1)
 					if strings.Contains(req.Params.Message, "seat") {
@@ -194,12 +188,8 @@ func TestElicitBothGenerations(t *testing.T) {
 					}
 					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"meal": "fish"}}, nil
 				},
-			})
-			s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
 			}
-			defer s.Close()
+			s := mcpConnect(t, url, version, opts)
 			for _, tool := range []string{"book", "book_step"} {
 				r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "t"}})
 				if err != nil || r.IsError || !strings.Contains(fmt.Sprint(r.StructuredContent), "3C, fish") {
@@ -251,8 +241,7 @@ func TestSessionlessStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logReg.Close()
-	logSrv := httptest.NewServer(logReg.Handler())
-	defer logSrv.Close()
+	logSrv := serve(t, logReg)
 
 	post := func(url, tool, meta string) string {
 		body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` + meta + `}}}`

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,13 +225,8 @@ func TestMCPSessionFastPathCancel(t *testing.T) {
 	})
 	t.Run("http", func(t *testing.T) {
 		var started, cancelled atomic.Int32
-		reg, err := carmy.New().Tool(waitTool(&started, &cancelled)).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer reg.Close()
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		reg := build(t, carmy.New().Tool(waitTool(&started, &cancelled)))
+		srv := serve(t, reg)
 		s := openHTTPSession(t, srv.URL, "")
 		go s.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":{}}}`)
 		waitFor(t, "the call", func() bool { return started.Load() == 1 })
@@ -340,13 +334,8 @@ func TestMCPSessionFastPathHTTP(t *testing.T) {
 	}
 	run := func(b *carmy.Builder) (kinds []string, answers [][]string) {
 		f := &featureTools{}
-		reg, err := b.Tool(f.defs()...).Tool((&hostTools{}).defs()...).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer reg.Close()
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		reg := build(t, b.Tool(f.defs()...).Tool((&hostTools{}).defs()...))
+		srv := serve(t, reg)
 		for _, st := range steps {
 			s := openHTTPSession(t, srv.URL, st.caps)
 			var kind string

@@ -3,9 +3,7 @@ package carmy_test
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -25,29 +23,13 @@ type sseSession struct {
 
 func (c *sseSession) post(body string) map[string]any {
 	c.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	h := map[string]string{}
 	if c.sid != "" {
-		req.Header.Set("Mcp-Session-Id", c.sid)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		h["Mcp-Session-Id"], h["Mcp-Protocol-Version"] = c.sid, "2025-11-25"
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, b := mcpExchange(c.t, strings.TrimSuffix(c.url, "/mcp"), body, h)
 	if c.sid == "" {
 		c.sid = resp.Header.Get("Mcp-Session-Id")
-	}
-	b, _ := io.ReadAll(resp.Body)
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		for line := range strings.Lines(string(b)) {
-			if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && strings.Contains(data, `"id"`) {
-				b = []byte(data)
-				break
-			}
-		}
 	}
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
@@ -112,8 +94,7 @@ func TestMCPSessionTaskStatusOverHTTP(t *testing.T) {
 		<-release
 		return "done", nil
 	}, carmy.Read, carmy.Name("ask"), carmy.Register(false)))
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, reg)
 	c := openSSESession(t, srv.URL)
 
 	ans := c.call("tools/call", `{"name":"ask","arguments":{},"task":{"ttl":60000}}`)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -44,31 +43,15 @@ func httpTasksSession(t *testing.T, url, token string) (map[string]any, sessionT
 	t.Helper()
 	sid := ""
 	post := func(body string) []byte {
-		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
+		h := map[string]string{"Authorization": "Bearer " + token}
 		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			h["Mcp-Session-Id"], h["Mcp-Protocol-Version"] = sid, "2025-11-25"
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		res, msg := mcpExchange(t, url, body, h)
 		if sid == "" {
-			sid = resp.Header.Get("Mcp-Session-Id")
+			sid = res.Header.Get("Mcp-Session-Id")
 		}
-		b, _ := io.ReadAll(resp.Body)
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			for line := range strings.Lines(string(b)) {
-				if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok && strings.Contains(data, `"id"`) {
-					return []byte(data)
-				}
-			}
-		}
-		return b
+		return msg
 	}
 	init, _ := rawAnswer(t, post(sessionInit))
 	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -168,8 +151,7 @@ func TestMCPSessionTasks(t *testing.T) {
 			var init map[string]any
 			var call sessionTasksClient
 			if transport == "http" {
-				srv := httptest.NewServer(reg.Handler())
-				t.Cleanup(srv.Close)
+				srv := serve(t, reg)
 				init, call = httpTasksSession(t, srv.URL, "alice")
 			} else {
 				init, call, _, _ = stdioTasksSession(t, reg)

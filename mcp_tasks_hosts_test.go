@@ -1,9 +1,6 @@
 package carmy_test
 
 import (
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +24,7 @@ func askHost(t *testing.T, s *hostsStore) string {
 		}
 		return "unsure", nil
 	}, carmy.Read, carmy.Name("ask"), carmy.Register(false)))
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, reg)
 	return srv.URL
 }
 
@@ -88,19 +84,8 @@ func TestHTTPTaskQuestionAcrossHosts(t *testing.T) {
 	onA.await(id, "input_required")
 	do := func(method, path, token, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, b+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&m)
-		return res.StatusCode, m
+		status, v := httpDo(t, nil, method, b+path, body, "Authorization", "Bearer "+token)
+		return status, obj(v)
 	}
 	status, task := do("GET", "/tasks/"+id, "alice", "")
 	q := obj(obj(task["questions"])["confirm"])

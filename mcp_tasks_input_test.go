@@ -2,7 +2,6 @@ package carmy_test
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,8 +32,7 @@ func TestMCPTasksAfterInput(t *testing.T) {
 		}
 		return "unsure", nil
 	}, carmy.Read, carmy.Name("ask_first"), carmy.Tasks(carmy.TaskRequired), carmy.TaskAfterInput(), carmy.Register(false)))
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, reg)
 	alice := taskMCP{t, srv.URL, "alice", true}
 
 	r, code, _ := alice.rpc("tools/call", "ask_first", `"name":"ask_first","arguments":{},`)

@@ -2,7 +2,6 @@ package carmy_test
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/carmy-dev/carmy"
@@ -17,8 +16,7 @@ func TestMCPTasksToolSupport(t *testing.T) {
 		carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("either"), carmy.Register(false)),
 		carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("only"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
 	)
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, reg)
 	want := map[string]string{"never": "forbidden", "either": "optional", "only": "required"}
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -128,8 +127,7 @@ func mcpTaskServer(t *testing.T) (url string, e *exporter, deleted *atomic.Int32
 		carmy.Tool(func(in DeleteNote) (uint64, error) { deleted.Add(1); return in.ID, nil }, carmy.Destructive,
 			carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false)),
 	)
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, reg)
 	return srv.URL, e, deleted
 }
 
@@ -266,13 +264,10 @@ func TestMCPTasksRequired(t *testing.T) {
 	}
 
 	// In a session (2025-11-25), through the official SDK's client.
-	client := mcp.NewClient(&mcp.Implementation{Name: "session", Version: "1"}, nil)
-	s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: bearer("alice")}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	s, err := mcpDial(t, bearerClient("alice"), url, "2025-11-25", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	_, err = s.CallTool(context.Background(), &mcp.CallToolParams{Name: "fail", Arguments: map[string]any{}})
 	if we := (*jsonrpc.Error)(nil); !errors.As(err, &we) || we.Code != -32601 {
 		t.Fatalf("fail in a session: %v; want -32601, as a session's tasks answer it", err)
@@ -307,15 +302,6 @@ func TestMCPTasksRequiredStdio(t *testing.T) {
 			}
 		})
 	}
-}
-
-// bearer is a transport that sends a bearer token.
-type bearer string
-
-func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(req)
 }
 
 // jsonText is v as JSON.

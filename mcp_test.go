@@ -14,29 +14,6 @@ import (
 	"github.com/carmy-dev/carmy"
 )
 
-// bearerTransport adds a bearer token to every request.
-type bearerTransport struct{ token string }
-
-func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(req)
-}
-
-func mcpSession(t *testing.T, url, token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
-	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, opts)
-	tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", MaxRetries: -1}
-	if token != "" {
-		tr.HTTPClient = &http.Client{Transport: bearerTransport{token}}
-	}
-	s, err := client.Connect(context.Background(), tr, nil)
-	if err == nil {
-		t.Cleanup(func() { _ = s.Close() })
-	}
-	return s, err
-}
-
 func structured(t *testing.T, r *mcp.CallToolResult) map[string]any {
 	t.Helper()
 	b, _ := json.Marshal(r.StructuredContent)

@@ -565,18 +565,8 @@ func TestOAuthHTTPChallenges(t *testing.T) {
 // status.
 func browserGet(t *testing.T, url string) int {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Origin", "https://agent.example")
-	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	res, _ := roundTrip(t, nil, "GET", url, "", "Origin", "https://agent.example", "Sec-Fetch-Site", "cross-site")
+	return res.StatusCode
 }
 
 func jsonEqual(a, b any) bool {
@@ -703,13 +693,8 @@ func TestOAuthApp(t *testing.T) {
 	t.Setenv("CARMY_OAUTH_SCOPES", "tools, read")
 	tool := carmy.Tool(func() error { return nil }, carmy.None, carmy.Name("noop"), carmy.Register(false))
 
-	r, err := carmy.App().Logger(quietLogger()).Tool(tool).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	srv := httptest.NewServer(r.Handler())
-	defer srv.Close()
+	r := build(t, carmy.App().Logger(quietLogger()).Tool(tool))
+	srv := serve(t, r)
 	if resp := do(t, "GET", srv.URL+"/.well-known/oauth-protected-resource", ""); !jsonEqual(resp.body["scopes_supported"], []string{"tools", "read"}) {
 		t.Errorf("metadata %v", resp.body)
 	}

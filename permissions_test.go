@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -156,16 +155,8 @@ func metadataNames(tools []carmy.ToolMetadata) []string {
 // and returns the status and the body of the answer.
 func bearerDo(t *testing.T, method, url, authorization, body string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", authorization)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	res, b := roundTrip(t, nil, method, url, body, "Authorization", authorization, "Content-Type", "application/json")
+	return res.StatusCode, b
 }
 
 // listedOverHTTP returns what GET /tools lists for a caller.
@@ -211,13 +202,8 @@ func TestPermissionsEveryDoor(t *testing.T) {
 	for _, c := range permCallers {
 		tokens = append(tokens, carmy.Token{SHA256: carmy.HashToken(c.token()), Principal: c.name, Permissions: c.perms})
 	}
-	reg, err := w.builder().Authenticate(carmy.BearerTokens(tokens...)).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	reg := build(t, w.builder().Authenticate(carmy.BearerTokens(tokens...)))
+	srv := serve(t, reg)
 	ctx := context.Background()
 
 	sessions := map[string]*mcp.ClientSession{} // by version and caller
@@ -226,13 +212,10 @@ func TestPermissionsEveryDoor(t *testing.T) {
 		if s := sessions[key]; s != nil {
 			return s
 		}
-		client := mcp.NewClient(&mcp.Implementation{Name: "perm-test", Version: "1"}, nil)
-		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: bearerTransport{c.token()}}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		s, err := mcpDial(t, bearerClient(c.token()), srv.URL, version, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = s.Close() })
 		sessions[key] = s
 		return s
 	}
@@ -241,20 +224,8 @@ func TestPermissionsEveryDoor(t *testing.T) {
 		if s := stdio[c.name]; s != nil {
 			return s
 		}
-		r, err := w.builder().StdioIdentity(c.identity()).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r.Close() })
-		serverT, clientT := mcp.NewInMemoryTransports()
-		sctx, stop := context.WithCancel(ctx)
-		t.Cleanup(stop)
-		go func() { _ = r.ServeMCP(sctx, serverT) }()
-		s, err := mcp.NewClient(&mcp.Implementation{Name: "perm-test", Version: "1"}, nil).Connect(ctx, clientT, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
+		r := build(t, w.builder().StdioIdentity(c.identity()))
+		s := singleClient(t, r, "memory", "", nil)
 		stdio[c.name] = s
 		return s
 	}
@@ -528,13 +499,8 @@ func TestPermissionsOAuth(t *testing.T) {
 	t.Parallel()
 	iss := newTestIssuer(t)
 	w := newPermWorld()
-	reg, err := w.builder().Authenticate(newOAuth(t, iss, "tools")).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	reg := build(t, w.builder().Authenticate(newOAuth(t, iss, "tools")))
+	srv := serve(t, reg)
 	meta := srv.URL + "/.well-known/oauth-protected-resource"
 
 	r := do(t, "GET", meta, "")
@@ -671,13 +637,7 @@ func TestPermissionsMCPMeta(t *testing.T) {
 	defer reg.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	serverT, clientT := mcp.NewInMemoryTransports()
-	go func() { _ = reg.ServeMCP(ctx, serverT) }()
-	s, err := mcp.NewClient(&mcp.Implementation{Name: "perm-test", Version: "1"}, nil).Connect(ctx, clientT, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := singleClient(t, reg, "memory", "", nil)
 	list, err := s.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -41,11 +41,7 @@ func TestReservationFenceAndCheck(t *testing.T) {
 		fences = append(fences, ctx.Fence)
 		return "ok", nil
 	}, carmy.Write, carmy.Name("pay"), carmy.ParallelSafe(), carmy.Register(false))
-	reg, err := carmy.New().Tool(tool).Store(s).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, carmy.New().Tool(tool).Store(s).Logger(quietLogger()))
 	ctx := context.Background()
 	for _, id := range []string{"r1", "r2", ""} {
 		if _, err := reg.Execute(ctx, carmy.Call{Tool: "pay", RequestID: id}); err != nil {
@@ -57,7 +53,7 @@ func TestReservationFenceAndCheck(t *testing.T) {
 	}
 
 	s.lapsed.Store(true)
-	_, err = reg.Execute(ctx, carmy.Call{Tool: "pay", RequestID: "r3"})
+	_, err := reg.Execute(ctx, carmy.Call{Tool: "pay", RequestID: "r3"})
 	var e *carmy.Error
 	if !errors.As(err, &e) || e.Code != carmy.CodeUnavailable || !e.Retryable || e.Details["reason"] != "reservation_lost" {
 		t.Fatalf("call whose reservation lapsed = %v; want unavailable, retryable, reason reservation_lost", err)

@@ -414,9 +414,8 @@ func TestExecuteExecutionIDs(t *testing.T) {
 
 func TestExecutePanic(t *testing.T) {
 	t.Parallel()
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(&rtLockedWriter{w: &logs, mu: &logMu}, nil))
+	logs := &logSink{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
 	r, err := carmy.New().Logger(logger).Tool(
 		carmy.Tool(func(ctx context.Context) (string, error) { panic("secret-panic-text-42") }, carmy.Write, carmy.Name("boom"), carmy.Register(false)),
 		carmy.Tool(func(ctx context.Context) (string, error) { return "fine", nil }, carmy.Read, carmy.Name("ok"), carmy.Register(false)),
@@ -447,8 +446,6 @@ func TestExecutePanic(t *testing.T) {
 	if err != nil || string(res.Output) != `"fine"` {
 		t.Fatalf("after a panic: Execute = %s, %v", res.Output, err)
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
 	if !strings.Contains(logs.String(), "secret-panic-text-42") {
 		t.Errorf("the panic is not logged: %s", logs.String())
 	}
@@ -540,17 +537,6 @@ func TestExecuteOutputThatCannotBeEncoded(t *testing.T) {
 			}
 		})
 	}
-}
-
-type rtLockedWriter struct {
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (w *rtLockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
 }
 
 type rtSecretError struct{ secret string }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -120,13 +119,8 @@ func TestConfirmedStateNonce(t *testing.T) {
 				done.Add(1)
 				return ask.Reason, nil
 			}, carmy.Destructive, carmy.Name("ask_then_burn"), carmy.RequireConfirmation(), carmy.Register(false))
-			reg, err := carmy.New().Tool(tool).Store(s).ElicitConfirmation().Logger(quietLogger()).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
-			srv := httptest.NewServer(reg.Handler())
-			defer srv.Close()
+			reg := build(t, carmy.New().Tool(tool).Store(s).ElicitConfirmation().Logger(quietLogger()))
+			srv := serve(t, reg)
 			c := sessionless{t, srv.URL}
 			const in = `{"text":"x"}`
 			_, state, _ := question(c.call("ask_then_burn", in, ""))

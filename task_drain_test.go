@@ -3,7 +3,6 @@ package carmy_test
 import (
 	"context"
 	"net"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -96,8 +95,7 @@ func TestTaskShutdownFailsWhatOutlastsTheDrain(t *testing.T) {
 		t.Fatalf("its error = %+v; want reason shutdown, not retryable (whether it took effect is unknown)", e)
 	}
 	// Over MCP it is the server's failure, a JSON-RPC error, not the tool's.
-	srv := httptest.NewServer(other.Handler())
-	defer srv.Close()
+	srv := serve(t, other)
 	got := taskMCP{t: t, url: srv.URL, token: "alice", tasks: true}.get(running.ID)
 	if rpcErr := obj(got["error"]); got["status"] != "failed" || got["result"] != nil || !strings.Contains(jsonText(rpcErr["data"]), `"shutdown"`) {
 		t.Fatalf("tasks/get of the stopped task = %v; want failed, with an error whose data says shutdown", got)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,11 +66,7 @@ func newHostsStore(t *testing.T) *hostsStore {
 
 func taskRegistry(t *testing.T, b *carmy.Builder, tools ...*carmy.ToolDef) *carmy.Registry {
 	t.Helper()
-	reg, err := b.Tool(tools...).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, b.Tool(tools...).Logger(quietLogger()))
 	return reg
 }
 
@@ -367,8 +362,7 @@ func TestTaskApprovedOnAnotherHost(t *testing.T) {
 	tokens := carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken("root"), Principal: "root", Permissions: []string{"approve:*"}})
 	a := taskRegistry(t, carmy.New().Store(s), del())
 	b := taskRegistry(t, carmy.New().Store(s).Authenticate(tokens), del())
-	srv := httptest.NewServer(b.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, b)
 	decide := func(id, decision string) {
 		t.Helper()
 		if status, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/approvals/"+id+"/"+decision, "{}", "Authorization", "Bearer root"); status != 200 {

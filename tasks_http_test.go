@@ -19,8 +19,7 @@ func tasksServer(t *testing.T, e *exporter) (*httptest.Server, func(tok string) 
 		carmy.Token{SHA256: carmy.HashToken("alice"), Principal: "alice"},
 		carmy.Token{SHA256: carmy.HashToken("bob"), Principal: "bob"},
 	)), e.tool(), count)
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
+	srv := serve(t, reg)
 	return srv, func(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
 }
 
@@ -33,15 +32,7 @@ func TestTasksOverHTTP(t *testing.T) {
 	c := http.DefaultClient
 	async := append(as("alice"), "Prefer", "respond-async")
 
-	req, _ := http.NewRequest("POST", srv.URL+"/tools/export", strings.NewReader(`{"rows":5}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer alice")
-	req.Header.Set("Prefer", "wait=10, respond-async")
-	res, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
+	res, _ := roundTrip(t, c, "POST", srv.URL+"/tools/export", `{"rows":5}`, "Authorization", "Bearer alice", "Prefer", "wait=10, respond-async")
 	if res.StatusCode != http.StatusAccepted || !strings.HasPrefix(res.Header.Get("Location"), "/tasks/") || res.Header.Get("Preference-Applied") != "respond-async" {
 		t.Fatalf("POST with Prefer: respond-async = %d, Location %q; want 202 and /tasks/{id}", res.StatusCode, res.Header.Get("Location"))
 	}

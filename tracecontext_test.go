@@ -18,17 +18,6 @@ const (
 	testTracestate  = "vendor=opaque"
 )
 
-// headerTransport adds headers to every request.
-type headerTransport map[string]string
-
-func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
-	return http.DefaultTransport.RoundTrip(req)
-}
-
 // traceServer serves a registry whose middleware keeps the metadata of
 // every call, with an authenticator that gives every caller the same
 // metadata map, as a host may.
@@ -54,8 +43,8 @@ func traceServer(t *testing.T) (*httptest.Server, func() map[string]string, map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() { srv.Close(); _ = reg.Close() })
+	t.Cleanup(func() { _ = reg.Close() })
+	srv := serve(t, reg)
 	return srv, func() map[string]string { mu.Lock(); defer mu.Unlock(); return last }, hostMD
 }
 
@@ -80,13 +69,10 @@ func TestTraceContextReachesMetadata(t *testing.T) {
 		}
 	}
 	mcpCall := func(meta mcp.Meta, headers map[string]string) {
-		client := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, nil)
-		tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: headerTransport(headers)}}
-		s, err := client.Connect(context.Background(), tr, nil)
+		s, err := mcpDial(t, &http.Client{Transport: headerTransport(headers)}, srv.URL, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
 		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "ping", Meta: meta})
 		if err != nil || res.IsError {
 			t.Fatalf("CallTool: %+v, %v", res, err)

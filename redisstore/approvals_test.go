@@ -64,11 +64,7 @@ func TestApprovalsAcrossRegistries(t *testing.T) {
 	regs := make([]*carmy.Registry, 2)
 	stores := hosts(t, c, prefix, 2)
 	for i := range regs {
-		reg, err := carmy.New().Tool(del).Store(stores[i]).Logger(quiet).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
+		reg := build(t, carmy.New().Tool(del).Store(stores[i]).Logger(quiet))
 		regs[i] = reg
 	}
 	ctx := context.Background()

@@ -160,11 +160,7 @@ func TestRedisRestart(t *testing.T) {
 		stores[i] = New(c, WithLogger(quiet), WithPollInterval(time.Hour)) // wake-ups must come by message
 		t.Cleanup(func() { _ = stores[i].Close() })
 		// A short lease, so that the hold after the restart is short.
-		reg, err := carmy.New().Tool(failureTools(&runs)...).Store(shortLease{stores[i], holdLease}).Locker(stores[i]).Logger(quiet).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
+		reg := build(t, carmy.New().Tool(failureTools(&runs)...).Store(shortLease{stores[i], holdLease}).Locker(stores[i]).Logger(quiet))
 		regs[i] = reg
 	}
 	ctx := context.Background()

@@ -112,11 +112,7 @@ func newPay() *pay {
 func faultHost(t *testing.T, p *pay, s *Store) *carmy.Registry {
 	t.Helper()
 	t.Cleanup(func() { _ = s.Close() })
-	reg, err := carmy.New().Tool(p.tool).Store(shortLease{s, faultLease}).Locker(s).Logger(quiet).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, carmy.New().Tool(p.tool).Store(shortLease{s, faultLease}).Locker(s).Logger(quiet))
 	return reg
 }
 

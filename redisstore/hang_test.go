@@ -57,15 +57,11 @@ func TestHangingRedisFailsFast(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var runs atomic.Int64
-			reg, err := carmy.New().Tool(counterTool(&runs)).StoreURL("redis://" + hangingRedis(t) + "/0" + tc.params).Logger(quiet).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = reg.Close() })
+			reg := build(t, carmy.New().Tool(counterTool(&runs)).StoreURL("redis://"+hangingRedis(t)+"/0"+tc.params).Logger(quiet))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			start := time.Now()
-			_, err = reg.Execute(ctx, carmy.Call{Tool: "count", RequestID: "r1", Input: []byte(`{}`)})
+			_, err := reg.Execute(ctx, carmy.Call{Tool: "count", RequestID: "r1", Input: []byte(`{}`)})
 			took := time.Since(start)
 			e, ok := err.(*carmy.Error)
 			if !ok || e.Code != carmy.CodeUnavailable || !e.Retryable || runs.Load() != 0 {

@@ -27,11 +27,7 @@ func TestHealthWhileRedisIsDown(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
 	s := newStore(t, c, testPrefix(t, c), WithLogger(quiet))
-	reg, err := carmy.New().Store(s).Locker(s).HealthGrace(grace).Logger(quiet).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, carmy.New().Store(s).Locker(s).HealthGrace(grace).Logger(quiet))
 	h := reg.Handler()
 	status := func(path string) int {
 		w := httptest.NewRecorder()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/carmy-dev/carmy"
 )
 
 // The tests that need Redis read its address from CARMY_REDIS_URL and skip
@@ -107,4 +109,16 @@ func newStore(t testing.TB, c redis.UniversalClient, prefix string, opts ...Opti
 	s := New(c, append([]Option{WithPrefix(prefix)}, opts...)...)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// build builds b, failing the test on an error, and closes the registry
+// when the test ends.
+func build(t testing.TB, b *carmy.Builder) *carmy.Registry {
+	t.Helper()
+	reg, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	return reg
 }

@@ -44,11 +44,7 @@ func newHosts(t *testing.T, n int, tools ...*carmy.ToolDef) []host {
 		c := redis.NewClient(base.Options())
 		t.Cleanup(func() { _ = c.Close() })
 		s := newStore(t, c, prefix, WithLogger(quiet))
-		reg, err := carmy.New().Tool(tools...).Store(s).Locker(s).Logger(quiet).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
+		reg := build(t, carmy.New().Tool(tools...).Store(s).Locker(s).Logger(quiet))
 		out[i] = host{reg: reg, store: s}
 	}
 	return out
@@ -274,11 +270,7 @@ func TestReservationIsRenewedWhileItsExecutionLives(t *testing.T) {
 	var regs [2]*carmy.Registry
 	for i := range regs {
 		s := newStore(t, base, prefix, WithLogger(quiet))
-		reg, err := carmy.New().Tool(slow).Store(shortLease{s, lease}).Locker(s).Logger(quiet).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
+		reg := build(t, carmy.New().Tool(slow).Store(shortLease{s, lease}).Locker(s).Logger(quiet))
 		regs[i] = reg
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -111,11 +111,7 @@ func TestHostPausedPastItsLease(t *testing.T) {
 					}
 					return ctx.ExecutionID, nil
 				}, carmy.Write, carmy.Name("pay"), carmy.ParallelSafe(), carmy.Register(false))
-				reg, err := carmy.New().Tool(pay).Store(p).Logger(quiet).Build()
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = reg.Close() })
+				reg := build(t, carmy.New().Tool(pay).Store(p).Logger(quiet))
 				hosts[i], regs[i] = p, reg
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

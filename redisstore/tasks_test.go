@@ -49,11 +49,7 @@ func TestTasksAcrossHosts(t *testing.T) {
 		return []*carmy.ToolDef{export, del}
 	}
 	host := func(b *carmy.Builder) *carmy.Registry {
-		reg, err := b.Store(newStore(t, c, prefix, WithPollInterval(time.Hour))).Tool(tools()...).Logger(quiet).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
+		reg := build(t, b.Store(newStore(t, c, prefix, WithPollInterval(time.Hour))).Tool(tools()...).Logger(quiet))
 		return reg
 	}
 	a := host(carmy.New())

@@ -38,11 +38,7 @@ func TestApprovalWaitWakesAcrossHosts(t *testing.T) {
 	var regs [2]*carmy.Registry
 	for i := range stores {
 		stores[i] = newStore(t, c, prefix, WithLogger(quiet), WithPollInterval(time.Hour))
-		reg, err := carmy.New().Tool(del).Store(stores[i]).Authenticate(auth).Logger(quiet).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
+		reg := build(t, carmy.New().Tool(del).Store(stores[i]).Authenticate(auth).Logger(quiet))
 		regs[i] = reg
 		srvs[i] = httptest.NewServer(reg.Handler())
 		t.Cleanup(srvs[i].Close)

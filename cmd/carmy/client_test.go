@@ -52,13 +52,7 @@ func testServer(t *testing.T, token string) string {
 	if token != "" {
 		b.Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(token), Principal: "tester", Permissions: []string{"confirm:drop_table"}}))
 	}
-	reg, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() { srv.Close(); reg.Close() })
-	return srv.URL
+	return serve(t, b)
 }
 
 // carmyRun runs carmy in process and returns the exit status and output.
@@ -246,7 +240,7 @@ func TestEndpointURL(t *testing.T) {
 // with the permissions each needs.
 func TestToolsForCaller(t *testing.T) {
 	run := func(context.Context, AddInput) (AddOutput, error) { return AddOutput{}, nil }
-	reg, err := carmy.New().Tool(
+	url := serve(t, carmy.New().Tool(
 		carmy.Tool(run, carmy.Read, carmy.Name("look"), carmy.ParallelSafe(), carmy.Register(false)),
 		carmy.Tool(run, carmy.Write, carmy.Name("edit"), carmy.Register(false)),
 		carmy.Tool(run, carmy.None, carmy.Name("wipe"), carmy.Requires("admin"), carmy.Register(false)),
@@ -254,19 +248,14 @@ func TestToolsForCaller(t *testing.T) {
 		Authenticate(carmy.BearerTokens(
 			carmy.Token{SHA256: carmy.HashToken("reader"), Principal: "r", Permissions: []string{"tools:read"}},
 			carmy.Token{SHA256: carmy.HashToken("nobody"), Principal: "n"},
-		)).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() { srv.Close(); reg.Close() })
+		)))
 
-	code, stdout, stderr := carmyRun("tools", "--token", "reader", srv.URL)
+	code, stdout, stderr := carmyRun("tools", "--token", "reader", url)
 	want := "NAME  EFFECT  FLAGS                REQUIRES    DESCRIPTION\nlook  read    idempotent,parallel  tools:read\n"
 	if code != 0 || strings.ReplaceAll(stdout, "  \n", "\n") != want {
 		t.Errorf("carmy tools as a reader: exit %d\n%q\nwant\n%q\n%s", code, stdout, want, stderr)
 	}
-	code, stdout, _ = carmyRun("tools", "--token", "nobody", srv.URL)
+	code, stdout, _ = carmyRun("tools", "--token", "nobody", url)
 	if code != 0 || stdout != "The server has no tools that this caller may call.\n" {
 		t.Errorf("carmy tools as nobody: exit %d\n%s", code, stdout)
 	}

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/carmy-dev/carmy"
 	"github.com/carmy-dev/carmy/internal/modtest"
 )
 
@@ -99,4 +101,17 @@ func output(t *testing.T, cmd *exec.Cmd) (int, string, string) {
 func copyModule(t *testing.T, fixture string) string {
 	t.Helper()
 	return modtest.Copy(t, filepath.Join("testdata", fixture))
+}
+
+// serve builds b and serves it on a loopback server, both closed when the
+// test ends, and returns the server's URL.
+func serve(t *testing.T, b *carmy.Builder) string {
+	t.Helper()
+	reg, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(reg.Handler())
+	t.Cleanup(func() { srv.Close(); reg.Close() })
+	return srv.URL
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,19 +26,13 @@ func tasksTestServer(t *testing.T) (string, chan struct{}) {
 			return AddOutput{}, ctx.Err()
 		}
 	}
-	reg, err := carmy.New().Tool(
+	return serve(t, carmy.New().Tool(
 		carmy.Tool(slow, carmy.Read, carmy.Name("slow"), carmy.ParallelSafe(), carmy.Register(false)),
 		carmy.Tool(add, carmy.None, carmy.Tasks(carmy.TaskForbidden), carmy.Register(false)),
 	).Authenticate(carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("alice-token"), Principal: "alice"},
 		carmy.Token{SHA256: carmy.HashToken("bob-token"), Principal: "bob"},
-	)).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() { srv.Close(); reg.Close() })
-	return srv.URL, release
+	))), release
 }
 
 var startedTask = regexp.MustCompile(`^task ([0-9a-f]+): slow (\S+)`)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -66,41 +65,12 @@ func loudError() *carmy.Error {
 	return e
 }
 
-// logBuffer collects log records as text, safe for concurrent handlers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 // boundaryServer serves the boundary tools on a loopback listener.
-func boundaryServer(t *testing.T, b *carmy.Builder) (*httptest.Server, *logBuffer) {
+func boundaryServer(t *testing.T, b *carmy.Builder) (*httptest.Server, *logSink) {
 	t.Helper()
-	logs := &logBuffer{}
-	reg, err := b.Logger(logs.logger()).Tool(boundaryTools()...).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = reg.Close()
-	})
+	logs := &logSink{}
+	reg := build(t, b.Logger(logs.logger()).Tool(boundaryTools()...))
+	srv := serve(t, reg)
 	return srv, logs
 }
 
@@ -829,13 +799,10 @@ func TestErrorAnswerLimits(t *testing.T) {
 	t.Parallel()
 	srv, _ := boundaryServer(t, carmy.New())
 	measured := &largestBody{}
-	client := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, nil)
-	session, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-		Endpoint: srv.URL + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: measured}}, nil)
+	session, err := mcpDial(t, &http.Client{Transport: measured}, srv.URL, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer session.Close()
 	var members map[string]any
 	if err := json.Unmarshal([]byte(membersBody(30_000)), &members); err != nil {
 		t.Fatal(err)

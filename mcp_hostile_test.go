@@ -59,22 +59,15 @@ func newMCPFixture(t *testing.T, b *carmy.Builder) *mcpFixture {
 	if b == nil {
 		b = carmy.New()
 	}
-	reg, err := b.Authenticate(carmy.BearerTokens(
+	reg := build(t, b.Authenticate(carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("alice-secret"), Principal: "alice"},
 		carmy.Token{SHA256: carmy.HashToken("bob-secret"), Principal: "bob"},
 	)).Tool(f.host.defs()...).Tool(
 		carmy.Tool(hold, carmy.Read, carmy.Name("hold"), carmy.Timeout(10*time.Second), carmy.Register(false)),
 		carmy.Tool(wipe, carmy.Destructive, carmy.Name("wipe"), carmy.RequireConfirmation(), carmy.Register(false)),
-	).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	))
 	f.reg = reg
-	f.srv = httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		f.srv.Close()
-		_ = reg.Close()
-	})
+	f.srv = serve(t, reg)
 	return f
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
@@ -132,13 +131,8 @@ func TestToolFeaturesInProcess(t *testing.T) {
 func TestContentOverHTTP(t *testing.T) {
 	t.Parallel()
 	f := &featureTools{}
-	reg, err := carmy.New().Tool(f.defs()...).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	reg := build(t, carmy.New().Tool(f.defs()...))
+	srv := serve(t, reg)
 	resp, err := http.Post(srv.URL+"/tools/picture", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -172,19 +166,14 @@ func TestToolFeaturesOverMCP(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			f := &featureTools{}
-			reg, err := carmy.New().Tool(f.defs()...).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
-			srv := httptest.NewServer(reg.Handler())
-			defer srv.Close()
+			reg := build(t, carmy.New().Tool(f.defs()...))
+			srv := serve(t, reg)
 			var mu sync.Mutex
 			var progress []string
 			var logged []any
 			answer := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada", "age": 36}}
 			var asked *mcp.ElicitParams
-			client := mcp.NewClient(&mcp.Implementation{Name: "features", Version: "1"}, &mcp.ClientOptions{
+			opts := &mcp.ClientOptions{
 				ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -201,13 +190,9 @@ func TestToolFeaturesOverMCP(t *testing.T) {
 					asked = r.Params
 					return answer, nil
 				},
-			})
-			ctx := context.Background()
-			s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
 			}
-			defer s.Close()
+			ctx := context.Background()
+			s := mcpConnect(t, srv.URL, version, opts)
 			if got := s.InitializeResult().ProtocolVersion; got != version {
 				t.Fatalf("connected with %s", got)
 			}
@@ -289,19 +274,9 @@ func TestElicitWithoutCapability(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
 			f := &featureTools{}
-			reg, err := carmy.New().Tool(f.defs()...).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
-			srv := httptest.NewServer(reg.Handler())
-			defer srv.Close()
-			client := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
-			s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			reg := build(t, carmy.New().Tool(f.defs()...))
+			srv := serve(t, reg)
+			s := mcpConnect(t, srv.URL, version, nil)
 			r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet"})
 			if version >= "2026-07-28" {
 				if err == nil || !strings.Contains(err.Error(), "missing required client capability: elicitation") {

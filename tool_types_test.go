@@ -3,7 +3,6 @@ package carmy_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -98,8 +97,8 @@ func TestMCPStringOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() { srv.Close(); _ = reg.Close() }) // after the session's own cleanup
+	t.Cleanup(func() { _ = reg.Close() }) // after the session's own cleanup
+	srv := serve(t, reg)
 	s, err := mcpSession(t, srv.URL, "", nil)
 	if err != nil {
 		t.Fatal(err)

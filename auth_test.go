@@ -29,13 +29,9 @@ func TestAuthenticatorErrorNotLogged(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			log := &syncBuffer{}
-			reg, err := carmy.New().Authenticate(tt.auth).Logger(slog.New(slog.NewTextHandler(log, nil))).Tool(boundaryTools()...).Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
-			srv := newServer(t, reg)
+			log := &logSink{}
+			reg := build(t, carmy.New().Authenticate(tt.auth).Logger(slog.New(slog.NewTextHandler(log, nil))).Tool(boundaryTools()...))
+			srv := serve(t, reg)
 			for _, r := range []struct{ method, path, body string }{
 				{"GET", "/tools", ""}, {"POST", "/tools/who", "{}"}, {"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`},
 				{"GET", "/approvals", ""}, {"GET", "/console/session", ""},
@@ -65,7 +61,7 @@ func TestPrincipalNotUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := newServer(t, reg)
+	srv := serve(t, reg)
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/tools/who", "{}"}, {"GET", "/tools", ""}, {"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`},
 		{"GET", "/approvals", ""}, {"GET", "/console/executions", ""},

@@ -2,7 +2,6 @@ package carmy_test
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -203,13 +202,8 @@ func TestSessionlessConfirmationState(t *testing.T) {
 			if strings.Contains(tt.name, "expires") {
 				b.ApprovalTimeout(200 * time.Millisecond)
 			}
-			reg, err := b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer reg.Close()
-			srv := httptest.NewServer(reg.Handler())
-			defer srv.Close()
+			reg := build(t, b)
+			srv := serve(t, reg)
 			_, want := tt.play(t, sessionless{t, srv.URL})
 			if got := burns.Load(); got != want {
 				t.Fatalf("burn_note ran %d times; want %d", got, want)
@@ -238,13 +232,8 @@ func TestSessionlessConfirmationHoldsForTheToolsRounds(t *testing.T) {
 		done.Add(1)
 		return ask.Reason, nil
 	}, carmy.Destructive, carmy.Name("ask_then_burn"), carmy.RequireConfirmation(), carmy.Register(false))
-	reg, err := carmy.New().Tool(tool).ElicitConfirmation().Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	reg := build(t, carmy.New().Tool(tool).ElicitConfirmation().Logger(quietLogger()))
+	srv := serve(t, reg)
 	s := sessionless{t, srv.URL}
 	const in = `{"text":"x"}`
 	_, state, _ := question(s.call("ask_then_burn", in, ""))

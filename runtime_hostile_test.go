@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,18 +108,9 @@ func TestHostileRequestIDOverHTTP(t *testing.T) {
 	var runs atomic.Int32
 	tool := carmy.Tool(func() error { runs.Add(1); return nil }, carmy.Write, carmy.Name("rid"), carmy.ParallelSafe(), carmy.Register(false))
 	reg := rtRegistry(t, carmy.New().Tool(tool))
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	for _, id := range []string{strings.Repeat("k", 256), strings.Repeat("k", 60_000), "a b", "café"} {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/tools/rid", strings.NewReader(`{}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", id)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
+		res, body := roundTrip(t, nil, http.MethodPost, srv.URL+"/tools/rid", `{}`, "Idempotency-Key", id)
 		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), hrRule) || len(body) > 1024 {
 			t.Errorf("id of %d bytes: status %d, body %.300s", len(id), res.StatusCode, body)
 		}
@@ -433,18 +423,10 @@ func TestHostileReplays(t *testing.T) {
 		}
 	})
 	t.Run("over HTTP", func(t *testing.T) {
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/tools/fails", strings.NewReader(`{}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "err-1")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
+		srv := serve(t, reg)
+		res, raw := roundTrip(t, nil, http.MethodPost, srv.URL+"/tools/fails", `{}`, "Idempotency-Key", "err-1")
 		var body struct{ Error carmy.Error }
-		if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		if err := json.Unmarshal(raw, &body); err != nil {
 			t.Fatal(err)
 		}
 		if got := res.Header.Get("X-Carmy-Execution-Id"); got != original || body.Error.Details["replayed"] != true || body.Error.Details["execution_id"] != original {
@@ -566,8 +548,7 @@ func TestHostileRefusalsAreLogged(t *testing.T) {
 		})
 	}
 	t.Run("over HTTP, with the remote address", func(t *testing.T) {
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		srv := serve(t, reg)
 		resp, err := http.Post(srv.URL+"/tools/confirmed", "application/json", strings.NewReader(`{"secret":"`+secret+`"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -579,8 +560,7 @@ func TestHostileRefusalsAreLogged(t *testing.T) {
 		}
 	})
 	t.Run("over MCP, with the remote address", func(t *testing.T) {
-		srv := httptest.NewServer(reg.Handler())
-		defer srv.Close()
+		srv := serve(t, reg)
 		s, err := mcpSession(t, srv.URL, "", nil)
 		if err != nil {
 			t.Fatal(err)

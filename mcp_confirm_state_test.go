@@ -3,10 +3,7 @@ package carmy_test
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
-	"fmt"
 	"io"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,15 +30,8 @@ func askThenBurn(done *atomic.Int32) *carmy.ToolDef {
 // sessionlessHost serves a registry of askThenBurn made by b.
 func sessionlessHost(t *testing.T, b *carmy.Builder, done *atomic.Int32) sessionless {
 	t.Helper()
-	reg, err := b.Tool(askThenBurn(done)).ElicitConfirmation().Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = reg.Close()
-	})
+	reg := build(t, b.Tool(askThenBurn(done)).ElicitConfirmation().Logger(quietLogger()))
+	srv := serve(t, reg)
 	return sessionless{t, srv.URL}
 }
 
@@ -125,28 +115,6 @@ func TestSessionlessStateAcrossHosts(t *testing.T) {
 			}
 		})
 	}
-}
-
-// Every host of a deployment that shares no store is given the same key,
-// here as `openssl rand -hex 32` wrote it into CARMY_STATE_KEY (or
-// state_key in carmy.toml): a confirmation a person gave in one round of a
-// sessionless call then verifies on whichever host the next round reaches.
-func ExampleBuilder_StateKey() {
-	hexKey := strings.Repeat("5e", carmy.MinStateKeySize) // os.Getenv("CARMY_STATE_KEY")
-	key, err := hex.DecodeString(hexKey)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	var done atomic.Int32
-	reg, err := carmy.New().Tool(askThenBurn(&done)).StateKey(key).Build()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer reg.Close()
-	fmt.Println(len(reg.Tools()), "tool, state signed with the deployment's key")
-	// Output: 1 tool, state signed with the deployment's key
 }
 
 // TestStateKeyTooShort: Build refuses a key too short to sign with.

@@ -22,11 +22,7 @@ func TestRequestIDFromInput(t *testing.T) {
 	var runs atomic.Int32
 	add := carmy.Tool(func(c carmy.Context, in AddNote) (string, error) { runs.Add(1); return c.RequestID, nil },
 		carmy.Write, carmy.Name("add_note"), carmy.Register(false))
-	reg, err := carmy.New().Tool(add).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	reg := build(t, carmy.New().Tool(add))
 	ctx := context.Background()
 
 	meta, _ := reg.Lookup("add_note")

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,8 +117,7 @@ func TestMCPParamHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	tests := []struct {
 		name    string
 		args    string
@@ -170,27 +167,8 @@ func sessionlessPost(t *testing.T, url, tool, args string, extra map[string]stri
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
 		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", tool)
-	for k, v := range extra {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"id"`) {
-			return resp.StatusCode, []byte(data)
-		}
-	}
-	return resp.StatusCode, b
+	res, msg := mcpExchange(t, url, body, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool}, extra)
+	return res.StatusCode, msg
 }
 
 // TestMCPParamHeadersSDKClient: the official Go SDK's client reads
@@ -206,16 +184,10 @@ func TestMCPParamHeadersSDKClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	srv := serve(t, reg)
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
-			client := mcp.NewClient(&mcp.Implementation{Name: "mirror", Version: "1"}, nil)
-			s, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := mcpConnect(t, srv.URL, version, nil)
 			if _, err := s.ListTools(context.Background(), nil); err != nil {
 				t.Fatal(err)
 			}

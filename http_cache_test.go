@@ -59,11 +59,7 @@ func TestListsArePrivate(t *testing.T) {
 	})
 	t.Run("MCP over stdio", func(t *testing.T) {
 		h := &hostTools{}
-		reg, err := carmy.New().Tool(h.defs()...).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
+		reg := build(t, carmy.New().Tool(h.defs()...))
 		p := newStdioPeer(t, reg)
 		p.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 		p.until(1.0)

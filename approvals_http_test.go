@@ -75,15 +75,8 @@ func TestDecisionsOnlyFromTheConsoleOrigin(t *testing.T) {
 	_, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":7}`, "Authorization", "Bearer agent")
 	id := detail(body, "approval_id")
 	preflight := func(path string) string {
-		req, _ := http.NewRequest(http.MethodOptions, srv.URL+path, nil)
-		req.Header.Set("Origin", page)
-		req.Header.Set("Access-Control-Request-Method", "POST")
-		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res, _ := roundTrip(t, nil, http.MethodOptions, srv.URL+path, "", "Origin", page,
+			"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
 		return res.Header.Get("Access-Control-Allow-Origin")
 	}
 	if preflight("/tools/delete_note") != page {
@@ -238,14 +231,6 @@ func TestDenialSurvivesAFlood(t *testing.T) {
 	}
 }
 
-// newServer serves reg's handler for a test.
-func newServer(t *testing.T, reg *carmy.Registry) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(reg.Handler())
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // consoleSecret is the console secret of reg, as its console URL carries
 // it.
 func consoleSecret(reg *carmy.Registry) string {
@@ -257,10 +242,6 @@ func consoleSecret(reg *carmy.Registry) string {
 // returns the client of the person holding its console secret.
 func consoleServer(t *testing.T, tool *carmy.ToolDef) (*carmy.Registry, *httptest.Server, *http.Client) {
 	t.Helper()
-	reg, err := carmy.New().Tool(tool).Logger(quietLogger()).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	return reg, newServer(t, reg), &http.Client{Transport: withHeader{carmy.ConsoleHeader, consoleSecret(reg)}}
+	reg := build(t, carmy.New().Tool(tool).Logger(quietLogger()))
+	return reg, serve(t, reg), headerClient(carmy.ConsoleHeader, consoleSecret(reg))
 }

@@ -17,42 +17,6 @@ import (
 	"github.com/carmy-dev/carmy"
 )
 
-// singleClient connects an MCP client of the given protocol version to
-// reg over a single-client transport: in memory (ServeMCP), or over a pair
-// of pipes (ServeStdio), as a stdio client would.
-func singleClient(t *testing.T, reg *carmy.Registry, transport, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan struct{})
-	var clientT mcp.Transport
-	switch transport {
-	case "memory":
-		serverT, c := mcp.NewInMemoryTransports()
-		clientT = c
-		go func() { defer close(served); _ = reg.ServeMCP(ctx, serverT) }()
-	case "stdio":
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		clientT = &mcp.IOTransport{Reader: outR, Writer: inW}
-		go func() {
-			defer close(served)
-			_ = reg.ServeStdio(ctx, inR, outW)
-			_ = outW.Close()
-		}()
-	}
-	s, err := mcp.NewClient(&mcp.Implementation{Name: "single", Version: "1"}, opts).Connect(ctx, clientT, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = s.Close()
-		cancel()
-		<-served
-	})
-	return s
-}
-
 // TestConfirmOverSingleClient: over stdio and other single-client
 // transports a client that declares form elicitation is asked to confirm,
 // by default, showing the call's input: accept runs the call once;

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -113,13 +112,8 @@ func TestHostileInput(t *testing.T) {
 	}
 	var runs atomic.Int32
 	tool := carmy.Tool(func(in Hostile) error { runs.Add(1); return nil }, carmy.Write, carmy.Name("hostile"), carmy.ParallelSafe(), carmy.Register(false))
-	reg, err := carmy.New().Tool(tool).BodyLimit(16 * mib).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	reg := build(t, carmy.New().Tool(tool).BodyLimit(16*mib))
+	srv := serve(t, reg)
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

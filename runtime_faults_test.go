@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -42,13 +41,8 @@ func TestFaults(t *testing.T) {
 			return ctx.Err()
 		}, carmy.Read, carmy.Name("waits"), carmy.ParallelSafe(), carmy.Register(false)),
 	}
-	reg, err := carmy.New().Tool(tools...).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	srv := httptest.NewServer(reg.Handler())
-	defer srv.Close()
+	reg := build(t, carmy.New().Tool(tools...))
+	srv := serve(t, reg)
 
 	post := func(ctx context.Context, tool string) (int, string, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/tools/"+tool, nil)
@@ -130,9 +124,8 @@ func TestFaults(t *testing.T) {
 // host's log, under the execution id the caller was given.
 func TestInternalErrorsAreLogged(t *testing.T) {
 	t.Parallel()
-	var logs strings.Builder
-	var mu sync.Mutex
-	logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	logs := &logSink{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	tool := carmy.Tool(func() error { return errors.New("disk on fire") }, carmy.Write, carmy.Name("fails"), carmy.Register(false))
 	reg, err := carmy.New().Logger(logger).Tool(tool).Build()
 	if err != nil {
@@ -145,20 +138,7 @@ func TestInternalErrorsAreLogged(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	id, _ := e.Details["execution_id"].(string)
-	mu.Lock()
-	defer mu.Unlock()
 	if id == "" || !strings.Contains(logs.String(), "disk on fire") || !strings.Contains(logs.String(), id) {
 		t.Fatalf("execution id %q; log:\n%s", id, logs.String())
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -30,11 +30,25 @@ func outcomeCode(err error) Code {
 func (r *Registry) call(ctx context.Context, t *tool, req *Request) (Result, error) {
 	start := time.Now()
 	res, err := r.run(ctx, t, req)
-	rec := r.auditRecord(t, req, req.decision, req.ExecutionID, outcomeCode(err))
+	rec := r.auditRecord(t, req, req.decided(), req.ExecutionID, outcomeCode(err))
 	for _, o := range r.observers {
 		o.observe(ctx, rec, rec.Time.Sub(start))
 	}
 	return res, err
+}
+
+// decided is the runtime's decision about a call, read from its outcome
+// once the pipeline has answered it, the one place it is set: replayed (a
+// recorded outcome), executed (the tool started, whatever it then
+// returned), or refused (the call ended before its tool started).
+func (req *Request) decided() AuditDecision {
+	switch {
+	case req.Replayed:
+		return AuditReplayed
+	case req.ExecutionID != "":
+		return AuditExecuted
+	}
+	return AuditRefused
 }
 
 // auditRecord makes the record of decision d about req. The digest is made only

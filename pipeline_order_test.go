@@ -137,11 +137,13 @@ func TestRefusalPrecedence(t *testing.T) {
 		call: carmy.Call{Input: []byte(`{"n":0,"extra":1}`)},
 		want: carmy.CodePermissionDenied, decision: carmy.AuditRefused,
 	}, {
-		name:  "permission over rate limit",
-		opts:  []carmy.Option{carmy.Requires("ledger:write"), carmy.RateLimit(1, time.Hour)},
-		setup: func(t *testing.T, rig *precedenceRig) { rig.call(t, carmy.Call{Permissions: []string{"ledger:write"}, Input: []byte(`{"n":1}`)}) },
-		call:  carmy.Call{Input: []byte(`{"n":1}`)},
-		want:  carmy.CodePermissionDenied, decision: carmy.AuditRefused,
+		name: "permission over rate limit",
+		opts: []carmy.Option{carmy.Requires("ledger:write"), carmy.RateLimit(1, time.Hour)},
+		setup: func(t *testing.T, rig *precedenceRig) {
+			rig.call(t, carmy.Call{Permissions: []string{"ledger:write"}, Input: []byte(`{"n":1}`)})
+		},
+		call: carmy.Call{Input: []byte(`{"n":1}`)},
+		want: carmy.CodePermissionDenied, decision: carmy.AuditRefused,
 	}, {
 		name: "permission over confirmation",
 		opts: []carmy.Option{carmy.Requires("ledger:write"), carmy.RequireConfirmation()},
@@ -165,11 +167,13 @@ func TestRefusalPrecedence(t *testing.T) {
 		call:  carmy.Call{Input: []byte(`{"n":0}`)},
 		want:  carmy.CodeRateLimited, decision: carmy.AuditRefused,
 	}, {
-		name:  "rate limit over confirmation",
-		opts:  []carmy.Option{carmy.RateLimit(1, time.Hour), carmy.RequireConfirmation()},
-		setup: func(t *testing.T, rig *precedenceRig) { rig.call(t, carmy.Call{Permissions: []string{confirmAll}, Input: []byte(`{"n":1}`)}) },
-		call:  carmy.Call{Input: []byte(`{"n":1}`)},
-		want:  carmy.CodeRateLimited, decision: carmy.AuditRefused,
+		name: "rate limit over confirmation",
+		opts: []carmy.Option{carmy.RateLimit(1, time.Hour), carmy.RequireConfirmation()},
+		setup: func(t *testing.T, rig *precedenceRig) {
+			rig.call(t, carmy.Call{Permissions: []string{confirmAll}, Input: []byte(`{"n":1}`)})
+		},
+		call: carmy.Call{Input: []byte(`{"n":1}`)},
+		want: carmy.CodeRateLimited, decision: carmy.AuditRefused,
 	}, {
 		name: "bad input over confirmation",
 		opts: []carmy.Option{carmy.RequireConfirmation()},

@@ -3,7 +3,6 @@ package carmy
 import (
 	"context"
 	"log/slog"
-	"reflect"
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/mcpserve"
@@ -51,9 +50,8 @@ type Request struct {
 	task *taskRun
 
 	// What the pipeline (run) carries from stage to stage: the tool's
-	// Context, the decoded input, and what the call holds until release.
+	// Context, and what the call holds until release.
 	exec *execValue
-	in   reflect.Value
 	held holds
 }
 

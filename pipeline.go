@@ -13,7 +13,8 @@ import (
 // run is the runtime's own handler: the pipeline every call of a found
 // tool passes, its stages in the order they run, the order
 // [Registry.Execute] states. The [Request] carries the call from stage to
-// stage: its Context, its decoded input, what it holds. A stage that
+// stage: its Context and what it holds (the decoded input, which only the
+// execution reads, is passed to it). A stage that
 // refuses the call answers it; what the call holds is then released in one
 // place, release, whether it was refused, replayed or handed to its
 // execution. The audit decision is read from the outcome by call, the one
@@ -58,11 +59,12 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 
 	// Decode and validate; then the request id the input carries, for a
 	// call that came without one.
-	if req.in, err = t.decode(c.Input); err != nil {
+	in, err := t.decode(c.Input)
+	if err != nil {
 		return Result{}, err
 	}
 	if c.RequestID == "" && t.requestID != nil {
-		if c.RequestID, err = t.requestIDFromInput(req.in); err != nil {
+		if c.RequestID, err = t.requestIDFromInput(in); err != nil {
 			return Result{}, err
 		}
 		cc.RequestID = c.RequestID
@@ -125,7 +127,7 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 
 	// Execute under the deadline; the execution records the outcome and
 	// releases what the call holds when the tool's code returns.
-	return r.execute(ctx, t, req)
+	return r.execute(ctx, t, req, in)
 }
 
 // newContext makes the Context the call's tool will see, with a fresh
@@ -228,11 +230,11 @@ func (r *Registry) release(ctx context.Context, t *tool, h *holds) {
 	*h = holds{}
 }
 
-// execute is the execution stage: the tool runs under its deadline on a
-// worker, which takes over what the call holds, records the outcome and
+// execute is the execution stage: the tool runs on input in (decoded and
+// validated) under its deadline on a worker, which takes over what the call holds, records the outcome and
 // releases it when the tool's code returns. The caller is answered then,
 // or at the deadline (after a short grace) if the code has not returned.
-func (r *Registry) execute(ctx context.Context, t *tool, req *Request) (Result, error) {
+func (r *Registry) execute(ctx context.Context, t *tool, req *Request, in reflect.Value) (Result, error) {
 	ev := req.exec
 	cc := &ev.c
 	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
@@ -243,7 +245,7 @@ func (r *Registry) execute(ctx context.Context, t *tool, req *Request) (Result, 
 	if req.task != nil {
 		req.task.started()
 	}
-	j := &job{r: r, t: t, cc: cc, in: req.in, execCtx: execCtx, ctx: ctx, held: req.held, done: make(chan outcome, 1)}
+	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, held: req.held, done: make(chan outcome, 1)}
 	req.held = holds{} // the execution's now
 	r.workers.run(j)
 	select {

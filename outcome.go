@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// Every call of a found tool ends at one point, whatever decided it: the
-// request id, the input, the host's policy, confirmation, deduplication, the
-// tool's turn or the tool itself. There the runtime states its decision once
-// and tells every observer, so that the audit and the console's recent calls
-// cannot disagree about what happened, and no refusal escapes either.
+// Every call of a found tool ends at one point, call, whatever stage of the
+// pipeline (run) answered it: the request id, the host's policy, the
+// limits, the input, confirmation, the request id's reservation, the tool's
+// turn or the tool itself. There the runtime reads its decision from the
+// outcome, once, and tells every observer, so that the audit and the
+// console's recent calls cannot disagree about what happened, and no
+// refusal escapes either.
 
 // observer is told of every decided call. It must not keep rec's slices or
 // block for long: it runs on the caller's goroutine, inside the middleware.

@@ -199,7 +199,9 @@ func (req *Request) replayed(rec *store.Record) (Result, error) {
 }
 
 // holds is what a call holds on its way through the pipeline, each until
-// release frees it: the call's, until its execution takes it over.
+// release frees it: the call's, until its execution takes it over. An
+// approval is never held: it is used up only as the execution starts
+// (useApproval), so a call refused before then leaves it for the next.
 type holds struct {
 	resv *reservation // the request id's reservation, not yet recorded
 	lock store.Lock   // the tool's turn
@@ -231,9 +233,10 @@ func (r *Registry) release(ctx context.Context, t *tool, h *holds) {
 }
 
 // execute is the execution stage: the tool runs on input in (decoded and
-// validated) under its deadline on a worker, which takes over what the call holds, records the outcome and
-// releases it when the tool's code returns. The caller is answered then,
-// or at the deadline (after a short grace) if the code has not returned.
+// validated) under its deadline on a worker, which takes over what the
+// call holds, records the outcome and releases it when the tool's code
+// returns. The caller is answered then, or at the deadline (after a short
+// grace) if the code has not returned.
 func (r *Registry) execute(ctx context.Context, t *tool, req *Request, in reflect.Value) (Result, error) {
 	ev := req.exec
 	cc := &ev.c

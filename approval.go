@@ -306,7 +306,6 @@ func (r *Registry) recordedOutcome(ctx context.Context, t *tool, req *Request) (
 	case err != nil:
 		return nil, false // the refusal stands
 	case res.Record != nil && res.Digest == digest:
-		req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
 		return res.Record, true
 	}
 	return nil, false
@@ -337,22 +336,6 @@ func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error
 		slog.String("approval_id", used.ID), slog.String("tool", used.Tool), slog.String("principal", used.Principal),
 		slog.String("approver", used.Approver), slog.String("request_id", req.Call.RequestID))
 	return nil
-}
-
-// giveUp releases what a call that will not run holds: its request id's
-// reservation, without a record, and its tool's turn.
-func (r *Registry) giveUp(ctx context.Context, t *tool, resv *reservation, lock store.Lock) {
-	ctx = context.WithoutCancel(ctx)
-	if resv != nil {
-		if err := r.store.Release(ctx, resv.key, resv.token); err != nil {
-			r.logger.Error("carmy: cannot release a request id's reservation", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
-		}
-	}
-	if lock != nil {
-		if err := lock.Release(ctx); err != nil {
-			r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
-		}
-	}
 }
 
 // replayOnlyError refuses to run the retry of a call that ran by an

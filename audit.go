@@ -13,7 +13,6 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/carmy-dev/carmy/internal/schemes"
-	"github.com/carmy-dev/carmy/store"
 )
 
 // AuditDecision says what the runtime decided about a call, in an
@@ -273,8 +272,8 @@ func (a auditing) observe(ctx context.Context, rec AuditRecord, _ time.Duration)
 
 // auditStart writes the started record of a destructive tool that is about
 // to run, within the tool's timeout. When it fails, the call is answered
-// without running: its reservation is released and its turn given back.
-func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID string, resv *reservation, lock store.Lock) error {
+// without running: the pipeline releases its reservation and its turn.
+func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID string) error {
 	if len(r.auditors) == 0 || t.meta.Effect != Destructive {
 		return nil
 	}
@@ -289,7 +288,6 @@ func (r *Registry) auditStart(ctx context.Context, t *tool, req *Request, execID
 	} else {
 		err = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s cannot run now: its audit record could not be written; try again", t.meta.Name), Retryable: true, Details: map[string]any{"reason": "audit"}, Err: err}
 	}
-	r.giveUp(ctx, t, resv, lock)
 	return err
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/carmy-dev/carmy/store"
@@ -18,40 +17,51 @@ type reservation struct {
 	fence  uint64
 }
 
-// deduplicate runs a call with a request id at most once per key: it
-// executes, replays the recorded outcome, refuses another input, or waits
-// for the execution in flight. A replayOnly call may not execute: it is
-// the retry of a call that an approval let run once.
-func (r *Registry) deduplicate(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, replayOnly bool) (Result, error) {
+// reservationAnswer is the reservation stage's answer for a call with a
+// request id.
+type reservationAnswer uint8
+
+const (
+	// reservationOwned: the call holds the request id's reservation
+	// (holds.resv), and runs.
+	reservationOwned reservationAnswer = iota
+	// reservationReplay: an outcome is recorded for this request id and
+	// input; the call gets it.
+	reservationReplay
+	// reservationConflict: the request id was used with another input.
+	reservationConflict
+)
+
+// reserve is the reservation stage of a call with a request id: it asks
+// the store for the key (principal, tool, request id) until the answer is
+// owned, replay (with the record) or conflict, waiting for an execution
+// in flight with the key to end and asking again. It never runs the tool:
+// the pipeline decides what each answer means.
+func (r *Registry) reserve(ctx context.Context, t *tool, req *Request) (reservationAnswer, *store.Record, error) {
 	c := &req.Call
 	_, digest, err := req.canonical(t)
 	if err != nil {
-		return Result{}, r.internal(t, "", err, "cannot digest a validated input")
+		return 0, nil, r.internal(t, "", err, "cannot digest a validated input")
 	}
 	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
 	for {
 		res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
 		switch {
 		case err != nil:
-			return Result{}, r.storeError(ctx, t, err)
-		case res.Owned && replayOnly:
-			if err := r.store.Release(ctx, key, res.Token); err != nil {
-				return Result{}, r.storeError(ctx, t, err)
-			}
-			return Result{}, r.replayOnlyError(ctx, t, req)
+			return 0, nil, r.storeError(ctx, t, err)
 		case res.Owned:
-			return r.execute(ctx, t, req, ev, in, &reservation{key: key, token: res.Token, digest: digest, fence: res.Fence})
+			req.held.resv = &reservation{key: key, token: res.Token, digest: digest, fence: res.Fence}
+			return reservationOwned, nil, nil
 		case res.Digest != digest:
-			return Result{}, r.refused(ctx, t, c, requestIDConflict(t, c.RequestID))
+			return reservationConflict, nil, nil
 		case res.Record != nil:
-			req.ExecutionID, req.Replayed, req.decision = res.Record.ExecutionID, true, AuditReplayed
-			return replay(res.Record)
+			return reservationReplay, res.Record, nil
 		}
 		if req.task != nil {
 			req.task.begin() // a task waits for the execution in flight
 		}
 		if err := r.store.Wait(ctx, key); err != nil {
-			return Result{}, r.storeError(ctx, t, err)
+			return 0, nil, r.storeError(ctx, t, err)
 		}
 	}
 }
@@ -74,15 +84,16 @@ func replay(rec *store.Record) (Result, error) {
 	return Result{ExecutionID: rec.ExecutionID, Output: rec.Output, Replayed: true}, nil
 }
 
-// finish records the outcome of execution execID for replay, or releases
-// the reservation when calling again could change it. The record is a
-// copy: the caller that gets the outcome may change it. An outcome the
-// store cannot take now is recorded later (recordLater), while the store
-// keeps the reservation: the caller is answered meanwhile.
-func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) {
+// record is the record stage of an execution: its outcome is kept for
+// replays of its request id, or, when calling again could change it, the
+// reservation is released. It takes the reservation from h. The record is
+// a copy: the caller that gets the outcome may change it.
+func (r *Registry) record(t *tool, h *holds, execID string, o outcome) {
+	resv := h.resv
 	if resv == nil {
 		return
 	}
+	h.resv = nil
 	var rec *store.Record
 	var e *Error
 	switch {
@@ -91,11 +102,22 @@ func (r *Registry) finish(t *tool, resv *reservation, execID string, o outcome) 
 	case errors.As(o.err, &e) && !e.Retryable:
 		rec = &store.Record{Digest: resv.digest, ExecutionID: execID, Error: recordError(e)}
 	}
-	err := r.record(resv, rec)
+	r.settle(t, resv, rec)
+}
+
+// settle completes reservation resv with rec, or releases it when rec is
+// nil. An outcome or release the store cannot take now is tried again
+// later (recordLater), while the store keeps the reservation: the caller
+// is answered meanwhile. A reservation that is no longer this call's is
+// another's to settle.
+func (r *Registry) settle(t *tool, resv *reservation, rec *store.Record) {
+	err := r.complete(resv, rec)
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrLostReservation):
-		r.logger.Error("carmy: cannot record the outcome for its request id", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+		if rec != nil {
+			r.logger.Error("carmy: cannot record the outcome for its request id", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
+		}
 	default:
 		r.logger.Warn("carmy: cannot record the outcome for its request id yet; trying again while its reservation is held", "tool", t.meta.Name, "request_id", resv.key.RequestID, "error", err)
 		go r.recordLater(t, resv, rec)
@@ -112,9 +134,9 @@ const (
 	recordRetryMax   = 2 * time.Second
 )
 
-// record completes the reservation with rec, or releases it when rec is
+// complete completes the reservation with rec, or releases it when rec is
 // nil (an outcome that calling again could change).
-func (r *Registry) record(resv *reservation, rec *store.Record) error {
+func (r *Registry) complete(resv *reservation, rec *store.Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
 	if rec == nil {
@@ -141,7 +163,7 @@ func (r *Registry) recordLater(t *tool, resv *reservation, rec *store.Record) {
 			return
 		case <-time.After(delay):
 		}
-		err := r.record(resv, rec)
+		err := r.complete(resv, rec)
 		switch {
 		case err == nil:
 			r.logger.Info("carmy: recorded the outcome of a request id after the store came back", "tool", t.meta.Name, "request_id", resv.key.RequestID, "attempts", attempt)

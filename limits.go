@@ -124,11 +124,14 @@ func limitersOf(s store.IdempotencyStore, now func() time.Time) (store.RateLimit
 
 // limit is the pipeline's stage of the caller's limits on t: a slot of
 // MaxInFlight, then the rate. A call refused for want of a slot is not
-// counted against the rate. The slot is the request's until the call ends
-// (release), or its execution's once the tool starts. A store that cannot
+// counted against the rate. The slot is the call's until release frees it,
+// when the call is refused or its tool's code returns. A store that cannot
 // answer refuses the call as unavailable: a limit never lapses because
 // its store is down.
 func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
+	if t.rate.Calls == 0 && t.maxInFlight == 0 {
+		return nil
+	}
 	c := &req.Call
 	key := store.LimitKey{Principal: c.Principal, Tool: t.meta.Name}
 	if t.maxInFlight > 0 {
@@ -139,7 +142,7 @@ func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
 		if err != nil {
 			return r.storeError(ctx, t, err)
 		}
-		req.slot = slot
+		req.held.slot = slot
 	}
 	if t.rate.Calls > 0 {
 		d, err := r.limiter.Allow(ctx, key, t.rate)
@@ -151,16 +154,6 @@ func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
 		}
 	}
 	return nil
-}
-
-// releaseSlot gives a call's MaxInFlight slot back, if it holds one.
-func (r *Registry) releaseSlot(ctx context.Context, t *tool, s store.Slot) {
-	if s == nil {
-		return
-	}
-	if err := s.Release(context.WithoutCancel(ctx)); err != nil {
-		r.logger.Error("carmy: cannot release a MaxInFlight slot; it frees itself when its lease runs out", "tool", t.meta.Name, "error", err)
-	}
 }
 
 // rateError is the refusal of a call past t's rate, whose next call is

@@ -10,13 +10,16 @@ import (
 )
 
 // CallFunc runs one call of a tool that has been found. The runtime's own
-// handler decodes, authorizes, confirms, deduplicates, serializes and
-// executes, in that order.
+// handler, innermost, runs the stages that follow finding the tool, in the
+// order [Registry.Execute] states: request id, permission, limits, decode
+// and validate, confirmation, reservation of the request id, the tool's
+// turn, execution, record.
 type CallFunc func(ctx context.Context, req *Request) (Result, error)
 
-// Middleware wraps the handler of every call: it sees refusals, replays
-// and executions alike. Middleware added with [Builder.Use] runs in the
-// order given, the first outermost.
+// Middleware wraps the handler of every call of a found tool: it sees a
+// call before any of the runtime's stages, and its outcome after them
+// all, refusals, replays and executions alike. Middleware added with
+// [Builder.Use] runs in the order given, the first outermost.
 type Middleware func(next CallFunc) CallFunc
 
 // Request is one call as middleware sees it.
@@ -32,9 +35,6 @@ type Request struct {
 	// Replayed is set by the runtime when the outcome is a recorded one.
 	Replayed bool
 
-	// decision is what the runtime decided: refused until it executes the
-	// call or replays a recorded outcome.
-	decision AuditDecision
 	// approval is the approval that decided a call needing confirmation,
 	// set by the runtime: the one it runs by (used, naming its approver),
 	// or the pending or denied one it was refused by. For the audit
@@ -49,11 +49,13 @@ type Request struct {
 	// asker asks the person at the client to confirm the call in-band,
 	// nil where the door cannot.
 	asker personAsker
-	// slot is the call's place under the tool's MaxInFlight, until the
-	// execution takes it.
-	slot store.Slot
 	// task is the task the call runs as, if any.
 	task *taskRun
+
+	// What the pipeline (run) carries from stage to stage: the tool's
+	// Context, and what the call holds until release.
+	exec *execValue
+	held holds
 }
 
 // Logging returns middleware that logs one record per call: execution id,

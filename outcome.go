@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// Every call of a found tool ends at one point, whatever decided it: the
-// request id, the input, the host's policy, confirmation, deduplication, the
-// tool's turn or the tool itself. There the runtime states its decision once
-// and tells every observer, so that the audit and the console's recent calls
-// cannot disagree about what happened, and no refusal escapes either.
+// Every call of a found tool ends at one point, call, whatever stage of the
+// pipeline (run) answered it: the request id, the host's policy, the
+// limits, the input, confirmation, the request id's reservation, the tool's
+// turn or the tool itself. There the runtime reads its decision from the
+// outcome, once, and tells every observer, so that the audit and the
+// console's recent calls cannot disagree about what happened, and no
+// refusal escapes either.
 
 // observer is told of every decided call. It must not keep rec's slices or
 // block for long: it runs on the caller's goroutine, inside the middleware.
@@ -30,11 +32,25 @@ func outcomeCode(err error) Code {
 func (r *Registry) call(ctx context.Context, t *tool, req *Request) (Result, error) {
 	start := time.Now()
 	res, err := r.run(ctx, t, req)
-	rec := r.auditRecord(t, req, req.decision, req.ExecutionID, outcomeCode(err))
+	rec := r.auditRecord(t, req, req.decided(), req.ExecutionID, outcomeCode(err))
 	for _, o := range r.observers {
 		o.observe(ctx, rec, rec.Time.Sub(start))
 	}
 	return res, err
+}
+
+// decided is the runtime's decision about a call, read from its outcome
+// once the pipeline has answered it, the one place it is set: replayed (a
+// recorded outcome), executed (the tool started, whatever it then
+// returned), or refused (the call ended before its tool started).
+func (req *Request) decided() AuditDecision {
+	switch {
+	case req.Replayed:
+		return AuditReplayed
+	case req.ExecutionID != "":
+		return AuditExecuted
+	}
+	return AuditRefused
 }
 
 // auditRecord makes the record of decision d about req. The digest is made only

@@ -15,26 +15,23 @@ import (
 // over, refuses the call rather than run it a second time. The refusal is
 // retryable: the retry waits for the execution that holds the request id
 // now, and gets its outcome. The check narrows the window; the fence
-// closes it, for a tool whose resource remembers fences.
-func (r *Registry) checkReservation(ctx context.Context, t *tool, req *Request, resv *reservation, lock store.Lock) error {
+// closes it, for a tool whose resource remembers fences. What the call
+// holds is released by the pipeline (release): the reservation ends this
+// host's renewal of a key that is another's now.
+func (r *Registry) checkReservation(ctx context.Context, t *tool, req *Request) error {
 	c, ok := r.store.(store.Checker)
+	resv := req.held.resv
 	if resv == nil || !ok {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	err := c.Check(cctx, resv.key, resv.token)
 	cancel()
-	if err == nil {
+	switch {
+	case err == nil:
 		return nil
-	}
-	if lock != nil {
-		if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
-			r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
-		}
-	}
-	if errors.Is(err, store.ErrLostReservation) {
+	case errors.Is(err, store.ErrLostReservation):
 		r.logger.Warn("carmy: refused a call whose request id's reservation passed on before its tool started: its host was paused or cut off for longer than the lease", "tool", t.meta.Name, "request_id", resv.key.RequestID)
-		_ = r.store.Release(context.WithoutCancel(ctx), resv.key, resv.token) // ends this host's renewal; the key is another's
 		return r.refused(ctx, t, &req.Call, &Error{
 			Code:      CodeUnavailable,
 			Message:   fmt.Sprintf("%s did not run: another execution took this request id over while this server was unresponsive; try again to get its outcome", t.meta.Name),
@@ -43,7 +40,5 @@ func (r *Registry) checkReservation(ctx context.Context, t *tool, req *Request, 
 			Err:       err,
 		})
 	}
-	e := r.storeError(ctx, t, err)
-	r.finish(t, resv, "", outcome{err: e}) // releases the reservation, trying again while the store is down
-	return e
+	return r.storeError(ctx, t, err)
 }

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/canon"
@@ -27,8 +26,8 @@ type tool struct {
 	out     *shape.Node // nil for tools that return error alone
 	args    []reflect.Value
 	invoke  func(c *Context, in reflect.Value) (any, error)
-	handler CallFunc // the middleware chain around Registry.run
-	direct  bool     // no middleware: Execute calls run itself
+	handler CallFunc // the middleware chain around Registry.call
+	direct  bool     // no middleware: dispatch calls Registry.call itself
 	confirm string   // "confirm:<name>"
 	content bool     // the output is Content: MCP content blocks
 	// requestID is the input field tagged carmy:"request_id", if any.
@@ -62,23 +61,48 @@ func (t *tool) reservationLease() time.Duration {
 // waits for it to notice before answering without it.
 const deadlineGrace = 10 * time.Millisecond
 
-// Execute runs one call: find the tool (an unknown name is
-// [CodeUnknownTool], with the closest name suggested), then, inside any
-// middleware: refuse a malformed request id (a request id is 1 to 255
-// printable ASCII characters, '!' to '~'), check the permissions the tool
-// requires and ask the host's policy (before the input is read), hold the
-// caller to the tool's limits ([RateLimit], [MaxInFlight]; a call past
-// them is [CodeRateLimited], its input unread), decode
-// and validate the input, check confirmation, deduplicate by request id, wait for the
-// tool's turn when it is not parallel-safe, execute under the deadline,
-// encode the output and record the outcome. Every failure is an [*Error],
-// and every outcome, refusals included, passes the middleware and the
-// audit.
+// Execute runs one call through these stages, in this order; the first
+// stage that refuses the call answers it, and every failure is an
+// [*Error]:
+//
+//  1. Find the tool: an unknown name is [CodeUnknownTool], with the
+//     closest name the caller may call suggested. Everything from here on
+//     runs inside the middleware ([Builder.Use]), and every outcome,
+//     refusals included, passes the middleware and the audit.
+//  2. Check the request id: one that is not 1 to 255 printable ASCII
+//     characters, '!' to '~', is [CodeInvalidInput].
+//  3. Check permission: the permissions the tool requires, then the host's
+//     policy ([Builder.Authorize]), before the input is read;
+//     [CodePermissionDenied].
+//  4. A tool that runs only as a task ([TaskRequired]) refuses a call that
+//     is not one ([CodeInvalidInput]).
+//  5. Hold the caller to the tool's limits ([RateLimit], [MaxInFlight]): a
+//     call past them is [CodeRateLimited], its input unread.
+//  6. Decode and validate the input: [CodeInvalidInput], with every
+//     problem found.
+//  7. Take the request id from the input's field tagged
+//     carmy:"request_id", for a call that carries none.
+//  8. Check confirmation ([RequireConfirmation]): a grant for the tool or
+//     for this input's canonical form, or a person's approval; otherwise
+//     [CodeConfirmationRequired].
+//  9. Reserve the request id, for a call that has one: the first call
+//     with it runs; a repeat with the same input gets the recorded
+//     outcome, replayed (waiting for the execution in flight, if any); a
+//     repeat with another input is [CodeConflict].
+//  10. Wait for the tool's turn when it is not parallel-safe, at most the
+//     tool's timeout (busy: [CodeUnavailable], retryable).
+//  11. Use up the approval the call runs by, and write the started audit
+//     record of a destructive tool.
+//  12. Execute under the tool's deadline with a fresh [Context], and
+//     encode the output.
+//  13. Record the outcome for the request id (retryable outcomes are not
+//     recorded), and release what the call held: its reservation, its
+//     turn, its place under [MaxInFlight].
 //
 // Execute returns when the tool returns, or as soon as ctx is done or the
 // tool's deadline passes, whichever comes first; a tool that ignores its
 // context keeps its turn and its idempotency reservation until its code
-// returns.
+// returns. Execute is safe for concurrent use.
 func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 	return r.executeFor(ctx, c, nil)
 }
@@ -99,10 +123,10 @@ func (r *Registry) dispatch(ctx context.Context, c Call, p *mcpserve.Peer, ask p
 	}
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, asker: ask, task: run}
+		req := Request{Tool: t.meta, Call: c, peer: p, asker: ask, task: run}
 		return r.call(ctx, t, &req)
 	}
-	return t.handler(ctx, &Request{Tool: t.meta, Call: c, decision: AuditRefused, peer: p, asker: ask, task: run})
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c, peer: p, asker: ask, task: run})
 }
 
 // handlerFor builds a tool's middleware chain once.
@@ -114,90 +138,6 @@ func (r *Registry) handlerFor(t *tool, mw []Middleware) CallFunc {
 		h = mw[i](h)
 	}
 	return h
-}
-
-// run is the runtime's own handler. A panic in code of the tool's that
-// runs on the caller's goroutine (an input type's UnmarshalText, a
-// validation rule) or in the policy hook is an internal error, as one in
-// the tool itself is: it never takes the host down.
-func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			res, err = Result{}, r.panicked(t, "", p)
-		}
-		if req.slot != nil { // not handed to an execution
-			r.releaseSlot(ctx, t, req.slot)
-		}
-	}()
-	c := &req.Call
-	if err := checkRequestID(c.RequestID); err != nil {
-		return Result{}, err
-	}
-	execID, err := newExecutionID()
-	if err != nil {
-		return Result{}, r.internal(t, "", err, "cannot make an execution id")
-	}
-	ev := &execValue{}
-	cc := &ev.c
-	*cc = Context{
-		Context:     ctx,
-		ExecutionID: execID,
-		RequestID:   c.RequestID,
-		Session:     c.Session,
-		Principal:   c.Principal,
-		Permissions: NewPermissions(c.Permissions...),
-		Metadata:    c.Metadata,
-		log:         r.logger,
-		peer:        peerOf(req.peer),
-		task:        req.task,
-	}
-	// Before the input is read: a caller that may not call the tool
-	// learns nothing of its input's rules.
-	if e := r.permit(cc, t); e != nil {
-		return Result{}, r.refused(ctx, t, c, e)
-	}
-	if t.meta.Tasks == TaskRequired && req.task == nil && !(t.askFirst && req.peer.TakesTasks()) {
-		return Result{}, r.refused(ctx, t, c, &Error{Code: CodeInvalidInput, Details: map[string]any{"reason": reasonTaskRequired},
-			Message: fmt.Sprintf("%s runs only as a task: start it as one (over HTTP, send Prefer: respond-async)", t.meta.Name)})
-	}
-	// Before the input is read too: a caller past its limits costs no
-	// decoding, and learns of its limits, not of its input's mistakes.
-	if t.rate.Calls > 0 || t.maxInFlight > 0 {
-		if err := r.limit(ctx, t, req); err != nil {
-			return Result{}, err
-		}
-	}
-	in, err := t.decode(c.Input)
-	if err != nil {
-		return Result{}, err
-	}
-	if c.RequestID == "" && t.requestID != nil {
-		if c.RequestID, err = t.requestIDFromInput(in); err != nil {
-			return Result{}, err
-		}
-		cc.RequestID = c.RequestID
-	}
-	replayOnly := false
-	if t.meta.Confirmation == ConfirmationRequired && !cc.Permissions.Has(t.confirm) {
-		_, digest, err := req.canonical(t)
-		if err != nil {
-			return Result{}, r.internal(t, "", err, "cannot digest a validated input")
-		}
-		if !cc.Permissions.Has(t.confirm + ":" + digest) {
-			if replayOnly, err = r.confirmByApproval(ctx, t, req); err != nil {
-				if rec, ok := r.recordedOutcome(ctx, t, req); ok {
-					return replay(rec)
-				}
-				if err = r.askInBand(ctx, t, req, err); err != nil {
-					return Result{}, err
-				}
-			}
-		}
-	}
-	if c.RequestID == "" {
-		return r.execute(ctx, t, req, ev, in, nil)
-	}
-	return r.deduplicate(ctx, t, req, ev, in, replayOnly)
 }
 
 // refused logs a refusal of the runtime's (permission, confirmation,
@@ -239,70 +179,6 @@ type outcome struct {
 	err error
 }
 
-// execute runs a decoded input under the tool's turn and deadline, and
-// records the outcome for the reservation, if any.
-func (r *Registry) execute(ctx context.Context, t *tool, req *Request, ev *execValue, in reflect.Value, resv *reservation) (Result, error) {
-	cc := &ev.c
-	var lock store.Lock
-	if err := ctx.Err(); err != nil {
-		r.finish(t, resv, cc.ExecutionID, outcome{err: stopError(ctx, t)})
-		return Result{}, stopError(ctx, t)
-	}
-	if resv != nil {
-		cc.Fence = resv.fence
-	}
-	if req.task != nil {
-		req.task.begin() // checked: a task waits its turn, or runs
-	}
-	if !t.meta.ParallelSafe {
-		var err error
-		if lock, err = r.awaitTurn(ctx, t, &req.Call); err != nil {
-			r.finish(t, resv, cc.ExecutionID, outcome{err: err})
-			return Result{}, err
-		}
-		cc.Fence = lock.Fence()
-	}
-	if err := r.checkReservation(ctx, t, req, resv, lock); err != nil {
-		return Result{}, err
-	}
-	// An approval is used up before the start is audited: a sink that
-	// fails then costs a new approval, never a run without a record.
-	if err := r.useApproval(ctx, t, req); err != nil {
-		r.giveUp(ctx, t, resv, lock)
-		return Result{}, err
-	}
-	if err := r.auditStart(ctx, t, req, cc.ExecutionID, resv, lock); err != nil {
-		return Result{}, err
-	}
-	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
-	defer cancel()
-	ev.Context = execCtx
-	cc.Context = ev
-	req.ExecutionID, req.decision = cc.ExecutionID, AuditExecuted
-	if req.task != nil {
-		req.task.started()
-	}
-	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, resv: resv, lock: lock, slot: req.slot, done: make(chan outcome, 1)}
-	req.slot = nil // the execution's now, released when the tool's code returns
-	r.workers.run(j)
-	select {
-	case o := <-j.done:
-		return o.res, o.err
-	case <-execCtx.Done():
-		// A tool that honours its context returns within moments; only one
-		// that does not is left behind.
-		grace := time.NewTimer(deadlineGrace)
-		defer grace.Stop()
-		select {
-		case o := <-j.done:
-			return o.res, o.err
-		case <-grace.C:
-			j.abandoned.Store(true)
-			return Result{}, stopError(ctx, t)
-		}
-	}
-}
-
 // awaitTurn waits for the turn of a tool that is not parallel-safe, for at
 // most the tool's timeout: a call that cannot start within the time it
 // would have to run is better answered at once, busy and retryable, than
@@ -337,49 +213,6 @@ func (v *execValue) Value(key any) any {
 		return &v.c
 	}
 	return v.Context.Value(key)
-}
-
-// job is one execution handed to a worker.
-type job struct {
-	r         *Registry
-	t         *tool
-	cc        *Context
-	in        reflect.Value
-	execCtx   context.Context
-	ctx       context.Context
-	resv      *reservation
-	lock      store.Lock
-	slot      store.Slot   // of MaxInFlight, if any
-	done      chan outcome // buffered: the worker never waits for the caller
-	abandoned atomic.Bool
-}
-
-func (j *job) run() {
-	r, t, cc := j.r, j.t, j.cc
-	var o outcome
-	returned := false
-	// Deferred, so that a tool that ends its goroutine with
-	// runtime.Goexit still answers, records and releases.
-	defer func() {
-		if !returned {
-			r.logger.Error("carmy: tool exited its goroutine (runtime.Goexit) without returning", "tool", t.meta.Name, "execution_id", cc.ExecutionID)
-			o = outcome{err: &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s (execution %s)", t.meta.Name, cc.ExecutionID), Retryable: true, Details: map[string]any{"execution_id": cc.ExecutionID}}}
-		}
-		if j.abandoned.Load() {
-			r.overruns.Add(1)
-			r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
-		}
-		r.finish(t, j.resv, cc.ExecutionID, o)
-		if j.lock != nil {
-			if err := j.lock.Release(context.WithoutCancel(j.ctx)); err != nil {
-				r.logger.Error("carmy: cannot release the lock", "tool", t.meta.Name, "error", err)
-			}
-		}
-		r.releaseSlot(j.ctx, t, j.slot)
-		j.done <- o
-	}()
-	o = r.invoke(j.ctx, j.execCtx, t, cc, j.in)
-	returned = true
 }
 
 // invoke calls the tool, recovering a panic, and encodes its output.

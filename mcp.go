@@ -104,11 +104,14 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	if refused != nil {
 		return *refused, nil
 	}
-	var ask personAsker
+	v := via{peer: peerOf(mc.Peer)}
 	if t.meta.Confirmation == ConfirmationRequired {
-		ask = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
+		v.asker = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
 	}
-	res, err := r.dispatch(ctx, c, mc.Peer, ask, nil)
+	if t.meta.Tasks == TaskRequired && t.askFirst {
+		v.takesTasks = mc.Peer.TakesTasks()
+	}
+	res, err := r.dispatch(ctx, c, v, nil)
 	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
 		return mcpserve.Outcome{}, rpcErr
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
-	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -58,7 +57,7 @@ type taskRun struct {
 	id string
 	// peer is the MCP client whose call started the task, whose questions
 	// wait on the task; nil for other callers.
-	peer  *mcpserve.Peer
+	peer  taskPeer
 	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
 	once  sync.Once
 	// refusal is the error of a call refused before it passed its checks,
@@ -122,7 +121,7 @@ func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error
 
 // startTaskFor is startTask for a call of an MCP client, whose peer for
 // the task peerOf makes (nil for other callers).
-func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) *mcpserve.Peer) (*Task, error) {
+func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) taskPeer) (*Task, error) {
 	var digest string
 	if c.RequestID != "" {
 		// The digest the pipeline takes; an input it cannot take is
@@ -189,7 +188,7 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 func (run *taskRun) call(ctx context.Context, c Call) (Result, error) {
 	r := run.r
 	for {
-		res, err := r.dispatch(ctx, c, run.peer, nil, run)
+		res, err := r.dispatch(ctx, c, via{peer: run.peer}, run)
 		var pending *approve.Pending
 		if err == nil || run.executed.Load() || CodeOf(err) != CodeConfirmationRequired || !errors.As(err, &pending) {
 			return res, err

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -183,34 +182,10 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 }
 
 // call runs the call through the pipeline; a call that waits for a
-// person's approval waits as long as the approval lives, then runs again,
-// now approved (or denied).
+// person's approval waits in it as long as the approval lives, and goes
+// on once approved (taskAsker).
 func (run *taskRun) call(ctx context.Context, c Call) (Result, error) {
-	r := run.r
-	for {
-		res, err := r.dispatch(ctx, c, via{peer: run.peer}, run)
-		var pending *approve.Pending
-		if err == nil || run.executed.Load() || CodeOf(err) != CodeConfirmationRequired || !errors.As(err, &pending) {
-			return res, err
-		}
-		if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: pending.ID}); err != nil {
-			return Result{}, err
-		}
-		run.waited = true
-		run.begin()
-		a, werr := r.awaitDecision(ctx, pending.ID)
-		switch {
-		case werr != nil && ctx.Err() != nil:
-			return Result{}, stopError(ctx, run.t)
-		case werr != nil:
-			return Result{}, r.approvalStoreError(werr)
-		case a.Status == store.ApprovalExpired:
-			return Result{}, err // nobody decided in time
-		}
-		if err := run.update(ctx, store.TaskUpdate{Status: store.TaskWorking}); err != nil {
-			return Result{}, err
-		}
-	}
+	return run.r.dispatch(ctx, c, via{peer: run.peer, asker: taskAsker{run}}, run)
 }
 
 // update writes a change of the task's state.

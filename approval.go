@@ -128,11 +128,11 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 // console secret, if the console has one: the client hands it to its
 // user, not to the model. It is "" when no console can be served.
 func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) string {
-	c := r.console
+	c := r.http.console
 	base, ok := strings.CutSuffix(link, "/console?approval="+url.QueryEscape(id))
 	if !ok || base == "" {
 		var err error
-		if base, c, err = r.localConsole(ctx); err != nil {
+		if base, c, err = r.http.localConsole(ctx); err != nil {
 			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
 			return ""
 		}

@@ -124,7 +124,7 @@ func (r *Registry) asksByForm(p *mcpserve.Peer) bool {
 // (asked: they closed the page or the form without deciding). Without a
 // console, e stands.
 func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve.Pending, asked bool) error {
-	base, c, err := r.localConsole(ctx)
+	base, c, err := r.http.localConsole(ctx)
 	if err != nil {
 		return e
 	}

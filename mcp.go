@@ -46,13 +46,22 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 				UseOnce: func(ctx context.Context, principal, tool, nonce string, ttl time.Duration) bool {
 					return r.useOnce(ctx, Call{Principal: principal, Tool: tool}, nonce, ttl)
 				}},
-			BodyLimit: r.bodyLimit,
-			Streams:   r.streams,
-			Options:   r.mcpConfig.options,
-			Configure: r.mcpConfig.server,
+			FormConfirmation: formConfirmations[r.elicit],
+			BodyLimit:        r.bodyLimit,
+			Streams:          r.streams,
+			Options:          r.mcpConfig.options,
+			Configure:        r.mcpConfig.server,
 		})
 	})
 	return r.mcp
+}
+
+// formConfirmations are the MCP server's names of where calls are
+// confirmed by form.
+var formConfirmations = [...]mcpserve.FormConfirmation{
+	formSingleClient: mcpserve.FormOnSingle,
+	formEverywhere:   mcpserve.FormEverywhere,
+	formNever:        mcpserve.FormNever,
 }
 
 // mcpTool describes a tool for tools/list. MCP's annotation defaults are

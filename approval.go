@@ -209,7 +209,8 @@ func deniedRefusal(t *tool, a store.Approval) *Error {
 // approval, within the call's one pass through the pipeline: once the
 // person approves, the call goes on from the confirmation stage, and the
 // middleware and the audit see it once. The door puts one on the call's
-// [Request]; the HTTP API and calls in process have none.
+// [Request], and a task waits for the person through one (taskAsker);
+// calls over the HTTP API and in process have none.
 type personAsker interface {
 	// confirmedBefore returns the approval that confirmed an earlier
 	// round of this very call, if the call carries such a confirmation
@@ -220,9 +221,9 @@ type personAsker interface {
 	// (confirmation_required) waits for, and returns it once a person
 	// approved it; otherwise the refusal that stands: the person declined
 	// or dismissed the question, the client cannot ask, or the question
-	// goes back to the client in the round's result. form and digest are
-	// the call's canonical input and its digest.
-	ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error)
+	// goes back to the client in the round's result. req is the call,
+	// whose canonical input is made.
+	ask(ctx context.Context, t *tool, req *Request, refusal *Error, pending *approve.Pending) (store.Approval, error)
 }
 
 // askInBand asks the person, through the door's asker, to decide the
@@ -235,8 +236,7 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 	if req.asker == nil || !errors.As(err, &e) || e.Code != CodeConfirmationRequired || !errors.As(err, &pending) {
 		return err
 	}
-	form, digest, _ := req.canonical(t) // made before the approval was
-	a, err := req.asker.ask(ctx, t, req.Call, form, digest, e, pending)
+	a, err := req.asker.ask(ctx, t, req, e, pending)
 	if err != nil {
 		if errors.As(err, &e) {
 			r.refused(ctx, t, &req.Call, e)

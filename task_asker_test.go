@@ -89,3 +89,53 @@ func TestTaskWaitsForApprovalInOnePass(t *testing.T) {
 		})
 	}
 }
+
+// A task waiting for a person's approval is not running: it holds no
+// place under its tool's MaxInFlight, so the caller's other calls of the
+// tool run meanwhile; once approved it takes its place again, and is
+// refused, as its call would be, if every place is taken by then.
+func TestTaskWaitingForApprovalHoldsNoInFlightPlace(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	del := carmy.Tool(func(in DeleteNote) (uint64, error) {
+		started <- struct{}{}
+		if in.ID == 2 {
+			<-release
+		}
+		return in.ID, nil
+	}, carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.ParallelSafe(), carmy.MaxInFlight(1), carmy.Register(false))
+	reg := taskRegistry(t, carmy.New(), del)
+	ctx := context.Background()
+	granted := func(id string) carmy.Call {
+		return carmy.Call{Tool: "delete_note", Input: []byte(`{"id":` + id + `}`), Principal: "agent", Permissions: []string{"confirm:delete_note"}}
+	}
+
+	task, err := reg.Start(ctx, carmy.Call{Tool: "delete_note", Input: []byte(`{"id":1}`), Principal: "agent"})
+	if err != nil || task.Status != carmy.TaskInputRequired {
+		t.Fatalf("Start = %+v, %v; want input_required", task, err)
+	}
+	approval := task.ApprovalID
+	if res, err := reg.Execute(ctx, granted("3")); err != nil || string(res.Output) != "3" {
+		t.Fatalf("a call while the task waits = %s, %v; want it run", res.Output, err)
+	}
+
+	// Approved while another call holds the one place: the task is
+	// refused as that call would be, its approval left for a retry.
+	done := make(chan error, 1)
+	go func() { _, err := reg.Execute(ctx, granted("2")); done <- err }()
+	<-started // 3
+	<-started // 2, holding the place
+	if err := reg.Decide(ctx, approval, true, "person:alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = task.Wait(ctx)
+	wantCode(t, err, carmy.CodeRateLimited)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if res, err := reg.Execute(ctx, carmy.Call{Tool: "delete_note", Input: []byte(`{"id":1}`), Principal: "agent"}); err != nil || string(res.Output) != "1" {
+		t.Fatalf("the retry = %s, %v; want it run by the approval", res.Output, err)
+	}
+}

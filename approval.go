@@ -221,9 +221,9 @@ type personAsker interface {
 	// (confirmation_required) waits for, and returns it once a person
 	// approved it; otherwise the refusal that stands: the person declined
 	// or dismissed the question, the client cannot ask, or the question
-	// goes back to the client in the round's result. req is the call,
-	// whose canonical input is made.
-	ask(ctx context.Context, t *tool, req *Request, refusal *Error, pending *approve.Pending) (store.Approval, error)
+	// goes back to the client in the round's result. form and digest are
+	// the call's canonical input and its digest.
+	ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error)
 }
 
 // askInBand asks the person, through the door's asker, to decide the
@@ -236,7 +236,21 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 	if req.asker == nil || !errors.As(err, &e) || e.Code != CodeConfirmationRequired || !errors.As(err, &pending) {
 		return err
 	}
-	a, err := req.asker.ask(ctx, t, req, e, pending)
+	form, digest, _ := req.canonical(t) // made before the approval was
+	// A task waiting for a person is not running: it gives up its place
+	// under MaxInFlight while it waits, and takes one again once approved.
+	waits := req.task != nil && req.held.slot != nil
+	if waits {
+		r.freeSlot(ctx, t, req)
+	}
+	a, err := req.asker.ask(ctx, t, req.Call, form, digest, e, pending)
+	if err == nil && waits {
+		if busy, serr := r.takeSlot(ctx, t, req); busy != nil {
+			err = busy
+		} else if serr != nil {
+			err = serr
+		}
+	}
 	if err != nil {
 		if errors.As(err, &e) {
 			r.refused(ctx, t, &req.Call, e)

@@ -40,10 +40,8 @@ type mcpAsker struct {
 	p *mcpserve.Peer
 }
 
-func (m mcpAsker) ask(ctx context.Context, t *tool, req *Request, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
 	r, p := m.r, m.p
-	c := req.Call
-	form, digest, _ := req.canonical(t) // made before the approval was
 	id := pending.ID
 	q := mcpserve.Confirmation{Tool: t.meta.Name, Approval: id, Form: p.ConfirmsByForm(), URL: pending.URL}
 	// personal is the refusal that stands: over a single-client

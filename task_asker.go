@@ -13,11 +13,8 @@ import (
 // the call goes on from the confirmation stage, so that the middleware and
 // the audit see it once; denied, the task fails with the denial, as the
 // call would be refused. Nobody deciding before the approval expires
-// leaves the refusal that stands.
-//
-// A task waiting for a person is not running: it gives up its place under
-// the tool's MaxInFlight while it waits, and takes one again once
-// approved.
+// leaves the refusal that stands. While it waits, it holds no place under
+// the tool's MaxInFlight (askInBand).
 type taskAsker struct{ run *taskRun } // one pointer: held in an interface without an allocation
 
 // confirmedBefore is never true: a task's call comes in one request.
@@ -25,16 +22,13 @@ func (taskAsker) confirmedBefore(context.Context, Call, string) (store.Approval,
 	return store.Approval{}, false
 }
 
-func (a taskAsker) ask(ctx context.Context, t *tool, req *Request, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+func (a taskAsker) ask(ctx context.Context, t *tool, _ Call, _ []byte, _ string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
 	run, r := a.run, a.run.r
 	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: pending.ID}); err != nil {
 		return store.Approval{}, err
 	}
 	run.waited = true
 	run.begin() // Start returns: the task waits for a person
-	waiting := holds{slot: req.held.slot}
-	req.held.slot = nil
-	r.release(ctx, t, &waiting)
 	got, err := r.awaitDecision(ctx, pending.ID)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -47,15 +41,12 @@ func (a taskAsker) ask(ctx context.Context, t *tool, req *Request, refusal *Erro
 	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskWorking}); err != nil {
 		return store.Approval{}, err
 	}
-	if err := decided(t, got, refusal); err != nil {
-		return store.Approval{}, err
-	}
-	if t.maxInFlight > 0 {
-		if busy, err := r.takeSlot(ctx, t, req); busy != nil {
-			return store.Approval{}, busy
-		} else if err != nil {
-			return store.Approval{}, err
-		}
-	}
-	return got, nil
+	return got, decided(t, got, refusal)
+}
+
+// freeSlot gives up the call's place under its tool's MaxInFlight.
+func (r *Registry) freeSlot(ctx context.Context, t *tool, req *Request) {
+	held := holds{slot: req.held.slot}
+	req.held.slot = nil
+	r.release(ctx, t, &held)
 }

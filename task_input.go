@@ -42,33 +42,39 @@ func TaskAfterInput() Option {
 // that runs it to take. An answer to a question the task does not wait
 // for is ignored, as are all of them once the task moved on.
 func (r *Registry) answerTask(ctx context.Context, id, principal string, answers map[string]json.RawMessage) error {
+	_, err := r.keepAnswers(ctx, id, principal, answers)
+	return err
+}
+
+// keepAnswers is answerTask, saying whether it kept any answer.
+func (r *Registry) keepAnswers(ctx context.Context, id, principal string, answers map[string]json.RawMessage) (taken bool, err error) {
 	rec, err := r.readTask(ctx, id, principal)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var asked map[string]json.RawMessage
 	if rec.Status != store.TaskInputRequired || len(rec.Questions) == 0 || json.Unmarshal(rec.Questions, &asked) != nil {
-		return nil
+		return false, nil
 	}
-	taken := map[string][]byte{}
+	kept := map[string][]byte{}
 	for q, a := range answers {
 		if _, ok := asked[q]; ok && len(a) > 0 {
-			taken[q] = a
+			kept[q] = a
 		}
 	}
-	if len(taken) == 0 {
-		return nil
+	if len(kept) == 0 {
+		return false, nil
 	}
-	_, err = r.tasks.store.UpdateTask(ctx, id, store.TaskUpdate{Answers: taken})
+	_, err = r.tasks.store.UpdateTask(ctx, id, store.TaskUpdate{Answers: kept})
 	switch {
 	case errors.Is(err, store.ErrTaskState): // it ended meanwhile: nothing waits for the answers
-		return nil
+		return false, nil
 	case errors.Is(err, store.ErrTaskNotFound):
-		return Errorf(CodeNotFound, "no task %q is visible to you", id)
+		return false, Errorf(CodeNotFound, "no task %q is visible to you", id)
 	case err != nil:
-		return r.taskStoreError(ctx, err)
+		return false, r.taskStoreError(ctx, err)
 	}
-	return nil
+	return true, nil
 }
 
 // deliver hands the questions of the task's tool the answers kept on rec;

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
@@ -56,8 +58,8 @@ type taskRun struct {
 	r  *Registry
 	t  *tool
 	id string
-	// peer is the MCP client whose call started the task, whose questions
-	// wait on the task; nil for other callers.
+	// peer is the MCP client whose call started the task, or the inbox
+	// of a task of no client's; its tool's questions wait on the task.
 	peer  *mcpserve.Peer
 	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
 	once  sync.Once
@@ -115,13 +117,17 @@ func (run *taskRun) lastProgress() []byte {
 	return run.progress
 }
 
-// startTask records a task of call c and runs it.
+// startTask records a task of call c, of no MCP client (over HTTP, in
+// Go), and runs it: its tool's questions wait on the task for answers
+// given through it ([Task.Answer], POST /tasks/{id}/input), on any host.
 func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error) {
-	return r.startTaskFor(ctx, t, c, nil)
+	return r.startTaskFor(ctx, t, c, func(run *taskRun) *mcpserve.Peer {
+		return mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) })
+	})
 }
 
-// startTaskFor is startTask for a call of an MCP client, whose peer for
-// the task peerOf makes (nil for other callers).
+// startTaskFor records a task of call c and runs it, with the peer for
+// the task that peerOf makes.
 func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) *mcpserve.Peer) (*Task, error) {
 	var digest string
 	if c.RequestID != "" {

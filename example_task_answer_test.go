@@ -47,6 +47,7 @@ func ExampleTask_Answer() {
 	}
 	q := task.Questions[0]
 	fmt.Println(task.Status, q.ID, q.Message)
+	fmt.Println(string(q.Schema))
 
 	if err := task.Answer(ctx, q.ID, carmy.TaskAnswer{Action: "accept", Content: Rename{Name: "Acme"}}); err != nil {
 		panic(err)
@@ -58,5 +59,6 @@ func ExampleTask_Answer() {
 	fmt.Println(task.Status, string(res.Output))
 	// Output:
 	// input_required rename What should the account be called?
+	// {"properties":{"name":{"minLength":1,"type":"string"}},"required":["name"],"type":"object"}
 	// completed "renamed to Acme"
 }

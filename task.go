@@ -154,6 +154,10 @@ type Task struct {
 // any door or host, the call runs; a denial fails the task with the
 // refusal a call gets.
 //
+// A tool that asks with [Context.Elicit] waits for the answer: the task is
+// input_required, with the question in its Questions, until someone
+// answers it on any host ([Task.Answer]); then the tool goes on.
+//
 // A task started with a request id is that call: starting it again (on
 // any host sharing the store) answers the same task and runs nothing. The
 // host running a task renews its lease; a task whose host stopped is

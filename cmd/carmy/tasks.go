@@ -119,11 +119,15 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	if verb == "cancel" || verb == "answer" {
 		method, header = http.MethodPost, http.Header{"Content-Type": {"application/json"}}
 	}
+	// wait reads the task at once first, to tell how to answer the
+	// questions it waits for (told), then waits for each change.
+	read, told := false, false
 	for {
 		target := endpoint
-		if verb == "wait" {
+		if verb == "wait" && read {
 			target += "?wait=" + url.QueryEscape(taskWait)
 		}
+		read = true
 		status, body, err := cf.do(ctx, method, target, header, answer)
 		if err != nil {
 			fmt.Fprintf(stderr, "carmy tasks: %v\n", err)
@@ -147,6 +151,12 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if verb == "wait" && !t.final() {
+			if len(t.Questions) > 0 && !told {
+				// Nothing moves until someone answers: say how, once.
+				told = true
+				fmt.Fprintf(stderr, "(task %s waits for answers to %s: see carmy tasks %s get %s, then answer with carmy tasks %s answer %s QUESTION ANSWER)\n",
+					t.ID, strings.Join(slices.Sorted(maps.Keys(t.Questions)), ", "), pos[0], t.ID, pos[0], t.ID)
+			}
 			continue // the server held the request as long as it may
 		}
 		if cf.json {

@@ -79,6 +79,9 @@ func TestTasksAnswer(t *testing.T) {
 	}
 
 	id = asking()
+	if code, _, stderr := carmyRun("tasks", "--timeout", "300ms", "--token", "alice-token", url, "wait", id); code != 1 || !strings.Contains(stderr, "waits for answers to confirm") || !strings.Contains(stderr, "carmy tasks "+url+" answer "+id) {
+		t.Fatalf("carmy tasks wait of a task that asks: exit %d\n%s; want how to answer, then the timeout", code, stderr)
+	}
 	if code, stdout, stderr := carmyRun("tasks", "--token", "alice-token", url, "answer", id, "confirm", "decline"); code != 0 {
 		t.Fatalf("carmy tasks answer decline: exit %d\n%s%s", code, stdout, stderr)
 	}

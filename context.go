@@ -247,15 +247,8 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	if errors.Is(err, mcpserve.ErrNeedsInput) {
 		return false, needsInput()
 	}
-	if err != nil && c.Context.Err() != nil { // the call's deadline passed, or it was cancelled, while it waited
-		code := CodeCancelled
-		if errors.Is(c.Context.Err(), context.DeadlineExceeded) {
-			code = CodeTimeout
-		}
-		return false, &Error{Code: code, Message: "the call stopped while it waited for its user's answer", Err: err}
-	}
 	if err != nil {
-		return false, &Error{Code: CodeUnavailable, Message: "the client could not ask its user for input", Retryable: true, Err: err}
+		return false, askFailed(c.Context, err)
 	}
 	if res.Action != "accept" {
 		return false, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -36,6 +37,28 @@ func TaskAfterInput() Option {
 // given to it: any host shows the question, and takes an answer, which
 // reaches the host running the task through the store's notifications, as
 // a cancel does.
+
+// inboxOf makes the peer of a task of no MCP client (over HTTP, in Go),
+// started with ctx: its tool's questions wait on the task, kept in the
+// store for any host to show and answer.
+func inboxOf(ctx context.Context) func(*taskRun) *mcpserve.Peer {
+	return func(run *taskRun) *mcpserve.Peer {
+		return mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) })
+	}
+}
+
+// askFailed is the error of Context.Elicit whose question got no answer:
+// the call stopped while it waited (its deadline passed, or it was
+// cancelled, as a task is), or the client could not ask.
+func askFailed(ctx context.Context, err error) *Error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &Error{Code: CodeTimeout, Message: "the call's deadline passed while it waited for its user's answer", Err: err}
+	case ctx.Err() != nil:
+		return &Error{Code: CodeCancelled, Message: "the call was cancelled while it waited for its user's answer", Err: err}
+	}
+	return &Error{Code: CodeUnavailable, Message: "the client could not ask its user for input", Retryable: true, Err: err}
+}
 
 // answerTask gives principal's task id answers, by question id, to the
 // questions it waits for: each answer is kept on the task, for the host

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
@@ -58,8 +56,8 @@ type taskRun struct {
 	r  *Registry
 	t  *tool
 	id string
-	// peer is the MCP client whose call started the task, or the inbox
-	// of a task of no client's; its tool's questions wait on the task.
+	// peer is the MCP client whose call started the task, whose questions
+	// wait on the task; nil for other callers.
 	peer  *mcpserve.Peer
 	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
 	once  sync.Once
@@ -118,16 +116,13 @@ func (run *taskRun) lastProgress() []byte {
 }
 
 // startTask records a task of call c, of no MCP client (over HTTP, in
-// Go), and runs it: its tool's questions wait on the task for answers
-// given through it ([Task.Answer], POST /tasks/{id}/input), on any host.
+// Go), and runs it: its tool's questions wait on the task (inboxOf).
 func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error) {
-	return r.startTaskFor(ctx, t, c, func(run *taskRun) *mcpserve.Peer {
-		return mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) })
-	})
+	return r.startTaskFor(ctx, t, c, inboxOf(ctx))
 }
 
-// startTaskFor records a task of call c and runs it, with the peer for
-// the task that peerOf makes.
+// startTaskFor is startTask for a call of an MCP client, whose peer for
+// the task peerOf makes (nil for other callers).
 func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) *mcpserve.Peer) (*Task, error) {
 	var digest string
 	if c.RequestID != "" {

@@ -172,9 +172,16 @@ func (c Context) Log(level slog.Level, msg string, args ...any) {
 // It returns true when the user answered; false with a nil error when they
 // declined or dismissed the form, leaving into as it was. It returns false
 // and an [*Error] when nobody can be asked: CodeUnavailable for a caller
-// in process or over HTTP, or an MCP client that cannot elicit;
-// CodeInvalidInput for an answer that does not fit the struct. Returning
-// that error from the tool tells the caller why the tool could not go on.
+// in process or over HTTP (unless the call runs as a task), or an MCP
+// client that cannot elicit; CodeInvalidInput for an answer that does not
+// fit the struct; CodeTimeout or CodeCancelled when the call stops while
+// it waits. Returning that error from the tool tells the caller why the
+// tool could not go on.
+//
+// In a task started over HTTP or in Go ([Registry.Start]), Elicit waits:
+// the task is input_required with the question ([Task.Questions]) until
+// someone answers it, on any host ([Task.Answer], POST /tasks/{id}/input),
+// under the tool's timeout and the task's cancellation.
 //
 // Over the sessionless MCP protocol (2026-07-28), a server cannot ask in
 // the middle of a call: the first Elicit with no answer yet ends the run
@@ -217,7 +224,7 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 		return false, refusal
 	}
 	if err != nil {
-		return false, &Error{Code: CodeUnavailable, Message: "the client could not ask its user for input", Retryable: true, Err: err}
+		return false, askFailed(c.Context, err)
 	}
 	if res.Action != "accept" {
 		return false, nil

@@ -725,8 +725,14 @@ func TestHostileIdempotencyUnderLoad(t *testing.T) {
 			id := fmt.Sprintf("load-%d", i%ids)
 			res, err := reg.Execute(context.Background(), carmy.Call{Tool: "serial", Input: []byte(`{"sku":"a","quantity":1}`), RequestID: id})
 			if err != nil {
-				if carmy.CodeOf(err) == carmy.CodeUnavailable {
+				switch carmy.CodeOf(err) {
+				case carmy.CodeUnavailable:
 					busy.Add(1) // allowed: the wait is bounded, and a busy call ran nothing
+					return
+				case carmy.CodeTimeout:
+					// Allowed: on a loaded machine the short deadline may pass
+					// before the worker gets the CPU; the id still ran once,
+					// which the count below checks.
 					return
 				}
 				errs <- err

@@ -125,6 +125,10 @@ type Task struct {
 	// for: a person approves or denies it, on any host, and the task
 	// moves on.
 	ApprovalID string
+	// Questions are those the tool asked with [Context.Elicit] and waits
+	// for, sorted by id, while the task is input_required: answer them
+	// with [Task.Answer].
+	Questions []TaskQuestion
 	// Progress is the last progress the tool reported, nil for none.
 	Progress *TaskProgress
 	Created  time.Time
@@ -149,6 +153,10 @@ type Task struct {
 // input_required, its ApprovalID the approval; once a person approves on
 // any door or host, the call runs; a denial fails the task with the
 // refusal a call gets.
+//
+// A tool that asks with [Context.Elicit] waits for the answer: the task is
+// input_required, with the question in its Questions, until someone
+// answers it on any host ([Task.Answer]); then the tool goes on.
 //
 // A task started with a request id is that call: starting it again (on
 // any host sharing the store) answers the same task and runs nothing. The
@@ -228,7 +236,7 @@ func (t *Task) refresh(rec store.Task) { *t = *t.r.taskOf(rec, t.principal) }
 // taskOf is the task of record rec as principal reads it.
 func (r *Registry) taskOf(rec store.Task, principal string) *Task {
 	t := &Task{ID: rec.ID, Tool: rec.Tool, Status: TaskStatus(rec.Status), ApprovalID: rec.ApprovalID,
-		Created: rec.Created, Updated: rec.Updated, r: r, principal: principal, rec: rec}
+		Questions: taskQuestions(rec), Created: rec.Created, Updated: rec.Updated, r: r, principal: principal, rec: rec}
 	if len(rec.Progress) > 0 {
 		var p TaskProgress
 		if json.Unmarshal(rec.Progress, &p) == nil {

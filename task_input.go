@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -37,38 +38,66 @@ func TaskAfterInput() Option {
 // reaches the host running the task through the store's notifications, as
 // a cancel does.
 
+// inboxOf makes the peer of a task of no MCP client (over HTTP, in Go),
+// started with ctx: its tool's questions wait on the task, kept in the
+// store for any host to show and answer.
+func inboxOf(ctx context.Context) func(*taskRun) taskPeer {
+	return func(run *taskRun) taskPeer {
+		return peerOf(mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
+	}
+}
+
+// askFailed is the error of Context.Elicit whose question got no answer:
+// the call stopped while it waited (its deadline passed, or it was
+// cancelled, as a task is), or the client could not ask.
+func askFailed(ctx context.Context, err error) *Error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &Error{Code: CodeTimeout, Message: "the call's deadline passed while it waited for its user's answer", Err: err}
+	case ctx.Err() != nil:
+		return &Error{Code: CodeCancelled, Message: "the call was cancelled while it waited for its user's answer", Err: err}
+	}
+	return &Error{Code: CodeUnavailable, Message: "the client could not ask its user for input", Retryable: true, Err: err}
+}
+
 // answerTask gives principal's task id answers, by question id, to the
 // questions it waits for: each answer is kept on the task, for the host
 // that runs it to take. An answer to a question the task does not wait
 // for is ignored, as are all of them once the task moved on.
 func (r *Registry) answerTask(ctx context.Context, id, principal string, answers map[string]json.RawMessage) error {
+	_, err := r.keepAnswers(ctx, id, principal, answers)
+	return err
+}
+
+// keepAnswers is answerTask, saying whether it kept any answer.
+func (r *Registry) keepAnswers(ctx context.Context, id, principal string, answers map[string]json.RawMessage) (taken bool, err error) {
 	rec, err := r.readTask(ctx, id, principal)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var asked map[string]json.RawMessage
 	if rec.Status != store.TaskInputRequired || len(rec.Questions) == 0 || json.Unmarshal(rec.Questions, &asked) != nil {
-		return nil
+		return false, nil
 	}
-	taken := map[string][]byte{}
+	kept := map[string][]byte{}
 	for q, a := range answers {
 		if _, ok := asked[q]; ok && len(a) > 0 {
-			taken[q] = a
+			kept[q] = a
 		}
 	}
-	if len(taken) == 0 {
-		return nil
+	if len(kept) == 0 {
+		return false, nil
 	}
-	_, err = r.tasks.store.UpdateTask(ctx, id, store.TaskUpdate{Answers: taken})
+	_, err = r.tasks.store.UpdateTask(ctx, id, store.TaskUpdate{Answers: kept})
 	switch {
 	case errors.Is(err, store.ErrTaskState): // it ended meanwhile: nothing waits for the answers
-		return nil
+		return false, nil
 	case errors.Is(err, store.ErrTaskNotFound):
-		return Errorf(CodeNotFound, "no task %q is visible to you", id)
+		return false, Errorf(CodeNotFound, "no task %q is visible to you", id)
 	case err != nil:
-		return r.taskStoreError(ctx, err)
+		return false, r.taskStoreError(ctx, err)
 	}
-	return nil
+	return true, nil
 }
 
 // deliver hands the questions of the task's tool the answers kept on rec;

@@ -113,9 +113,10 @@ func (run *taskRun) lastProgress() []byte {
 	return run.progress
 }
 
-// startTask records a task of call c and runs it.
+// startTask records a task of call c, of no MCP client (over HTTP, in
+// Go), and runs it: its tool's questions wait on the task (inboxOf).
 func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error) {
-	return r.startTaskFor(ctx, t, c, nil)
+	return r.startTaskFor(ctx, t, c, inboxOf(ctx))
 }
 
 // startTaskFor is startTask for a call of an MCP client, whose peer for

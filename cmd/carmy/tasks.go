@@ -5,25 +5,32 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-const tasksUsage = `usage: carmy tasks [flags] URL [get ID | wait ID | cancel ID]
+const tasksUsage = `usage: carmy tasks [flags] URL [get ID | wait ID | cancel ID | answer ID QUESTION ANSWER]
 
 carmy tasks shows the tasks of the caller (the token's holder) on a running
 carmy server: calls started with carmy call -async (or Prefer:
 respond-async), which outlive their request.
 
   carmy tasks URL             list the caller's tasks, newest first
-  carmy tasks URL get ID      print one task
+  carmy tasks URL get ID      print one task, with the questions its tool
+                              waits for
   carmy tasks URL wait ID     wait until it ends and print its outcome as
                               carmy call does (exit status 1 for an error)
   carmy tasks URL cancel ID   cancel it and print it as it stopped; a task
                               that already ended is not changed (exit 1)
+  carmy tasks URL answer ID QUESTION ANSWER
+                              answer the task's question QUESTION: ANSWER
+                              is the form's fields as a JSON object, or
+                              decline or cancel; print the task
 
 A task is its principal's alone: another caller's id is not found. -json
 prints the server's answers as they came.
@@ -42,7 +49,15 @@ type wireTask struct {
 	Error       *wireError      `json:"error"`
 	ApprovalID  string          `json:"approval_id"`
 	ApprovalURL string          `json:"approval_url"`
-	Progress    *struct {
+	// Questions are those the tool waits for, by id, as MCP's
+	// inputRequests.
+	Questions map[string]struct {
+		Params struct {
+			Message         string          `json:"message"`
+			RequestedSchema json.RawMessage `json:"requestedSchema"`
+		} `json:"params"`
+	} `json:"questions"`
+	Progress *struct {
 		Done    float64 `json:"done"`
 		Total   float64 `json:"total"`
 		Message string  `json:"message"`
@@ -68,17 +83,30 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	case len(pos) == 1:
 	case len(pos) == 3 && (pos[1] == "get" || pos[1] == "wait" || pos[1] == "cancel"):
 		verb = pos[1]
+	case len(pos) == 5 && pos[1] == "answer":
+		verb = pos[1]
 	default:
-		fmt.Fprintf(stderr, "carmy tasks: want URL, or URL get|wait|cancel ID; got %q\n", pos)
+		fmt.Fprintf(stderr, "carmy tasks: want URL, or URL get|wait|cancel ID, or URL answer ID QUESTION ANSWER; got %q\n", pos)
 		fs.Usage()
 		return 2
+	}
+	var answer []byte
+	if verb == "answer" {
+		var err error
+		if answer, err = taskAnswer(pos[3], pos[4]); err != nil {
+			fmt.Fprintf(stderr, "carmy tasks: %v\n", err)
+			return 2
+		}
 	}
 	elems := []string{"tasks"}
 	if verb != "list" {
 		elems = append(elems, pos[2])
 	}
-	if verb == "cancel" {
+	switch verb {
+	case "cancel":
 		elems = append(elems, "cancel")
+	case "answer":
+		elems = append(elems, "input")
 	}
 	endpoint, err := endpointURL(pos[0], elems...)
 	if err != nil {
@@ -88,15 +116,19 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := cf.context()
 	defer stop()
 	method, header := http.MethodGet, http.Header(nil)
-	if verb == "cancel" {
+	if verb == "cancel" || verb == "answer" {
 		method, header = http.MethodPost, http.Header{"Content-Type": {"application/json"}}
 	}
+	// wait reads the task at once first, to tell how to answer the
+	// questions it waits for (told), then waits for each change.
+	read, told := false, false
 	for {
 		target := endpoint
-		if verb == "wait" {
+		if verb == "wait" && read {
 			target += "?wait=" + url.QueryEscape(taskWait)
 		}
-		status, body, err := cf.do(ctx, method, target, header, nil)
+		read = true
+		status, body, err := cf.do(ctx, method, target, header, answer)
 		if err != nil {
 			fmt.Fprintf(stderr, "carmy tasks: %v\n", err)
 			return 1
@@ -119,6 +151,12 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if verb == "wait" && !t.final() {
+			if len(t.Questions) > 0 && !told {
+				// Nothing moves until someone answers: say how, once.
+				told = true
+				fmt.Fprintf(stderr, "(task %s waits for answers to %s: see carmy tasks %s get %s, then answer with carmy tasks %s answer %s QUESTION ANSWER)\n",
+					t.ID, strings.Join(slices.Sorted(maps.Keys(t.Questions)), ", "), pos[0], t.ID, pos[0], t.ID)
+			}
 			continue // the server held the request as long as it may
 		}
 		if cf.json {
@@ -190,12 +228,36 @@ func printTask(w io.Writer, t *wireTask) {
 		}
 		fmt.Fprintln(w)
 	}
+	for _, id := range slices.Sorted(maps.Keys(t.Questions)) {
+		q := t.Questions[id].Params
+		fmt.Fprintf(w, "  asks %s: %s\n", id, q.Message)
+		if len(q.RequestedSchema) > 0 {
+			fmt.Fprintf(w, "    form: %s\n", q.RequestedSchema)
+		}
+	}
 	if t.Error != nil {
 		fmt.Fprintf(w, "  error: %s: %s\n", t.Error.Code, t.Error.Message)
 	}
 	if len(t.Output) > 0 {
 		fmt.Fprintf(w, "  output: %s\n", indented(t.Output, "  "))
 	}
+}
+
+// taskAnswer is the body of POST /tasks/{id}/input that answers question
+// with answer: the form's fields as a JSON object, or decline or cancel.
+func taskAnswer(question, answer string) ([]byte, error) {
+	a := map[string]any{"action": "accept"}
+	switch answer {
+	case "decline", "cancel":
+		a["action"] = answer
+	default:
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(answer), &fields); err != nil || fields == nil {
+			return nil, fmt.Errorf("the answer must be the form's fields as a JSON object, or decline or cancel; got %q", answer)
+		}
+		a["content"] = json.RawMessage(answer)
+	}
+	return json.Marshal(map[string]any{question: a})
 }
 
 // printOutcome writes a finished task's outcome as carmy call writes a

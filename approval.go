@@ -128,11 +128,11 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 // console secret, if the console has one: the client hands it to its
 // user, not to the model. It is "" when no console can be served.
 func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) string {
-	c := r.console
+	c := r.http.console
 	base, ok := strings.CutSuffix(link, "/console?approval="+url.QueryEscape(id))
 	if !ok || base == "" {
 		var err error
-		if base, c, err = r.localConsole(ctx); err != nil {
+		if base, c, err = r.http.localConsole(ctx); err != nil {
 			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
 			return ""
 		}
@@ -209,7 +209,8 @@ func deniedRefusal(t *tool, a store.Approval) *Error {
 // approval, within the call's one pass through the pipeline: once the
 // person approves, the call goes on from the confirmation stage, and the
 // middleware and the audit see it once. The door puts one on the call's
-// [Request]; the HTTP API and calls in process have none.
+// [Request], and a task waits for the person through one (taskAsker);
+// calls over the HTTP API and in process have none.
 type personAsker interface {
 	// confirmedBefore returns the approval that confirmed an earlier
 	// round of this very call, if the call carries such a confirmation
@@ -236,7 +237,20 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 		return err
 	}
 	form, digest, _ := req.canonical(t) // made before the approval was
+	// A task waiting for a person is not running: it gives up its place
+	// under MaxInFlight while it waits, and takes one again once approved.
+	waits := req.task != nil && req.held.slot != nil
+	if waits {
+		r.freeSlot(ctx, t, req)
+	}
 	a, err := req.asker.ask(ctx, t, req.Call, form, digest, e, pending)
+	if err == nil && waits {
+		if busy, serr := r.takeSlot(ctx, t, req); busy != nil {
+			err = busy
+		} else if serr != nil {
+			err = serr
+		}
+	}
 	if err != nil {
 		if errors.As(err, &e) {
 			r.refused(ctx, t, &req.Call, e)

@@ -29,7 +29,7 @@ func (s *httpServer) caller(req *http.Request) (approve.Who, error) {
 	if err != nil {
 		return approve.Who{}, err
 	}
-	return approve.Who{Principal: id.Principal, Permissions: id.Permissions, Console: s.auth == nil && s.r.console.holds(req)}, nil
+	return approve.Who{Principal: id.Principal, Permissions: id.Permissions, Console: s.auth == nil && s.console.holds(req)}, nil
 }
 
 // wireSummary is an approval as GET /approvals lists it: without its
@@ -225,7 +225,7 @@ func (s *httpServer) serveDecision(approved bool) func(http.ResponseWriter, *htt
 			case s.auth == nil:
 				// No permission exists here: say where the approver's link is.
 				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
-					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal%s", linkIn(s.r.console.fileName())))
+					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal%s", linkIn(s.console.fileName())))
 			default:
 				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
 					"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))

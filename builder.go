@@ -404,8 +404,6 @@ func (b *Builder) Build() (*Registry, error) {
 	r.limiter, r.slots = limitersOf(r.store, b.tuning.limitClock)
 	r.signer = mcpserve.NewSigner(b.stateKey, r.store)
 	r.tasks = newTasks(taskStore(r.store), cmp.Or(b.taskTTL, DefaultTaskTTL), cmp.Or(b.tuning.taskLease, defaultTaskLease))
-	r.console = newConsoleAuth(b.auth != nil)
-	r.console.codes.TTL = r.tuning.codeTTL
 	if r.locker == nil {
 		// A shared store that is also a locker serializes across hosts too;
 		// keeping the in-memory locker would serialize per host only.

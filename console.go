@@ -88,15 +88,15 @@ func (c *consoleAuth) matches(s string) bool {
 // sends it in a header, never in a cookie. With an authenticator, the
 // console asks for a token, whose permissions decide what it may do.
 func (r *Registry) ConsoleURL(base string) string {
-	if r.console.secret == "" {
+	if r.http.console.secret == "" {
 		return base + "/console"
 	}
-	return base + "/console?token=" + r.console.secret
+	return base + "/console?token=" + r.http.console.secret
 }
 
 func (s *httpServer) mountConsole(mux *http.ServeMux) {
 	mountPage(mux)
-	mux.HandleFunc("POST /console/exchange", s.serveExchange(s.r.console))
+	mux.HandleFunc("POST /console/exchange", s.serveExchange(s.console))
 	mux.HandleFunc("GET /console/session", authenticated(s, s.caller, s.serveConsoleSession))
 	mux.HandleFunc("GET /console/executions", authenticated(s, s.caller, s.serveExecutions))
 }
@@ -202,7 +202,7 @@ type consoleSession struct {
 
 func (s *httpServer) serveConsoleSession(w http.ResponseWriter, req *http.Request, c approve.Who) {
 	writeJSON(w, http.StatusOK, consoleSession{Principal: c.Principal, Approver: c.DecidesSome(), Authenticated: s.auth != nil,
-		Console: s.r.console.secret != "", LinkFile: s.r.console.fileName()})
+		Console: s.console.secret != "", LinkFile: s.console.fileName()})
 }
 
 // recentSize is how many executions the console shows.
@@ -284,7 +284,7 @@ func (s *httpServer) announceConsole(addr net.Addr) {
 		base = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
 	}
 	s.r.approvals.base.Store(&base)
-	if s.r.console.secret == "" {
+	if s.console.secret == "" {
 		return
 	}
 	link := s.r.ConsoleURL(base)
@@ -292,7 +292,7 @@ func (s *httpServer) announceConsole(addr net.Addr) {
 	if terminal {
 		fmt.Fprintf(out, "carmy: to see the tools and approve calls, open %s\n", link)
 	}
-	path, err := s.r.writeConsoleFile(s.r.console, link)
+	path, err := s.writeConsoleFile(s.console, link)
 	if err != nil {
 		if !terminal {
 			s.r.logger.Error("carmy: cannot write the console URL to a file: the console cannot decide approvals", "error", err)
@@ -304,13 +304,13 @@ func (s *httpServer) announceConsole(addr net.Addr) {
 
 // writeConsoleFile writes a console's link with its secret to a file only
 // the user can read, which the registry removes when it closes.
-func (r *Registry) writeConsoleFile(c *consoleAuth, link string) (string, error) {
+func (s *httpServer) writeConsoleFile(c *consoleAuth, link string) (string, error) {
 	path, err := console.WriteFile(link)
 	if err != nil {
 		return "", err
 	}
 	c.file.Store(&path)
-	r.consoleFiles.add(path)
+	s.consoleFiles.add(path)
 	return path, nil
 }
 
@@ -366,8 +366,8 @@ type loopbackConsole struct {
 // loopback console, opening it on the first call: it writes the link with
 // the secret to a file only the user can read, where `carmy approvals`
 // finds it.
-func (r *Registry) localConsole(ctx context.Context) (string, *consoleAuth, error) {
-	lc := &r.loopback
+func (s *httpServer) localConsole(ctx context.Context) (string, *consoleAuth, error) {
+	r, lc := s.r, &s.loopback
 	lc.once.Do(func() {
 		if r.streams.Err() != nil {
 			lc.err = errors.New("the registry is closed")
@@ -380,12 +380,12 @@ func (r *Registry) localConsole(ctx context.Context) (string, *consoleAuth, erro
 		}
 		lc.auth = newConsoleAuth(false)
 		lc.auth.codes.TTL = r.tuning.codeTTL
-		srv := &http.Server{Handler: r.http.loopbackHandler(lc.auth), ReadHeaderTimeout: r.http.limits.readHeader, IdleTimeout: r.http.limits.idle,
+		srv := &http.Server{Handler: s.loopbackHandler(lc.auth), ReadHeaderTimeout: s.limits.readHeader, IdleTimeout: s.limits.idle,
 			MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn)}
 		go func() { _ = srv.Serve(ln) }()
 		context.AfterFunc(r.streams, func() { _ = srv.Close() })
 		lc.base = "http://" + ln.Addr().String()
-		path, err := r.writeConsoleFile(lc.auth, lc.base+"/console?token="+lc.auth.secret)
+		path, err := s.writeConsoleFile(lc.auth, lc.base+"/console?token="+lc.auth.secret)
 		if err != nil {
 			r.logger.Error("carmy: cannot write the console's link to a file: carmy approvals cannot find this server", "error", err)
 		}

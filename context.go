@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpform"
-	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
@@ -63,29 +62,6 @@ type Context struct {
 }
 
 type contextKey struct{}
-
-// peer is what a tool's [Context] reaches of the MCP client of its call:
-// progress, log messages, and questions for its user. The MCP door's
-// client (*mcpserve.Peer) is one.
-type peer interface {
-	Progress(ctx context.Context, done, total float64, msg string)
-	Log(ctx context.Context, level slog.Level, msg string, args []any)
-	// CanElicit reports whether the client can ask its user for a form's
-	// fields.
-	CanElicit() bool
-	// Elicit asks the user for a form's fields, the question going by
-	// name in the sessionless protocol.
-	Elicit(ctx context.Context, name string, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
-}
-
-// peerOf is client p as a tool's Context holds it: nil for none, never
-// an interface holding a nil pointer.
-func peerOf(p *mcpserve.Peer) peer {
-	if p == nil {
-		return nil
-	}
-	return p
-}
 
 // ContextFrom returns the [Context] of the tool execution that ctx derives
 // from, and false when ctx is not derived from one. It lets code deep in a
@@ -231,9 +207,8 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	if c.Context == nil || p == nil {
 		return false, Errorf(CodeUnavailable, "the client cannot ask its user for input")
 	}
-	if !p.CanElicit() {
-		return false, &Error{Code: CodeUnavailable, Message: "the client cannot ask its user for input: it did not declare elicitation",
-			Err: &mcpserve.MissingCapability{Capability: "elicitation"}}
+	if err := p.elicitable(); err != nil {
+		return false, err
 	}
 	node, err := shape.Of(v.Elem().Type())
 	if err != nil {
@@ -244,8 +219,9 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 		return false, &Error{Code: CodeInternal, Message: "Elicit cannot ask for these fields: a form holds strings, numbers, booleans and lists of choices", Err: err}
 	}
 	res, err := p.Elicit(c.Context, questionName(v.Elem().Type()), &mcp.ElicitParams{Message: message, RequestedSchema: form})
-	if errors.Is(err, mcpserve.ErrNeedsInput) {
-		return false, needsInput()
+	var refusal *Error
+	if errors.As(err, &refusal) { // the door's own answer
+		return false, refusal
 	}
 	if err != nil {
 		return false, askFailed(c.Context, err)

@@ -26,6 +26,12 @@ type httpServer struct {
 	hosts   []guard.Host
 	origins []string
 	health  *health
+	// console is the console of these routes, with its secret; loopback
+	// the one served for a stdio client's user; consoleFiles hold their
+	// links, removed when the registry closes.
+	console      *consoleAuth
+	loopback     loopbackConsole
+	consoleFiles consoleFiles
 
 	once    sync.Once
 	handler http.Handler
@@ -43,8 +49,11 @@ type httpLimits struct {
 const maxHeaderBytes = 64 << 10
 
 func newHTTPServer(b *Builder, r *Registry) *httpServer {
-	return &httpServer{r: r, auth: b.auth, hosts: slices.Clone(b.allowHosts), origins: slices.Clone(b.allowOrigins),
-		limits: httpLimits{body: b.bodyLimit, bodyRead: b.tuning.bodyRead(), readHeader: b.tuning.readHeader(), idle: b.tuning.idle()}}
+	s := &httpServer{r: r, auth: b.auth, hosts: slices.Clone(b.allowHosts), origins: slices.Clone(b.allowOrigins),
+		limits:  httpLimits{body: b.bodyLimit, bodyRead: b.tuning.bodyRead(), readHeader: b.tuning.readHeader(), idle: b.tuning.idle()},
+		console: newConsoleAuth(b.auth != nil)}
+	s.console.codes.TTL = b.tuning.codeTTL
+	return s
 }
 
 // routes is the handler of [Registry.Handler], built on its first use.

@@ -133,19 +133,17 @@ func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
 		return nil
 	}
 	c := &req.Call
-	key := store.LimitKey{Principal: c.Principal, Tool: t.meta.Name}
 	if t.maxInFlight > 0 {
-		slot, err := r.slots.AcquireSlot(ctx, key, t.maxInFlight, t.reservationLease())
-		if errors.Is(err, store.ErrNoSlot) {
-			return r.refused(ctx, t, c, t.inFlightError())
+		refusal, err := r.takeSlot(ctx, t, req)
+		if refusal != nil {
+			return r.refused(ctx, t, c, refusal)
 		}
 		if err != nil {
-			return r.storeError(ctx, t, err)
+			return err
 		}
-		req.held.slot = slot
 	}
 	if t.rate.Calls > 0 {
-		d, err := r.limiter.Allow(ctx, key, t.rate)
+		d, err := r.limiter.Allow(ctx, store.LimitKey{Principal: c.Principal, Tool: t.meta.Name}, t.rate)
 		if err != nil {
 			return r.storeError(ctx, t, err)
 		}
@@ -154,6 +152,22 @@ func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
 		}
 	}
 	return nil
+}
+
+// takeSlot takes one of the caller's MaxInFlight slots of t, which the
+// call holds until release: refusal when every slot is held, err when the
+// store cannot answer.
+func (r *Registry) takeSlot(ctx context.Context, t *tool, req *Request) (refusal *Error, err error) {
+	key := store.LimitKey{Principal: req.Call.Principal, Tool: t.meta.Name}
+	slot, err := r.slots.AcquireSlot(ctx, key, t.maxInFlight, t.reservationLease())
+	if errors.Is(err, store.ErrNoSlot) {
+		return t.inFlightError(), nil
+	}
+	if err != nil {
+		return nil, r.storeError(ctx, t, err)
+	}
+	req.held.slot = slot
+	return nil, nil
 }
 
 // rateError is the refusal of a call past t's rate, whose next call is

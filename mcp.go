@@ -46,13 +46,22 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 				UseOnce: func(ctx context.Context, principal, tool, nonce string, ttl time.Duration) bool {
 					return r.useOnce(ctx, Call{Principal: principal, Tool: tool}, nonce, ttl)
 				}},
-			BodyLimit: r.bodyLimit,
-			Streams:   r.streams,
-			Options:   r.mcpConfig.options,
-			Configure: r.mcpConfig.server,
+			FormConfirmation: formConfirmations[r.elicit],
+			BodyLimit:        r.bodyLimit,
+			Streams:          r.streams,
+			Options:          r.mcpConfig.options,
+			Configure:        r.mcpConfig.server,
 		})
 	})
 	return r.mcp
+}
+
+// formConfirmations are the MCP server's names of where calls are
+// confirmed by form.
+var formConfirmations = [...]mcpserve.FormConfirmation{
+	formSingleClient: mcpserve.FormOnSingle,
+	formEverywhere:   mcpserve.FormEverywhere,
+	formNever:        mcpserve.FormNever,
 }
 
 // mcpTool describes a tool for tools/list. MCP's annotation defaults are
@@ -104,11 +113,14 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	if refused != nil {
 		return *refused, nil
 	}
-	var ask personAsker
+	v := via{peer: peerOf(mc.Peer)}
 	if t.meta.Confirmation == ConfirmationRequired {
-		ask = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
+		v.asker = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
 	}
-	res, err := r.dispatch(ctx, c, mc.Peer, ask, nil)
+	if t.meta.Tasks == TaskRequired && t.askFirst {
+		v.takesTasks = mc.Peer.TakesTasks()
+	}
+	res, err := r.dispatch(ctx, c, v, nil)
 	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
 		return mcpserve.Outcome{}, rpcErr
 	}

@@ -15,8 +15,9 @@ import (
 
 // mcpAsker asks the person at an MCP client to confirm a call in-band
 // (a [personAsker]), and decides the call's approval by the answer. Where
-// form confirmation applies ([Registry.asksByForm]: by default over a
-// single-client transport) a client that can show its user a form is
+// form confirmation applies (by default over a single-client transport;
+// everywhere with [Builder.ElicitConfirmation], nowhere with
+// [Builder.NoFormConfirmation]) a client that can show its user a form is
 // asked to confirm with one that shows the call's canonical input:
 // accepted, the approval is approved and the call goes on, using it up;
 // declined, the approval is denied and the call refused as declined;
@@ -42,7 +43,7 @@ type mcpAsker struct {
 func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
 	r, p := m.r, m.p
 	id := pending.ID
-	q := mcpserve.Confirmation{Tool: t.meta.Name, Approval: id, Form: r.asksByForm(p) && p.CanElicit(), URL: pending.URL}
+	q := mcpserve.Confirmation{Tool: t.meta.Name, Approval: id, Form: p.ConfirmsByForm(), URL: pending.URL}
 	// personal is the refusal that stands: over a single-client
 	// transport, one that names what the person can use, and says whether
 	// they were asked.
@@ -102,20 +103,6 @@ func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest 
 	return store.Approval{}, personal(true) // dismissed: the call still needs a person's confirmation
 }
 
-// asksByForm reports whether a call that needs confirmation is confirmed
-// by a form that the client shows its user: by default over a
-// single-client transport only, everywhere with
-// [Builder.ElicitConfirmation], nowhere with [Builder.NoFormConfirmation].
-func (r *Registry) asksByForm(p *mcpserve.Peer) bool {
-	switch r.elicit {
-	case formEverywhere:
-		return true
-	case formNever:
-		return false
-	}
-	return p.Single()
-}
-
 // personRefusal is the refusal of a call over a single-client transport
 // (stdio) that waits for pending, a person's approval: it names what
 // exists for that person, `carmy approvals` in a terminal and the
@@ -124,7 +111,7 @@ func (r *Registry) asksByForm(p *mcpserve.Peer) bool {
 // (asked: they closed the page or the form without deciding). Without a
 // console, e stands.
 func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve.Pending, asked bool) error {
-	base, c, err := r.localConsole(ctx)
+	base, c, err := r.http.localConsole(ctx)
 	if err != nil {
 		return e
 	}
@@ -206,7 +193,7 @@ func (b *Builder) StateKey(key []byte) *Builder {
 // those of the round that used it do.
 func (m mcpAsker) confirmedBefore(ctx context.Context, c Call, digest string) (store.Approval, bool) {
 	r, p := m.r, m.p
-	if !p.Sessionless() || !r.asksByForm(p) || !p.CanElicit() {
+	if !p.Sessionless() || !p.ConfirmsByForm() {
 		return store.Approval{}, false
 	}
 	id, ok := p.ConfirmedBefore(ctx, digest)

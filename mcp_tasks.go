@@ -53,8 +53,8 @@ func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.Ta
 	if err := checkRequestID(c.RequestID); err != nil {
 		return nil, mcpOutcome(err), nil
 	}
-	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) *mcpserve.Peer {
-		return mcpserve.TaskPeer(mc.Peer, func(questions mcp.InputRequestMap) { run.asking(ctx, questions) })
+	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) taskPeer {
+		return peerOf(mcpserve.TaskPeer(mc.Peer, func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
 	})
 	if err != nil {
 		return nil, mcpOutcome(err), nil

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -44,11 +43,8 @@ type Request struct {
 	// its hex SHA-256, made once per call by canonical.
 	form   []byte
 	digest string
-	// peer is the MCP client the call came from, for the tool's Context.
-	peer *mcpserve.Peer
-	// asker asks the person at the client to confirm the call in-band,
-	// nil where the door cannot.
-	asker personAsker
+	// via is what the door the call came through handed over with it.
+	via
 	// task is the task the call runs as, if any.
 	task *taskRun
 

@@ -147,7 +147,7 @@ func (r *Registry) newContext(ctx context.Context, req *Request) (*Context, erro
 		Permissions: NewPermissions(c.Permissions...),
 		Metadata:    c.Metadata,
 		log:         r.logger,
-		peer:        peerOf(req.peer),
+		peer:        req.peer,
 		task:        req.task,
 	}}
 	return &req.exec.c, nil
@@ -157,7 +157,7 @@ func (r *Registry) newContext(ctx context.Context, req *Request) (*Context, erro
 // ([TaskRequired]) when it is not one, unless the MCP client will get the
 // task once the tool's questions are answered.
 func (r *Registry) taskRequired(ctx context.Context, t *tool, req *Request) error {
-	if t.meta.Tasks != TaskRequired || req.task != nil || t.askFirst && req.peer.TakesTasks() {
+	if t.meta.Tasks != TaskRequired || req.task != nil || t.askFirst && req.takesTasks {
 		return nil
 	}
 	return r.refused(ctx, t, &req.Call, &Error{Code: CodeInvalidInput, Details: map[string]any{"reason": reasonTaskRequired},

@@ -139,7 +139,6 @@ type Registry struct {
 	approvals *approvals
 	signer    *mcpserve.Signer // signs the sessionless protocol's request states
 	tasks     tasks
-	console   *consoleAuth
 	recent    recent // the last calls, for the console
 	// observers are told of every decided call: the console's recent
 	// calls, and the audit when there are sinks.
@@ -157,8 +156,6 @@ type Registry struct {
 	mcpOnce       sync.Once
 	mcp           *mcpserve.Server
 	mcpConfig     mcpConfig       // the host's additions to the MCP server
-	loopback      loopbackConsole // the console for a stdio client's user
-	consoleFiles  consoleFiles    // the files holding console links, removed at Close
 	streams       context.Context // done once the registry closes, never before: a server's shutdown ends its own
 	endStreams    context.CancelFunc
 	tuning        tuning
@@ -198,7 +195,7 @@ func (r *Registry) Close() error {
 		r.endStreams()
 		r.tasks.end()
 		r.sessions.CloseAll()
-		errs := []error{r.consoleFiles.remove()}
+		errs := []error{r.http.consoleFiles.remove()}
 		for _, c := range r.closers {
 			errs = append(errs, c())
 		}

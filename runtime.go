@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/canon"
-	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/shape"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -104,29 +103,23 @@ const deadlineGrace = 10 * time.Millisecond
 // context keeps its turn and its idempotency reservation until its code
 // returns. Execute is safe for concurrent use.
 func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
-	return r.executeFor(ctx, c, nil)
+	return r.dispatch(ctx, c, via{}, nil)
 }
 
-// executeFor is Execute for a call of MCP client p, which the tool's
-// Context reaches (Progress, Log, Elicit); p is nil for other callers.
-func (r *Registry) executeFor(ctx context.Context, c Call, p *mcpserve.Peer) (Result, error) {
-	return r.dispatch(ctx, c, p, nil, nil)
-}
-
-// dispatch runs a call of MCP client p, with ask to ask the person at the
-// client to confirm it in-band, or as task run (each nil when the call has
-// none), through the tool's middleware and the pipeline.
-func (r *Registry) dispatch(ctx context.Context, c Call, p *mcpserve.Peer, ask personAsker, run *taskRun) (Result, error) {
+// dispatch runs a call that came through a door with what the door handed
+// over (v), or as task run (nil when it is not one), through the tool's
+// middleware and the pipeline.
+func (r *Registry) dispatch(ctx context.Context, c Call, v via, run *taskRun) (Result, error) {
 	t, ok := r.tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	if t.direct {
 		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c, peer: p, asker: ask, task: run}
+		req := Request{Tool: t.meta, Call: c, via: v, task: run}
 		return r.call(ctx, t, &req)
 	}
-	return t.handler(ctx, &Request{Tool: t.meta, Call: c, peer: p, asker: ask, task: run})
+	return t.handler(ctx, &Request{Tool: t.meta, Call: c, via: v, task: run})
 }
 
 // handlerFor builds a tool's middleware chain once.

@@ -41,9 +41,9 @@ func TaskAfterInput() Option {
 // inboxOf makes the peer of a task of no MCP client (over HTTP, in Go),
 // started with ctx: its tool's questions wait on the task, kept in the
 // store for any host to show and answer.
-func inboxOf(ctx context.Context) func(*taskRun) *mcpserve.Peer {
-	return func(run *taskRun) *mcpserve.Peer {
-		return mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) })
+func inboxOf(ctx context.Context) func(*taskRun) taskPeer {
+	return func(run *taskRun) taskPeer {
+		return peerOf(mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
 	}
 }
 

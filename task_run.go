@@ -9,9 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
-	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -58,7 +56,7 @@ type taskRun struct {
 	id string
 	// peer is the MCP client whose call started the task, whose questions
 	// wait on the task; nil for other callers.
-	peer  *mcpserve.Peer
+	peer  taskPeer
 	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
 	once  sync.Once
 	// refusal is the error of a call refused before it passed its checks,
@@ -123,7 +121,7 @@ func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error
 
 // startTaskFor is startTask for a call of an MCP client, whose peer for
 // the task peerOf makes (nil for other callers).
-func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) *mcpserve.Peer) (*Task, error) {
+func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) taskPeer) (*Task, error) {
 	var digest string
 	if c.RequestID != "" {
 		// The digest the pipeline takes; an input it cannot take is
@@ -185,34 +183,10 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 }
 
 // call runs the call through the pipeline; a call that waits for a
-// person's approval waits as long as the approval lives, then runs again,
-// now approved (or denied).
+// person's approval waits in it as long as the approval lives, and goes
+// on once approved (taskAsker).
 func (run *taskRun) call(ctx context.Context, c Call) (Result, error) {
-	r := run.r
-	for {
-		res, err := r.dispatch(ctx, c, run.peer, nil, run)
-		var pending *approve.Pending
-		if err == nil || run.executed.Load() || CodeOf(err) != CodeConfirmationRequired || !errors.As(err, &pending) {
-			return res, err
-		}
-		if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: pending.ID}); err != nil {
-			return Result{}, err
-		}
-		run.waited = true
-		run.begin()
-		a, werr := r.awaitDecision(ctx, pending.ID)
-		switch {
-		case werr != nil && ctx.Err() != nil:
-			return Result{}, stopError(ctx, run.t)
-		case werr != nil:
-			return Result{}, r.approvalStoreError(werr)
-		case a.Status == store.ApprovalExpired:
-			return Result{}, err // nobody decided in time
-		}
-		if err := run.update(ctx, store.TaskUpdate{Status: store.TaskWorking}); err != nil {
-			return Result{}, err
-		}
-	}
+	return run.r.dispatch(ctx, c, via{peer: run.peer, asker: taskAsker{run}}, run)
 }
 
 // update writes a change of the task's state.

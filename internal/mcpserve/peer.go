@@ -34,6 +34,8 @@ type Peer struct {
 	// single is a call that came over a transport of one client (stdio,
 	// ServeMCP), whose application is the person's own channel.
 	single bool
+	// form is where the server confirms calls by form.
+	form FormConfirmation
 
 	mu    sync.Mutex
 	asked map[string]int      // questions asked in this run, by name
@@ -57,10 +59,36 @@ type Peer struct {
 	waiting int
 }
 
-func newPeer(req *mcp.CallToolRequest) *Peer {
+func newPeer(req *mcp.CallToolRequest, form FormConfirmation) *Peer {
 	extra := req.GetExtra()
 	return &Peer{req: req, sessionless: req.ProtocolVersion() >= mcpwire.SessionlessProtocol,
-		single: extra == nil || (extra.TokenInfo == nil && extra.Header == nil)}
+		single: extra == nil || (extra.TokenInfo == nil && extra.Header == nil), form: form}
+}
+
+// FormConfirmation is where a call that needs confirmation is confirmed by
+// a form that the client shows its user.
+type FormConfirmation int8
+
+const (
+	FormOnSingle   FormConfirmation = iota // over single-client transports (stdio) only
+	FormEverywhere                         // over HTTP too
+	FormNever                              // nowhere: a client can accept a form on its own
+)
+
+// ConfirmsByForm reports whether a call that needs confirmation is
+// confirmed by a form that the client shows its user: where the server's
+// [FormConfirmation] applies, to a client that can show forms.
+func (p *Peer) ConfirmsByForm() bool {
+	switch p.form {
+	case FormEverywhere:
+	case FormNever:
+		return false
+	default:
+		if !p.single {
+			return false
+		}
+	}
+	return p.CanElicit()
 }
 
 // Sessionless reports whether the call is of the sessionless protocol,

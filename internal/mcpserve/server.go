@@ -120,6 +120,9 @@ type Config struct {
 	// Sessions is the table of sessions over HTTP, which HTTPHandler needs;
 	// the host closes them.
 	Sessions *Sessions
+	// FormConfirmation is where a call that needs confirmation is
+	// confirmed by a form that the client shows its user.
+	FormConfirmation FormConfirmation
 	// BodyLimit bounds a message over HTTP.
 	BodyLimit int64
 	// Streams ends when the server shuts down: every GET stream ends then.
@@ -248,7 +251,7 @@ func (s *Server) handler(t *entry) mcp.ToolHandler {
 		if c.Session == "" && req.Session != nil {
 			c.Session = req.Session.ID()
 		}
-		c.Peer = newPeer(req)
+		c.Peer = newPeer(req, s.cfg.FormConfirmation)
 		if err := s.openRounds(ctx, c); err != nil {
 			return nil, err
 		}

@@ -196,7 +196,7 @@ func (s *Server) startTask(req *http.Request, tasks Tasks, params jsontext.Value
 	c := &Call{Tool: p.Name, Params: p, Header: req.Header}
 	c.Caller, c.Request, c.Authenticated = httpCaller(extra)
 	c.Session = c.Caller.Session
-	c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra})
+	c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra}, s.cfg.FormConfirmation)
 	// The answers of the rounds before are the task's: a tool that asked
 	// before its task started finds them (TaskAfterInput).
 	if err := s.openRounds(ctx, c); err != nil {

@@ -31,6 +31,7 @@ type TaskQuestion struct {
 // or "decline" or "cancel" (the person would not answer), for which the
 // tool's [Context.Elicit] returns false and no error.
 type TaskAnswer struct {
+	// Action is "accept", "decline" or "cancel".
 	Action string
 	// Content holds the form's fields for "accept": a struct or map that
 	// encodes to a JSON object. The tool checks them against its form.

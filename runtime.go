@@ -83,7 +83,10 @@ const deadlineGrace = 10 * time.Millisecond
 //     carmy:"request_id", for a call that carries none.
 //  8. Check confirmation ([RequireConfirmation]): a grant for the tool or
 //     for this input's canonical form, or a person's approval; otherwise
-//     [CodeConfirmationRequired].
+//     [CodeConfirmationRequired]. Where the call's door can ask the person
+//     itself (an MCP client shown a form or the approval's page, a task
+//     that waits), it asks here, and an approval given goes on in the same
+//     pass: the middleware and the audit see the call once.
 //  9. Reserve the request id, for a call that has one: the first call
 //     with it runs; a repeat with the same input gets the recorded
 //     outcome, replayed (waiting for the execution in flight, if any); a

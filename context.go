@@ -233,18 +233,9 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	if err != nil {
 		return false, &Error{Code: CodeInternal, Message: "the user's answer cannot be read", Err: err}
 	}
-	fresh := reflect.New(v.Elem().Type())
-	problems, fatal := shape.Decode(node, answer, fresh.Elem())
-	if !fatal {
-		problems = append(problems, shape.Check(node, fresh.Elem(), problems)...)
-	}
-	if len(problems) > 0 {
-		e := &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the form: " + describe(FieldError(problems[0])), Fields: make([]FieldError, len(problems))}
-		for i, pr := range problems {
-			e.Fields[i] = FieldError(pr)
-		}
-		e.Fields = limitFields(e.Fields)
-		return false, e
+	fresh, fields := decodeValid(node, v.Elem().Type(), answer)
+	if fields != nil {
+		return false, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the form: " + describe(fields[0]), Fields: fields}
 	}
 	v.Elem().Set(fresh.Elem())
 	return true, nil

@@ -315,25 +315,37 @@ func (m canonModel) Items() canon.Model {
 // decode decodes and validates an input into a new value of the input
 // type, returned as a pointer.
 func (t *tool) decode(input []byte) (reflect.Value, error) {
-	in := reflect.New(t.inType)
-	problems, fatal := shape.Decode(t.in, input, in.Elem())
-	if !fatal {
-		problems = append(problems, shape.Check(t.in, in.Elem(), problems)...)
-	}
-	if len(problems) == 0 {
+	in, fields := decodeValid(t.in, t.inType, input)
+	if fields == nil {
 		return in, nil
 	}
-	e := &Error{Code: CodeInvalidInput, Fields: make([]FieldError, len(problems))}
-	for i, p := range problems {
-		e.Fields[i] = FieldError(p)
-	}
-	e.Fields = limitFields(e.Fields)
-	if len(problems) == 1 {
-		e.Message = fmt.Sprintf("invalid input for %s: %s", t.meta.Name, describe(e.Fields[0]))
+	e := &Error{Code: CodeInvalidInput, Fields: fields}
+	if len(fields) == 1 {
+		e.Message = fmt.Sprintf("invalid input for %s: %s", t.meta.Name, describe(fields[0]))
 	} else {
-		e.Message = fmt.Sprintf("invalid input for %s: %d problems; fix each field listed", t.meta.Name, len(problems))
+		e.Message = fmt.Sprintf("invalid input for %s: %d problems; fix each field listed", t.meta.Name, len(fields))
 	}
 	return reflect.Value{}, e
+}
+
+// decodeValid decodes data into a new value of typ by node's rules and
+// checks it by them: a tool's input and the answer to a tool's question
+// pass the same checks. It returns a pointer to the value, or every
+// problem found (bounded by limitFields) and no value.
+func decodeValid(node *shape.Node, typ reflect.Type, data []byte) (reflect.Value, []FieldError) {
+	v := reflect.New(typ)
+	problems, fatal := shape.Decode(node, data, v.Elem())
+	if !fatal {
+		problems = append(problems, shape.Check(node, v.Elem(), problems)...)
+	}
+	if len(problems) == 0 {
+		return v, nil
+	}
+	fields := make([]FieldError, len(problems))
+	for i, p := range problems {
+		fields[i] = FieldError(p)
+	}
+	return reflect.Value{}, limitFields(fields)
 }
 
 func describe(f FieldError) string {

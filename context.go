@@ -235,7 +235,7 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	}
 	fresh, fields := decodeValid(node, v.Elem().Type(), answer)
 	if fields != nil {
-		return false, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the form: " + describe(fields[0]), Fields: fields}
+		return false, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the form: " + describe(fields[0]), Fields: limitFields(fields)}
 	}
 	v.Elem().Set(fresh.Elem())
 	return true, nil

@@ -319,7 +319,7 @@ func (t *tool) decode(input []byte) (reflect.Value, error) {
 	if fields == nil {
 		return in, nil
 	}
-	e := &Error{Code: CodeInvalidInput, Fields: fields}
+	e := &Error{Code: CodeInvalidInput, Fields: limitFields(fields)}
 	if len(fields) == 1 {
 		e.Message = fmt.Sprintf("invalid input for %s: %s", t.meta.Name, describe(fields[0]))
 	} else {
@@ -331,7 +331,8 @@ func (t *tool) decode(input []byte) (reflect.Value, error) {
 // decodeValid decodes data into a new value of typ by node's rules and
 // checks it by them: a tool's input and the answer to a tool's question
 // pass the same checks. It returns a pointer to the value, or every
-// problem found (bounded by limitFields) and no value.
+// problem found and no value; the caller counts them all, and bounds
+// what it sends with limitFields.
 func decodeValid(node *shape.Node, typ reflect.Type, data []byte) (reflect.Value, []FieldError) {
 	v := reflect.New(typ)
 	problems, fatal := shape.Decode(node, data, v.Elem())
@@ -345,7 +346,7 @@ func decodeValid(node *shape.Node, typ reflect.Type, data []byte) (reflect.Value
 	for i, p := range problems {
 		fields[i] = FieldError(p)
 	}
-	return reflect.Value{}, limitFields(fields)
+	return reflect.Value{}, fields
 }
 
 func describe(f FieldError) string {

@@ -155,14 +155,11 @@ func (s *httpServer) serveApproval(w http.ResponseWriter, req *http.Request, c a
 		return
 	}
 	if v := req.URL.Query().Get("wait"); v != "" && a.Status == store.ApprovalPending {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			writeError(w, Errorf(CodeInvalidInput, "wait=%q is not a duration such as 30s", v))
+		ctx, cancel, err := s.longPoll(req, v, maxApprovalWait)
+		if err != nil {
+			writeError(w, err)
 			return
 		}
-		stream, end := s.streaming(req.Context()) // the server's shutdown answers it at once
-		defer end()
-		ctx, cancel := context.WithTimeout(stream, min(d, maxApprovalWait))
 		defer cancel()
 		got, err := s.r.awaitDecision(ctx, a.ID)
 		switch {

@@ -110,6 +110,20 @@ func (s *httpServer) streaming(ctx context.Context) (context.Context, context.Ca
 	return ctx, func() { stop(); cancel() }
 }
 
+// longPoll is the context of a ?wait= long poll of req (wait, as sent):
+// done after that long, at most limit, or at this server's shutdown,
+// which answers it at once. A wait that is not a duration is invalid
+// input, nothing waits, and err says why.
+func (s *httpServer) longPoll(req *http.Request, wait string, limit time.Duration) (context.Context, context.CancelFunc, error) {
+	d, err := time.ParseDuration(wait)
+	if err != nil || d < 0 {
+		return nil, nil, Errorf(CodeInvalidInput, "wait=%q is not a duration such as 30s", wait)
+	}
+	stream, end := s.streaming(req.Context())
+	ctx, cancel := context.WithTimeout(stream, min(d, limit))
+	return ctx, func() { cancel(); end() }, nil
+}
+
 // serve serves the routes on ln until ctx is done, then shuts down
 // gracefully within drain: it stops accepting, ends this server's streams
 // and long polls, and lets running calls finish. Only this server stops:

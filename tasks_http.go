@@ -149,14 +149,11 @@ func (s *httpServer) serveTask(w http.ResponseWriter, req *http.Request, id Iden
 		return
 	}
 	if v := req.URL.Query().Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			writeError(w, Errorf(CodeInvalidInput, "wait=%q is not a duration such as 30s", v))
+		ctx, cancel, err := s.longPoll(req, v, maxTaskWait)
+		if err != nil {
+			writeError(w, err)
 			return
 		}
-		stream, end := s.streaming(req.Context()) // the server's shutdown answers it at once
-		defer end()
-		ctx, cancel := context.WithTimeout(stream, min(d, maxTaskWait))
 		defer cancel()
 		if rec, err = s.awaitStatus(ctx, rec); err != nil && ctx.Err() == nil {
 			writeError(w, err)

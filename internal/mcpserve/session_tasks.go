@@ -225,14 +225,7 @@ func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Iden
 	case st.Outcome == nil: // cancelled
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "task " + st.ID + " was cancelled"}, true
 	}
-	t, ok := s.tools[st.Tool]
-	if !ok {
-		t = &entry{}
-	}
-	res := s.result(t, *st.Outcome)
-	if res.Content == nil {
-		res.Content = []mcp.Content{}
-	}
+	res := s.taskResult(st)
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}

@@ -244,6 +244,20 @@ func taskMembers(st *TaskState, ttl, poll, message string) map[string]any {
 	return o
 }
 
+// taskResult is the tools/call result of a task that has an outcome, in
+// both generations: its content always a list.
+func (s *Server) taskResult(st *TaskState) *mcp.CallToolResult {
+	t, ok := s.tools[st.Tool]
+	if !ok {
+		t = &entry{}
+	}
+	res := s.result(t, *st.Outcome)
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	return res
+}
+
 // detailedTask is the answer of tasks/get: the task, with its result, its
 // error or the questions it asks, as they apply.
 func (s *Server) detailedTask(st *TaskState) map[string]any {
@@ -251,15 +265,7 @@ func (s *Server) detailedTask(st *TaskState) map[string]any {
 	o["resultType"] = "complete"
 	switch {
 	case st.Outcome != nil:
-		t, ok := s.tools[st.Tool]
-		if !ok {
-			t = &entry{}
-		}
-		res := s.result(t, *st.Outcome)
-		if res.Content == nil {
-			res.Content = []mcp.Content{}
-		}
-		o["result"] = res
+		o["result"] = s.taskResult(st)
 	case st.Error != nil:
 		o["error"] = st.Error
 	case len(st.Questions) > 0:

@@ -91,7 +91,7 @@ func (s *Server) HTTPHandler() http.Handler {
 			if s.mirrored && body != nil && !s.headersMatch(w, req, body) {
 				return
 			}
-			if body != nil && s.taskRequest(w, req, body) {
+			if body != nil && (s.taskRequest(w, req, body) || s.skillsHTTP(w, req, body, true)) {
 				return
 			}
 			if s.fast && body != nil && s.sessionlessCall(w, req, body) {
@@ -286,7 +286,7 @@ func (s *Server) sessionHandler(next http.Handler, body []byte) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if s.sessionTaskHTTP(w, req, body) {
+		if s.sessionTaskHTTP(w, req, body) || s.skillsHTTP(w, req, body, false) {
 			return
 		}
 		if !s.fast || !s.sessionCall(w, req, body) {

@@ -88,7 +88,7 @@ func (r Rules) markdown(name string) string {
 	}
 
 	b.WriteString("## Request ids: retry without doing anything twice\n\n")
-	fmt.Fprintf(&b, "Give every call that changes something a request id: a new unique string (a UUID) in the call's `_meta` as `%q`. "+
+	fmt.Fprintf(&b, "Give every call that changes something a request id: a new unique string (a UUID) in the call's `_meta` as `%s`. "+
 		"If the answer is lost (a timeout, a dropped connection, `unavailable`, `outcome_unknown`), call again with the same request id and the same input: "+
 		"the tool runs once, and a repeat gets the first call's outcome again, marked `carmy/replayed`. "+
 		"Never reuse a request id for another input (that is refused with `conflict`), and never send a new one for a retry: a new id is a new action.\n\n", r.RequestIDMeta)
@@ -129,7 +129,7 @@ func (r Rules) markdown(name string) string {
 			fmt.Fprintf(&b, "- `%s`: %s.\n", t.Name, strings.Join(parts, ", "))
 		}
 		b.WriteString("\nA call past a limit is refused with `rate_limited` before it runs. Wait `details.retry_after_ms` (the message says it in seconds) " +
-			"before calling that tool again, with the same request id; do not call it again sooner, and do not spread the calls over other names.\n\n")
+			"before calling that tool again, with the same request id; do not call it again sooner.\n\n")
 	}
 
 	b.WriteString("## Tasks\n\n")

@@ -23,8 +23,8 @@ import (
 // besides its SKILL.md.
 func skillsFolder() fstest.MapFS {
 	return fstest.MapFS{
-		"git-workflow/SKILL.md": {Data: []byte("---\nname: git-workflow\ndescription: Follow the team's Git conventions\n---\n\nBranch from main.\n")},
-		"acme/refunds/SKILL.md": {Data: []byte("---\nname: refunds\ndescription: Process refunds per policy\nlicense: Apache-2.0\nmetadata:\n  version: \"2\"\n---\n\nSee examples/email.md.\n")},
+		"git-workflow/SKILL.md":          {Data: []byte("---\nname: git-workflow\ndescription: Follow the team's Git conventions\n---\n\nBranch from main.\n")},
+		"acme/refunds/SKILL.md":          {Data: []byte("---\nname: refunds\ndescription: Process refunds per policy\nlicense: Apache-2.0\nmetadata:\n  version: \"2\"\n---\n\nSee examples/email.md.\n")},
 		"acme/refunds/examples/email.md": {Data: []byte("Dear customer,\n")},
 	}
 }
@@ -338,7 +338,9 @@ func TestMCPSkillsCapability(t *testing.T) {
 // A bad skills folder fails Build, each problem naming its file.
 func TestBuildSkillsFolder(t *testing.T) {
 	t.Parallel()
-	md := func(front string) *fstest.MapFile { return &fstest.MapFile{Data: []byte("---\n" + front + "\n---\nbody\n")} }
+	md := func(front string) *fstest.MapFile {
+		return &fstest.MapFile{Data: []byte("---\n" + front + "\n---\nbody\n")}
+	}
 	tests := []struct {
 		name   string
 		folder fstest.MapFS

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"mime"
@@ -308,9 +309,13 @@ func frontmatter(md []byte) (json.RawMessage, string, string, error) {
 	if !found {
 		return nil, "", "", errors.New("has front matter that never ends: close it with a line \"---\"")
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(body), &doc); err != nil {
+	var doc, more yaml.Node
+	dec := yaml.NewDecoder(strings.NewReader(body))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		return nil, "", "", fmt.Errorf("has front matter that is not YAML: %v", err)
+	}
+	if err := dec.Decode(&more); err != io.EOF {
+		return nil, "", "", errors.New("has front matter of more than one YAML document: a line \"---\" ends it")
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, "", "", errors.New("has front matter that is not a mapping of fields (name: ..., description: ...)")

@@ -370,3 +370,41 @@ func TestBuildSkillsFolder(t *testing.T) {
 		})
 	}
 }
+
+// A long list comes in pages, each skill on one page only, the last
+// without a cursor.
+func TestMCPSkillsPages(t *testing.T) {
+	t.Parallel()
+	folder := fstest.MapFS{}
+	for i := range 150 {
+		name := fmt.Sprintf("skill-%03d", i)
+		folder[name+"/SKILL.md"] = &fstest.MapFile{Data: []byte("---\nname: " + name + "\ndescription: d\n---\n")}
+	}
+	srv := serve(t, build(t, carmy.New().Skills(folder)))
+	c := newSkillsClient(t, srv.URL, "", "2026-07-28")
+	seen := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		params := ""
+		if cursor != "" {
+			params = `{"cursor":"` + cursor + `"}`
+		}
+		got := c.send("skills/list", params, true)
+		if got.Error != nil {
+			t.Fatal(got.Error)
+		}
+		pages++
+		for _, s := range got.Result.Skills {
+			if seen[s.URI] {
+				t.Errorf("%s on two pages", s.URI)
+			}
+			seen[s.URI] = true
+		}
+		if cursor = got.Result.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if pages != 2 || len(seen) != 151 {
+		t.Errorf("%d pages, %d skills; want 2 pages of the 150 skills and the generated one", pages, len(seen))
+	}
+}

@@ -118,7 +118,7 @@ func (s *Server) skillsAnswer(ctx context.Context, id Identity, ok bool, method 
 	}
 	switch method {
 	case "skills/list":
-		start, valid := skills.Cursor(p.Cursor)
+		start, valid := skillsCursor(p.Cursor)
 		all := s.cfg.Skills
 		if s.cfg.Rules != nil {
 			all = append([]*skills.Skill{s.rules(ctx, id, ok)}, all...)
@@ -151,6 +151,16 @@ func (s *Server) skillsAnswer(ctx context.Context, id Identity, ok bool, method 
 		res["skill"] = sk.Entry()
 	}
 	return res, nil
+}
+
+// skillsCursor reads a page cursor of skills/list: the index of the
+// page's first skill, as an earlier page gave it.
+func skillsCursor(c string) (int, bool) {
+	if c == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(c)
+	return n, err == nil && n > 0 && strconv.Itoa(n) == c
 }
 
 // isSkillsMethod reports whether method is one of the skills extension's.

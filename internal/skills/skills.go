@@ -23,7 +23,6 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -122,8 +121,10 @@ type Error struct {
 	Err  error
 }
 
+// Error names the file before the problem.
 func (e *Error) Error() string { return e.File + ": " + e.Err.Error() }
 
+// Unwrap returns the problem.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Load reads every skill of fsys: each directory that holds a SKILL.md is
@@ -402,14 +403,4 @@ func writeJSON(b *bytes.Buffer, n *yaml.Node) error {
 		return fmt.Errorf("line %d: an empty document", n.Line)
 	}
 	return nil
-}
-
-// Cursor reads a page cursor of skills/list: the index of the page's
-// first skill, as an earlier page gave it.
-func Cursor(c string) (int, bool) {
-	if c == "" {
-		return 0, true
-	}
-	n, err := strconv.Atoi(c)
-	return n, err == nil && n > 0 && strconv.Itoa(n) == c
 }

@@ -34,13 +34,13 @@ func skillsFolder() fstest.MapFS {
 // approval, and keeps to a rate. alice may pay; bob may not.
 func skillsRegistry(t *testing.T) *carmy.Registry {
 	t.Helper()
-	notes := carmy.Tool(func(carmy.Context, struct{}) (string, error) { return "ok", nil }, carmy.Read, carmy.Name("notes"), carmy.Description("Read notes"))
+	notes := carmy.Tool(func(carmy.Context, struct{}) (string, error) { return "ok", nil }, carmy.Read, carmy.Name("notes"), carmy.Description("Read notes"), carmy.Register(false))
 	pay := carmy.Tool(func(carmy.Context, struct {
 		Cents int `json:"cents"`
 	}) (string, error) {
 		return "paid", nil
 	}, carmy.Write, carmy.Name("pay"), carmy.Description("Pay an invoice"), carmy.Requires("billing"),
-		carmy.RequireConfirmation(), carmy.RateLimit(3, time.Minute))
+		carmy.RequireConfirmation(), carmy.RateLimit(3, time.Minute), carmy.Register(false))
 	tokens := carmy.BearerTokens(
 		carmy.Token{SHA256: carmy.HashToken("alice-secret"), Principal: "alice", Permissions: []string{"billing"}},
 		carmy.Token{SHA256: carmy.HashToken("bob-secret"), Principal: "bob"},
@@ -315,7 +315,7 @@ func TestMCPSkillsStdio(t *testing.T) {
 func TestMCPSkillsCapability(t *testing.T) {
 	t.Parallel()
 	for _, serves := range []bool{true, false} {
-		b := carmy.New().Tool(carmy.Tool(func(carmy.Context, struct{}) (string, error) { return "", nil }, carmy.Read, carmy.Name("noop")))
+		b := carmy.New().Tool(carmy.Tool(func(carmy.Context, struct{}) (string, error) { return "", nil }, carmy.Read, carmy.Name("noop"), carmy.Register(false)))
 		if serves {
 			b.Skills(nil)
 		}

@@ -173,13 +173,8 @@ func (s *Server) skillsHTTP(w http.ResponseWriter, req *http.Request, body []byt
 	if !s.servesSkills() || req.Method != http.MethodPost || !bytes.Contains(body, []byte(`"skills/`)) {
 		return false
 	}
-	var msg struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      jsontext.Value `json:"id"`
-		Method  string         `json:"method"`
-		Params  jsontext.Value `json:"params"`
-	}
-	if jsonv2.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || len(msg.ID) == 0 || !isSkillsMethod(msg.Method) {
+	msg, ok := readRequest(body)
+	if !ok || !isSkillsMethod(msg.Method) {
 		return false
 	}
 	if sessionless && !mcpwire.HeaderIs(req.Header, "Mcp-Method", msg.Method) {
@@ -193,20 +188,7 @@ func (s *Server) skillsHTTP(w http.ResponseWriter, req *http.Request, body []byt
 	}
 	id, _, ok := httpCaller(&mcp.RequestExtra{TokenInfo: tokenInfo(req.Context())})
 	res, rpcErr := s.skillsAnswer(req.Context(), id, ok, msg.Method, msg.Params, sessionless)
-	w.Header().Set("Content-Type", "application/json")
-	if rpcErr != nil {
-		if sessionless {
-			w.WriteHeader(mcpwire.ErrorStatus(rpcErr.Code))
-		}
-		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(msg.ID), rpcErr))
-		return true
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return answerInternal(w, msg.ID, err)
-	}
-	_, _ = w.Write(mcpwire.RPCResult(msg.ID, b))
-	return true
+	return writeAnswer(w, msg.ID, res, rpcErr, sessionless)
 }
 
 // skills answers a skills/list or skills/get request of a connection of

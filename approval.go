@@ -68,6 +68,9 @@ type approvals struct {
 
 	mu      sync.Mutex
 	decided chan struct{} // closed and replaced when a decision is made here
+	// tasks are the approvals that a task of this host waits for, which
+	// resumes once approved: the approvals API says so to the person.
+	tasks sync.Map // approval id → struct{}
 }
 
 func newApprovals(s store.ApprovalStore, timeout time.Duration) *approvals {
@@ -244,6 +247,14 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 		r.freeSlot(ctx, t, req)
 	}
 	a, err := req.asker.ask(ctx, t, req.Call, form, digest, e, pending)
+	if err == nil {
+		// The wait may have lasted as long as the approval lives: the
+		// caller's permission (the tool's Requires, the Authorize policy)
+		// is checked again before the tool starts, as of now.
+		if pe := r.permit(&req.exec.c, t); pe != nil {
+			err = pe
+		}
+	}
 	if err == nil && waits {
 		if busy, serr := r.takeSlot(ctx, t, req); busy != nil {
 			err = busy

@@ -48,6 +48,9 @@ type wireSummary struct {
 	URL       string    `json:"url"`
 	// MayDecide: the caller may approve or deny it.
 	MayDecide bool `json:"may_decide"`
+	// TaskWaits: a task waits for it on this server, and resumes once it
+	// is approved (no call needs to be made again).
+	TaskWaits bool `json:"task_waits,omitempty"`
 }
 
 // wireApproval is one approval as the HTTP API shows it, with its input.
@@ -62,7 +65,13 @@ type wireApproval struct {
 func (s *httpServer) wireSummary(ctx context.Context, a store.Approval, c approve.Who) wireSummary {
 	return wireSummary{a.ID, a.Tool, a.Principal, a.Digest, a.RequestID, string(a.Status),
 		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, s.r.approvalURL(ctx, a.ID),
-		a.Status == store.ApprovalPending && c.MayDecide(a) == nil}
+		a.Status == store.ApprovalPending && c.MayDecide(a) == nil, s.r.taskWaits(a.ID)}
+}
+
+// taskWaits reports whether a task of this host waits for approval id.
+func (r *Registry) taskWaits(id string) bool {
+	_, ok := r.approvals.tasks.Load(id)
+	return ok
 }
 
 func (s *httpServer) wireApproval(ctx context.Context, a store.Approval, c approve.Who) wireApproval {

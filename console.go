@@ -360,6 +360,8 @@ type loopbackConsole struct {
 	base string
 	auth *consoleAuth
 	err  error
+	// open is base once the console serves, read without the once.
+	open atomic.Pointer[string]
 }
 
 // localConsole returns the base URL and the secret of the registry's
@@ -385,6 +387,7 @@ func (s *httpServer) localConsole(ctx context.Context) (string, *consoleAuth, er
 		go func() { _ = srv.Serve(ln) }()
 		context.AfterFunc(r.streams, func() { _ = srv.Close() })
 		lc.base = "http://" + ln.Addr().String()
+		lc.open.Store(&lc.base)
 		path, err := s.writeConsoleFile(lc.auth, lc.base+"/console?token="+lc.auth.secret)
 		if err != nil {
 			r.logger.Error("carmy: cannot write the console's link to a file: carmy approvals cannot find this server", "error", err)
@@ -392,6 +395,19 @@ func (s *httpServer) localConsole(ctx context.Context) (string, *consoleAuth, er
 		r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: serving the console for approvals", slog.String("addr", ln.Addr().String()), slog.String("path", path))
 	})
 	return lc.base, lc.auth, lc.err
+}
+
+// loopbackLink is the link to approval id on the loopback console, if it
+// serves: the page alone, with neither its secret nor a one-time code, so
+// that a model that reads it (in a task's status message) gains nothing;
+// the person opens it with the secret that `carmy approvals` and the
+// server's own output give them. It is "" before the console opens.
+func (s *httpServer) loopbackLink(id string) string {
+	base := s.loopback.open.Load()
+	if base == nil {
+		return ""
+	}
+	return *base + "/console?approval=" + url.QueryEscape(id)
 }
 
 // personKey is the context key of the person a loopback console's request

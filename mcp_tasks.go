@@ -148,7 +148,15 @@ func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskSt
 		}
 		if rec.ApprovalID != "" {
 			st.Message = "waiting for a person to approve the call (approval " + rec.ApprovalID + ")"
-			if u := r.approvalURL(ctx, rec.ApprovalID); u != "" {
+			u := r.approvalURL(ctx, rec.ApprovalID)
+			if u == "" {
+				// The loopback console's page, if it serves, which grants
+				// nothing by itself: the person decides there with its
+				// secret, or with `carmy approvals`.
+				if u = r.http.loopbackLink(rec.ApprovalID); u != "" {
+					st.Message += ": the user decides with `carmy approvals` in a terminal, or at " + u
+				}
+			} else {
 				if st.Questions == nil {
 					st.Questions = mcp.InputRequestMap{}
 				}

@@ -97,6 +97,7 @@ func (r *Registry) ConsoleURL(base string) string {
 func (s *httpServer) mountConsole(mux *http.ServeMux) {
 	mountPage(mux)
 	mux.HandleFunc("POST /console/exchange", s.serveExchange(s.console))
+	mux.HandleFunc("POST "+console.ChallengePath, serveChallenge(s.console))
 	mux.HandleFunc("GET /console/session", authenticated(s, s.caller, s.serveConsoleSession))
 	mux.HandleFunc("GET /console/executions", authenticated(s, s.caller, s.serveExecutions))
 }
@@ -168,6 +169,30 @@ func (s *httpServer) serveExchange(c *consoleAuth) http.HandlerFunc {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"secret": c.secret})
+	}
+}
+
+// serveChallenge answers the challenge of `carmy approvals`, which makes
+// sure that the server behind a console file is the one that wrote it
+// before it sends that file's secret anywhere: the proof (an HMAC of the
+// nonce, keyed by c's secret) shows that the server knows the secret, and
+// never reveals it.
+func serveChallenge(c *consoleAuth) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if c.secret == "" {
+			writeError(w, Errorf(CodeNotFound, "this server has no console secret"))
+			return
+		}
+		var body struct {
+			Nonce string `json:"nonce"`
+		}
+		raw, err := io.ReadAll(req.Body) // bounded by the body limit
+		if err != nil || jsonv2.Unmarshal(raw, &body) != nil || len(body.Nonce) < console.MinNonce || len(body.Nonce) > console.MaxNonce {
+			writeError(w, Errorf(CodeInvalidInput, `send {"nonce": "..."}: %d to %d random characters`, console.MinNonce, console.MaxNonce))
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, map[string]string{"proof": console.Proof(c.secret, body.Nonce)})
 	}
 }
 
@@ -432,6 +457,7 @@ func (s *httpServer) loopbackHandler(c *consoleAuth) http.Handler {
 	mux := http.NewServeMux()
 	mountPage(mux)
 	mux.HandleFunc("POST /console/exchange", s.serveExchange(c))
+	mux.HandleFunc("POST "+console.ChallengePath, serveChallenge(c))
 	mux.HandleFunc("GET /console/session", func(w http.ResponseWriter, req *http.Request) {
 		s := consoleSession{Console: true, ApprovalsOnly: true, LinkFile: c.fileName()}
 		if c.holds(req) {

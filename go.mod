@@ -15,6 +15,7 @@ require (
 	github.com/segmentio/encoding v0.5.4
 	go.uber.org/goleak v1.3.0
 	golang.org/x/mod v0.42.0
+	golang.org/x/term v0.47.0
 	golang.org/x/text v0.43.0
 	golang.org/x/tools v0.52.0
 )

@@ -229,9 +229,10 @@ func (s *httpServer) serveDecision(approved bool) func(http.ResponseWriter, *htt
 					Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
 					Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
 			case s.auth == nil:
-				// No permission exists here: say where the approver's link is.
+				// No permission exists here: say how the person decides,
+				// never where the secret is (an agent reads this).
 				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
-					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal%s", linkIn(s.console.fileName())))
+					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal"))
 			default:
 				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
 					"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))

@@ -44,9 +44,6 @@ const consoleHeader = console.Header
 type consoleAuth struct {
 	secret string // "" with an authenticator
 	codes  console.Codes
-	// file is where the link with the secret was written, once it was:
-	// the page tells a person without the secret where it is.
-	file atomic.Pointer[string]
 }
 
 func newConsoleAuth(authenticated bool) *consoleAuth {
@@ -56,14 +53,6 @@ func newConsoleAuth(authenticated bool) *consoleAuth {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // never fails
 	return &consoleAuth{secret: hex.EncodeToString(b[:])}
-}
-
-// fileName is the path of the file that holds the link, or "".
-func (c *consoleAuth) fileName() string {
-	if p := c.file.Load(); p != nil {
-		return *p
-	}
-	return ""
 }
 
 // holds reports whether a request carries the console secret, in its
@@ -219,15 +208,11 @@ type consoleSession struct {
 	// ApprovalsOnly: this console serves a person's approvals and nothing
 	// else (the console of a single-client session).
 	ApprovalsOnly bool `json:"approvals_only"`
-	// LinkFile is the file, only the user may read it, that holds the
-	// console's link with its secret, where the page sends a person who
-	// opened it without the secret.
-	LinkFile string `json:"link_file,omitempty"`
 }
 
 func (s *httpServer) serveConsoleSession(w http.ResponseWriter, req *http.Request, c approve.Who) {
 	writeJSON(w, http.StatusOK, consoleSession{Principal: c.Principal, Approver: c.DecidesSome(), Authenticated: s.auth != nil,
-		Console: s.console.secret != "", LinkFile: s.console.fileName()})
+		Console: s.console.secret != ""})
 }
 
 // recentSize is how many executions the console shows.
@@ -334,7 +319,6 @@ func (s *httpServer) writeConsoleFile(c *consoleAuth, link string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	c.file.Store(&path)
 	s.consoleFiles.add(path)
 	return path, nil
 }
@@ -447,8 +431,8 @@ func (s *httpServer) loopbackHandler(c *consoleAuth) http.Handler {
 		return func(w http.ResponseWriter, req *http.Request) {
 			if !c.holds(req) {
 				s.refuse(w, req, "", http.StatusForbidden, &Error{Code: CodePermissionDenied,
-					Message: "this console is the person's at the MCP client: open the link their client showed (it works once), or run `carmy approvals` in a terminal" + linkIn(c.fileName()),
-					Details: map[string]any{"reason": "console_secret", "link_file": c.fileName()}})
+					Message: "this console is the person's at the MCP client: open the link their client showed (it works once), or run `carmy approvals` in a terminal",
+					Details: map[string]any{"reason": "console_secret"}})
 				return
 			}
 			h(w, req.WithContext(context.WithValue(req.Context(), personKey{}, who)))
@@ -459,7 +443,7 @@ func (s *httpServer) loopbackHandler(c *consoleAuth) http.Handler {
 	mux.HandleFunc("POST /console/exchange", s.serveExchange(c))
 	mux.HandleFunc("POST "+console.ChallengePath, serveChallenge(c))
 	mux.HandleFunc("GET /console/session", func(w http.ResponseWriter, req *http.Request) {
-		s := consoleSession{Console: true, ApprovalsOnly: true, LinkFile: c.fileName()}
+		s := consoleSession{Console: true, ApprovalsOnly: true}
 		if c.holds(req) {
 			s.Principal, s.Approver = who.Principal, true
 		}

@@ -150,7 +150,7 @@ func (r *Registry) keepWaiting(ctx context.Context, p *mcpserve.Peer, tool strin
 // (asked: they closed the page or the form without deciding). Without a
 // console, e stands.
 func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve.Pending, asked bool) error {
-	base, c, err := r.http.localConsole(ctx)
+	base, _, err := r.http.localConsole(ctx)
 	if err != nil {
 		return e
 	}
@@ -163,20 +163,11 @@ func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve
 	}
 	details := maps.Clone(e.Details)
 	details["console"] = page
-	details["host_help"] = fmt.Sprintf("a person approves or denies approval %s with `carmy approvals` in a terminal, or in the console at %s%s; a host may instead grant the permission %q, for this input only, or %q",
-		pending.ID, page, linkIn(c.fileName()), pending.Permission, details["tool_permission"])
+	details["host_help"] = fmt.Sprintf("a person approves or denies approval %s with `carmy approvals` in a terminal, or in the console at %s; a host may instead grant the permission %q, for this input only, or %q",
+		pending.ID, page, pending.Permission, details["tool_permission"])
 	out := *e
 	out.Message, out.Details = msg, details
 	return &out
-}
-
-// linkIn says where the console link with the secret is: in the file, if
-// one was written.
-func linkIn(file string) string {
-	if file == "" {
-		return ""
-	}
-	return " (its link with the secret is in " + file + ")"
 }
 
 // declined denies the approval of a call whose confirmation the person

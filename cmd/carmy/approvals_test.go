@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -360,4 +361,76 @@ func TestApprovalsTaskResumes(t *testing.T) {
 	if drops.Load() != before+1 {
 		t.Fatalf("the task's call ran %d times; want once", drops.Load()-before)
 	}
+}
+
+// TestStdioTaskServerProcess is the stdio server that
+// TestTypeScriptStdioTaskApproval's client starts, in a process of its
+// own: drop_table, which needs a person's approval.
+func TestStdioTaskServerProcess(t *testing.T) {
+	if os.Getenv("CARMY_TEST_TASK_SERVER") != "1" {
+		t.Skip("started by TestTypeScriptStdioTaskApproval's client")
+	}
+	err := carmy.New().Logger(slog.New(slog.DiscardHandler)).Tool(carmy.Tool(dropTable, carmy.Destructive, carmy.RequireConfirmation(), carmy.Register(false))).RunStdio(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestTypeScriptStdioTaskApproval: the official TypeScript SDK's
+// client.experimental.tasks.callToolStream, over stdio, starts a
+// destructive call as a task, the first thing of its server that needs a
+// person (interop/ts/stdio-approval.mjs). The task's status message ends
+// with the console's page, without secret or code; carmy approvals lists
+// the approval and approves it, saying the task resumes; the client's
+// stream then ends with the tool's result.
+func TestTypeScriptStdioTaskApproval(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("skipping: node is not on PATH; the TypeScript SDK needs Node.js 20 or later (then run: npm ci --prefix interop/ts)")
+	}
+	dir := filepath.Join("..", "..", "interop", "ts")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		t.Skip("skipping: interop/ts/node_modules does not hold @modelcontextprotocol/sdk (run: npm ci --prefix interop/ts)")
+	}
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir()) // serial; the server inherits it
+	t.Setenv("CARMY_TEST_TASK_SERVER", "1")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "stdio-approval.mjs", "drop_table", `{"table":"users"}`, self, "-test.run=^TestStdioTaskServerProcess$", "-test.count=1")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "waiting ") {
+		_ = cmd.Wait()
+		t.Fatalf("the client: %q; want the task waiting for a person\n%s", lines.Text(), stderr.String())
+	}
+	msg := lines.Text()
+	m := approvalID.FindStringSubmatch(msg)
+	if m == nil || !regexp.MustCompile(`http://127\.0\.0\.1:\d+/console\?approval=`+m[1]+`$`).MatchString(msg) || strings.Contains(msg, "token=") || strings.Contains(msg, "code=") {
+		t.Fatalf("%q; want a status message that ends with the console's page for the approval, without secret or code", msg)
+	}
+	if code, listed, errOut := carmyRun("approvals"); code != 0 || !strings.Contains(listed, m[1]+"  drop_table") {
+		t.Fatalf("carmy approvals: exit %d\n%s\n%s", code, listed, errOut)
+	}
+	if code, said, errOut := carmyRun("approvals", "approve", "-yes", m[1]); code != 0 || !strings.Contains(said, "the waiting task resumes now") {
+		t.Fatalf("carmy approvals approve: exit %d\n%s\n%s", code, said, errOut)
+	}
+	rest, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil || !strings.HasPrefix(string(rest), "ok: ") {
+		t.Fatalf("the client: %v\n%s%s", err, rest, stderr.String())
+	}
+	t.Log(strings.TrimSpace(string(rest)))
 }

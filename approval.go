@@ -67,6 +67,9 @@ type approvals struct {
 
 	mu      sync.Mutex
 	decided chan struct{} // closed and replaced when a decision is made here
+	// tasks are the approvals that a task of this host waits for, which
+	// resumes once approved: the approvals API says so to the person.
+	tasks sync.Map // approval id → struct{}
 }
 
 func newApprovals(s store.ApprovalStore, timeout time.Duration) *approvals {

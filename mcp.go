@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -407,6 +408,7 @@ func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest 
 	} else if p.Single() {
 		q.URL = r.personalApprovalURL(ctx, id, pending.URL)
 	}
+	defer r.keepWaiting(ctx, p, t.meta.Name)()
 	answer, err := p.Confirm(ctx, q)
 	switch answer {
 	case mcpserve.NotAsked:
@@ -447,6 +449,43 @@ func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest 
 		return a, decided(t, a, nil)
 	}
 	return store.Approval{}, personal(true) // dismissed: the call still needs a person's confirmation
+}
+
+// personProgressEvery is how often a call that waits for a person over a
+// connection sends its client progress: well within the 30 or 60 seconds
+// after which clients give up on a request by default, unless progress
+// resets their timeout.
+const personProgressEvery = 5 * time.Second
+
+// keepWaiting sends the client of p progress, while a call of tool waits
+// for a person (a form the client shows, a page the person opens, their
+// decision there), when the client gave the call a progress token, so
+// that a client that resets its timeout on progress keeps waiting. The
+// function it returns stops it, once the wait is over.
+func (r *Registry) keepWaiting(ctx context.Context, p *mcpserve.Peer, tool string) (stop func()) {
+	if !p.WantsProgress() {
+		return func() {}
+	}
+	every := cmp.Or(r.tuning.personProgress, personProgressEvery)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			p.Progress(ctx, float64(n), 0, "waiting for a person to decide on this call of "+tool)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // confirmedBefore returns the approval of a confirmation that the server
@@ -694,7 +733,15 @@ func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskSt
 		}
 		if rec.ApprovalID != "" {
 			st.Message = "waiting for a person to approve the call (approval " + rec.ApprovalID + ")"
-			if u := r.approvalURL(ctx, rec.ApprovalID); u != "" {
+			u := r.approvalURL(ctx, rec.ApprovalID)
+			if u == "" {
+				// The loopback console's page, if it serves, which grants
+				// nothing by itself: the person decides there with its
+				// secret, or with `carmy approvals`.
+				if u = r.http.loopbackLink(rec.ApprovalID); u != "" {
+					st.Message += ": the user decides with `carmy approvals` in a terminal, or at " + u
+				}
+			} else {
 				if st.Questions == nil {
 					st.Questions = mcp.InputRequestMap{}
 				}

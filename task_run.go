@@ -497,14 +497,24 @@ func (taskAsker) confirmedBefore(context.Context, Call, string) (store.Approval,
 	return store.Approval{}, false
 }
 
-func (a taskAsker) ask(ctx context.Context, t *tool, _ Call, _ []byte, _ string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+func (a taskAsker) ask(ctx context.Context, t *tool, c Call, _ []byte, _ string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
 	run, r := a.run, a.run.r
+	if pending.URL == "" && c.Principal == r.stdioIdentity.Principal {
+		// No served console shows this approval: the person of a
+		// single-client process decides it on the loopback console, which
+		// exists from now on, its file where `carmy approvals` finds it.
+		if _, _, err := r.http.localConsole(ctx); err != nil {
+			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
+		}
+	}
 	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: pending.ID}); err != nil {
 		return store.Approval{}, err
 	}
 	run.waited = true
 	run.begin() // Start returns: the task waits for a person
+	r.approvals.tasks.Store(pending.ID, struct{}{})
 	got, err := r.awaitDecision(ctx, pending.ID)
+	r.approvals.tasks.Delete(pending.ID)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return store.Approval{}, stopError(ctx, t)

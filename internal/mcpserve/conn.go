@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -114,7 +115,7 @@ func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
-		if c.sessionTask(req) || c.skills(req) {
+		if c.sessionTask(req) || c.sessionlessTask(req) || c.skills(req) {
 			continue
 		}
 		switch req.Method {
@@ -310,6 +311,9 @@ func (s *Server) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolP
 	if v != mcpwire.SessionlessProtocol || init.ProtocolVersion < mcpwire.SessionlessProtocol {
 		return nil, false, false
 	}
+	if _, starts := s.startsTask(p, nil); starts { // answered with its task (sessionlessTask)
+		return nil, false, false
+	}
 	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {
 		return nil, false, false
 	}
@@ -339,4 +343,46 @@ func (s *Server) callResult(res *mcp.CallToolResult, sessionless bool) ([]byte, 
 		res.Content = []mcp.Content{}
 	}
 	return res.MarshalJSON()
+}
+
+// sessionlessTask answers, in a goroutine of its own, a request of the
+// tasks extension of the sessionless protocol (a tools/call that starts a
+// task, tasks/get, tasks/update, tasks/cancel), read by the client
+// capabilities that request declares, as over HTTP; it reports false,
+// having done nothing, for any other request.
+func (c *fastConn) sessionlessTask(req *jsonrpc.Request) bool {
+	ss := c.ss.Load()
+	tasks, ok := c.s.host.(Tasks)
+	if ss == nil || !ok || !req.IsCall() || req.Method != "tools/call" && !strings.HasPrefix(req.Method, "tasks/") {
+		return false
+	}
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if jsonv2.Unmarshal(req.Params, &p) != nil {
+		return false
+	}
+	if v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string); v != mcpwire.SessionlessProtocol {
+		return false
+	}
+	door := taskDoor{caller: c.s.cfg.Stdio, call: func(p *mcp.CallToolParamsRaw) *Call {
+		return &Call{Tool: p.Name, Params: p, Caller: c.s.cfg.Stdio, Authenticated: true, Session: c.s.cfg.Stdio.Session,
+			Peer: newPeer(&mcp.CallToolRequest{Session: ss, Params: p}, c.s.cfg.FormConfirmation)}
+	}}
+	// Decided before the answer: a request that is not one goes on to the
+	// SDK, in order.
+	if _, _, starts := c.s.taskCall(jsontext.Value(req.Params), nil); req.Method == "tools/call" && !starts {
+		return false
+	}
+	c.running.Add(1)
+	go func() {
+		defer c.running.Done()
+		res, rpcErr, _ := c.s.sessionlessTask(c.base, tasks, door, req.Method, jsontext.Value(req.Params))
+		ans := &jsonrpc.Response{ID: req.ID, Result: res}
+		if rpcErr != nil {
+			ans.Result, ans.Error = nil, rpcErr
+		}
+		_ = c.Connection.Write(c.base, ans)
+	}()
+	return true
 }

@@ -394,7 +394,8 @@ func writeAnswer(w http.ResponseWriter, id jsontext.Value, result any, rpcErr *j
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
-		return answerInternal(w, id, err)
+		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(id), rpcError(err)))
+		return true
 	}
 	_, _ = w.Write(mcpwire.RPCResult(id, b))
 	return true

@@ -30,7 +30,6 @@ import (
 	"github.com/carmy-dev/carmy/internal/oauthrs"
 	"github.com/carmy-dev/carmy/store"
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Handler returns the registry's HTTP API:
@@ -870,7 +869,7 @@ func taskAnswers(body []byte) (map[string]json.RawMessage, error) {
 	}
 	out := make(map[string]json.RawMessage, len(raw))
 	for _, q := range slices.Sorted(maps.Keys(raw)) { // the first problem, the same each time
-		var a mcp.ElicitResult
+		var a answer
 		if err := json.Unmarshal(raw[q], &a); err != nil {
 			return nil, Errorf(CodeInvalidInput, "the answer to %q is not an object with an action and its content", q)
 		}

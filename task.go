@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/store"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TaskSupport says whether a tool's calls may run as tasks: calls that
@@ -339,19 +338,27 @@ func taskQuestions(rec store.Task) []TaskQuestion {
 	if rec.Status != store.TaskInputRequired || len(rec.Questions) <= len("{}") {
 		return nil
 	}
-	var asked mcp.InputRequestMap
+	// The questions are kept as MCP's inputRequests: by question id, a
+	// request's method and its params.
+	var asked map[string]struct {
+		Method string `json:"method"`
+		Params struct {
+			Message         string `json:"message"`
+			RequestedSchema any    `json:"requestedSchema"`
+		} `json:"params"`
+	}
 	if json.Unmarshal(rec.Questions, &asked) != nil {
 		return nil
 	}
 	var qs []TaskQuestion
 	for _, id := range slices.Sorted(maps.Keys(asked)) {
-		p, ok := asked[id].(*mcp.ElicitParams)
-		if !ok {
+		p := asked[id]
+		if p.Method != "elicitation/create" {
 			continue
 		}
-		q := TaskQuestion{ID: id, Message: p.Message}
-		if p.RequestedSchema != nil {
-			q.Schema, _ = json.Marshal(p.RequestedSchema)
+		q := TaskQuestion{ID: id, Message: p.Params.Message}
+		if p.Params.RequestedSchema != nil {
+			q.Schema, _ = json.Marshal(p.Params.RequestedSchema)
 		}
 		qs = append(qs, q)
 	}

@@ -11,9 +11,7 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
-	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A task is a call run by the runtime on its own goroutine, detached from
@@ -382,15 +380,6 @@ func (r *Registry) cancelTask(ctx context.Context, id, principal string) (store.
 // reaches the host running the task through the store's notifications, as
 // a cancel does.
 
-// inboxOf makes the peer of a task of no MCP client (over HTTP, in Go),
-// started with ctx: its tool's questions wait on the task, kept in the
-// store for any host to show and answer.
-func inboxOf(ctx context.Context) func(*taskRun) taskPeer {
-	return func(run *taskRun) taskPeer {
-		return peerOf(mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
-	}
-}
-
 // askFailed is the error of Context.Elicit whose question got no answer:
 // the call stopped while it waited (its deadline passed, or it was
 // cancelled, as a task is), or the client could not ask.
@@ -450,30 +439,22 @@ func (run *taskRun) deliver(rec store.Task) {
 	if run.peer == nil || len(rec.Answers) == 0 {
 		return
 	}
-	answers := make(map[string]*mcp.ElicitResult, len(rec.Answers))
+	answers := make(map[string]answer, len(rec.Answers))
 	for q, b := range rec.Answers {
-		var a mcp.ElicitResult
+		var a answer
 		if json.Unmarshal(b, &a) == nil {
-			answers[q] = &a
+			answers[q] = a
 		}
 	}
 	run.peer.Deliver(answers)
 }
 
-// asking records the questions the task's tool waits for (nil for none):
-// the task is input_required while any waits.
-func (run *taskRun) asking(ctx context.Context, questions mcp.InputRequestMap) {
+// asking records the questions the task's tool waits for, as the task
+// keeps them (nil for none): the task is input_required while any waits.
+func (run *taskRun) asking(ctx context.Context, questions []byte) {
 	u := store.TaskUpdate{Status: store.TaskWorking, Questions: []byte("{}")}
 	if questions != nil {
-		u.Status = store.TaskInputRequired
-		if len(questions) > 0 {
-			b, err := json.Marshal(questions)
-			if err != nil {
-				run.r.logger.Warn("carmy: cannot record a task's questions", "task_id", run.id, "error", err)
-			} else {
-				u.Questions = b
-			}
-		}
+		u.Status, u.Questions = store.TaskInputRequired, questions
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()

@@ -51,7 +51,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 				}},
 			FormConfirmation: formConfirmations[r.elicit],
 			BodyLimit:        r.bodyLimit,
-			Streams:          r.streams,
+			Streams:          r.life,
 			Options:          r.mcpConfig.options,
 			Configure:        r.mcpConfig.server,
 		})

@@ -75,21 +75,20 @@ func (b *Builder) TaskTTL(d time.Duration) *Builder {
 	return b
 }
 
-// TaskStatus is where a [Task] stands.
-type TaskStatus string
+// TaskStatus is where a [Task] stands: the store's [store.TaskStatus],
+// one type for a task's state wherever it is read. Its Final method
+// reports whether the status is completed, failed or cancelled.
+type TaskStatus = store.TaskStatus
 
 // The states of a task: working, waiting for a person (input_required),
 // then completed, failed or cancelled, which are final.
 const (
-	TaskWorking       TaskStatus = "working"
-	TaskInputRequired TaskStatus = "input_required"
-	TaskCompleted     TaskStatus = "completed"
-	TaskFailed        TaskStatus = "failed"
-	TaskCancelled     TaskStatus = "cancelled"
+	TaskWorking       = store.TaskWorking
+	TaskInputRequired = store.TaskInputRequired
+	TaskCompleted     = store.TaskCompleted
+	TaskFailed        = store.TaskFailed
+	TaskCancelled     = store.TaskCancelled
 )
-
-// Final reports whether the status is completed, failed or cancelled.
-func (s TaskStatus) Final() bool { return store.TaskStatus(s).Final() }
 
 // TaskProgress is the last progress a task's tool reported with
 // [Context.Progress].

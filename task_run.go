@@ -33,10 +33,6 @@ type tasks struct {
 	store store.TaskStore
 	ttl   time.Duration
 	lease time.Duration
-	// life is done once the registry closes: its tasks stop, as a dying
-	// host's do.
-	life context.Context
-	end  context.CancelFunc
 	// running are the tasks this host runs, which a shutdown drains.
 	running *taskRuns
 }
@@ -169,10 +165,10 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 	defer run.r.tasks.running.remove(run)
 	defer stop()
 	// A registry that closes stops its tasks, as a host that dies does.
-	defer context.AfterFunc(run.r.tasks.life, stop)()
+	defer context.AfterFunc(run.r.life, stop)()
 	// The keepers stop with the call, or when the registry closes: a
 	// closed host no longer vouches for its tasks.
-	keepCtx, endKeep := context.WithCancel(run.r.tasks.life)
+	keepCtx, endKeep := context.WithCancel(run.r.life)
 	var kept sync.WaitGroup
 	kept.Add(2)
 	go func() { defer kept.Done(); run.watch(keepCtx, stop) }()
@@ -226,7 +222,7 @@ func (run *taskRun) finish(res Result, err error) {
 	case run.shut.Load(): // the shutdown wrote its outcome
 		run.begin()
 		return
-	case run.r.tasks.life.Err() != nil:
+	case run.r.life.Err() != nil:
 		// The registry closed: the task is not this host's to end. It is
 		// failed, host_lost, once its lease lapses, as a crashed host's.
 		run.r.logger.Warn("carmy: the registry closed while a task ran; it fails once its lease lapses", "task_id", run.id, "tool", run.t.meta.Name)
@@ -520,8 +516,7 @@ type taskRuns struct {
 
 // newTasks is what a registry needs for tasks kept in s.
 func newTasks(s store.TaskStore, ttl, lease time.Duration) tasks {
-	life, end := context.WithCancel(context.Background())
-	return tasks{store: s, ttl: ttl, lease: lease, life: life, end: end,
+	return tasks{store: s, ttl: ttl, lease: lease,
 		running: &taskRuns{runs: map[*taskRun]struct{}{}, ended: make(chan struct{})}}
 }
 

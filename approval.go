@@ -285,7 +285,7 @@ func (r *Registry) auditExpiry(a store.Approval) {
 		return
 	}
 	time.AfterFunc(time.Until(a.Expires), func() {
-		if r.streams.Err() != nil {
+		if r.life.Err() != nil {
 			return
 		}
 		ctx := context.Background()

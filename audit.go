@@ -93,7 +93,8 @@ type AuditRecord struct {
 // called concurrently. For a record of a destructive tool, Audit returns
 // only once the record is durable, since the tool runs only after it
 // returns; other records it may buffer. An error means the record may be
-// lost: a destructive tool then does not run.
+// lost: a destructive tool then does not run. Package audittest checks
+// that a sink keeps these promises.
 type Auditor interface {
 	Audit(ctx context.Context, rec AuditRecord) error
 }

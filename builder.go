@@ -356,7 +356,7 @@ func (b *Builder) Build() (*Registry, error) {
 	if len(auditors) > 0 {
 		r.observers = append(r.observers, auditing{r})
 	}
-	r.streams, r.endStreams = context.WithCancel(context.Background())
+	r.life, r.end = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
 	r.mcpConfig = b.mcpConfig.clone()
 	r.tuning = b.tuning

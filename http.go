@@ -30,7 +30,6 @@ import (
 	"github.com/carmy-dev/carmy/internal/oauthrs"
 	"github.com/carmy-dev/carmy/store"
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Handler returns the registry's HTTP API:
@@ -351,7 +350,7 @@ type streamsKey struct{}
 func (s *httpServer) streaming(ctx context.Context) (context.Context, context.CancelFunc) {
 	ends, ok := ctx.Value(streamsKey{}).(context.Context)
 	if !ok {
-		ends = s.r.streams
+		ends = s.r.life
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(ends, cancel)
@@ -379,7 +378,7 @@ func (s *httpServer) longPoll(req *http.Request, wait string, limit time.Duratio
 // [Registry.Close].
 func (s *httpServer) serve(ctx context.Context, ln net.Listener, drain time.Duration, host bool) error {
 	// Ended by this server's shutdown, and by the registry's closing.
-	streams, endStreams := context.WithCancel(s.r.streams)
+	streams, endStreams := context.WithCancel(s.r.life)
 	defer endStreams()
 	srv := &http.Server{
 		Handler: s.routes(),
@@ -870,7 +869,7 @@ func taskAnswers(body []byte) (map[string]json.RawMessage, error) {
 	}
 	out := make(map[string]json.RawMessage, len(raw))
 	for _, q := range slices.Sorted(maps.Keys(raw)) { // the first problem, the same each time
-		var a mcp.ElicitResult
+		var a answer
 		if err := json.Unmarshal(raw[q], &a); err != nil {
 			return nil, Errorf(CodeInvalidInput, "the answer to %q is not an object with an action and its content", q)
 		}
@@ -1506,7 +1505,7 @@ type loopbackConsole struct {
 func (s *httpServer) localConsole(ctx context.Context) (string, *consoleAuth, error) {
 	r, lc := s.r, &s.loopback
 	lc.once.Do(func() {
-		if r.streams.Err() != nil {
+		if r.life.Err() != nil {
 			lc.err = errors.New("the registry is closed")
 			return
 		}
@@ -1520,7 +1519,7 @@ func (s *httpServer) localConsole(ctx context.Context) (string, *consoleAuth, er
 		srv := &http.Server{Handler: s.loopbackHandler(lc.auth), ReadHeaderTimeout: s.limits.readHeader, IdleTimeout: s.limits.idle,
 			MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn)}
 		go func() { _ = srv.Serve(ln) }()
-		context.AfterFunc(r.streams, func() { _ = srv.Close() })
+		context.AfterFunc(r.life, func() { _ = srv.Close() })
 		lc.base = "http://" + ln.Addr().String()
 		lc.open.Store(&lc.base)
 		path, err := s.writeConsoleFile(lc.auth, lc.base+"/console?token="+lc.auth.secret)

@@ -55,7 +55,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 				}},
 			FormConfirmation: formConfirmations[r.elicit],
 			BodyLimit:        r.bodyLimit,
-			Streams:          r.streams,
+			Streams:          r.life,
 			Options:          r.mcpConfig.options,
 			Configure:        r.mcpConfig.server,
 			Skills:           r.mcpConfig.skills,
@@ -580,12 +580,53 @@ func (p mcpPeer) elicitable() error {
 	return nil
 }
 
-func (p mcpPeer) Elicit(ctx context.Context, name string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	res, err := p.Peer.Elicit(ctx, name, params)
+func (p mcpPeer) Elicit(ctx context.Context, name string, q question) (answer, error) {
+	res, err := p.Peer.Elicit(ctx, name, &mcp.ElicitParams{Message: q.Message, RequestedSchema: q.Form})
 	if errors.Is(err, mcpserve.ErrNeedsInput) {
-		return nil, needsInput()
+		return answer{}, needsInput()
 	}
-	return res, err
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{Action: res.Action, Content: res.Content}, nil
+}
+
+// Deliver hands the task's questions their answers.
+func (p mcpPeer) Deliver(answers map[string]answer) {
+	out := make(map[string]*mcp.ElicitResult, len(answers))
+	for q, a := range answers {
+		out[q] = &mcp.ElicitResult{Action: a.Action, Content: a.Content, Meta: a.Meta}
+	}
+	p.Peer.Deliver(out)
+}
+
+// inboxOf makes the peer of a task of no MCP client (over HTTP, in Go),
+// started with ctx: its tool's questions wait on the task, kept in the
+// store for any host to show and answer.
+func inboxOf(ctx context.Context) func(*taskRun) taskPeer {
+	return func(run *taskRun) taskPeer {
+		return peerOf(mcpserve.InboxPeer(asking(ctx, run)))
+	}
+}
+
+// asking tells run the questions its tool waits for (nil for none), as the
+// task keeps them: the inputRequests of MCP's tasks, by question id.
+func asking(ctx context.Context, run *taskRun) func(mcp.InputRequestMap) {
+	return func(questions mcp.InputRequestMap) {
+		if questions == nil {
+			run.asking(ctx, nil)
+			return
+		}
+		b := []byte("{}")
+		if len(questions) > 0 {
+			var err error
+			if b, err = json.Marshal(questions); err != nil {
+				run.r.logger.Warn("carmy: cannot record a task's questions", "task_id", run.id, "error", err)
+				b = []byte("{}")
+			}
+		}
+		run.asking(ctx, b)
+	}
 }
 
 // missingCapability is the protocol error of a sessionless call that ended
@@ -639,7 +680,7 @@ func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.Ta
 		return nil, mcpOutcome(err), nil
 	}
 	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) taskPeer {
-		return peerOf(mcpserve.TaskPeer(mc.Peer, func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
+		return peerOf(mcpserve.TaskPeer(mc.Peer, asking(ctx, run)))
 	})
 	if err != nil {
 		return nil, mcpOutcome(err), nil

@@ -6,7 +6,8 @@
 // It prints its base URL and its endpoint's path on one line,
 // "http://127.0.0.1:PORT /mcp", once it listens. The implementations are
 // those of package matrix: carmy, carmy-governed, gosdk, gosdk-stateless,
-// mcpgo. bench/cmd/matrix runs it.
+// mcpgo. bench/cmd/matrix runs it; -cpuprofile profiles the server for
+// go tool pprof.
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -29,7 +31,18 @@ func main() {
 	impl := flag.String("impl", matrix.CarmyBare, "the implementation served")
 	addr := flag.String("addr", "127.0.0.1:0", "where to listen (loopback)")
 	audit := flag.String("audit", "", "the audit file of carmy-governed")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*impl, *addr, *audit); err != nil {
 		log.Fatal(err)
 	}

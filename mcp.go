@@ -104,6 +104,21 @@ func mcpTool(m ToolMetadata) *mcp.Tool {
 	return tool
 }
 
+// MCPRequest describes the MCP request that carried a call, for middleware
+// that reports it, such as OpenTelemetry's MCP conventions; see
+// [Request.MCP].
+type MCPRequest struct {
+	Method          string          // the JSON-RPC method, "tools/call"; "" for a call that did not come over MCP
+	ID              json.RawMessage // the JSON-RPC request id as sent; nil when the MCP SDK decoded the request
+	ProtocolVersion string          // the protocol version the request is served under
+	SessionID       string          // the MCP session's id; "" without a session
+	Transport       string          // "tcp" for streamable HTTP, "pipe" for stdio
+}
+
+// MCP describes the MCP request that carried the call; its Method is ""
+// for a call that came another way (the HTTP API, Execute, a task's run).
+func (req *Request) MCP() MCPRequest { return req.mcp }
+
 // mcpDoor is the registry as the MCP door sees it.
 type mcpDoor struct{ r *Registry }
 
@@ -125,7 +140,8 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	if refused != nil {
 		return *refused, nil
 	}
-	v := via{peer: peerOf(mc.Peer)}
+	w := &mc.Wire
+	v := via{peer: peerOf(mc.Peer), mcp: MCPRequest{Method: "tools/call", ID: json.RawMessage(w.ID), ProtocolVersion: w.ProtocolVersion, SessionID: w.SessionID, Transport: w.Transport}}
 	if t.meta.Confirmation == ConfirmationRequired {
 		v.asker = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
 	}

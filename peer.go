@@ -56,4 +56,6 @@ type via struct {
 	// questions are answered, which a tool that runs only as a task may
 	// then ask first.
 	takesTasks bool
+	// mcp describes the MCP request that carried the call ([Request.MCP]).
+	mcp MCPRequest
 }

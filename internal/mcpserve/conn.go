@@ -156,7 +156,7 @@ func (c *fastConn) call(req *jsonrpc.Request) bool {
 	if !ok {
 		return false
 	}
-	return c.start(ss, req.ID, p, sessionless, func(ctx context.Context, result []byte, err error) {
+	return c.start(ss, req.ID, nil, p, sessionless, func(ctx context.Context, result []byte, err error) {
 		ans := &jsonrpc.Response{ID: req.ID, Result: result}
 		if err != nil {
 			ans.Result, ans.Error = nil, rpcError(err)
@@ -181,7 +181,7 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 	id, p, sessionless := msg.id, msg.params, msg.sessionless
 	// The end of the input waits for this answer, as for the SDK's.
 	sc.StartRequest()
-	started := c.start(ss, id, p, sessionless, func(_ context.Context, result []byte, err error) {
+	started := c.start(ss, id, msg.rawID, p, sessionless, func(_ context.Context, result []byte, err error) {
 		var b []byte
 		if err != nil {
 			b = mcpwire.RPCAnswer([]byte(msg.rawID), rpcError(err))
@@ -199,9 +199,10 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 
 // start runs a call answered here in a goroutine of its own (a tool that
 // elicits waits for an answer that comes in through Read), cancellable by
-// its id, and hands its result to answer. It returns false, having done
+// its id, and hands its result to answer; raw is the id as sent, nil when
+// the SDK decoded the request. It returns false, having done
 // nothing, when a call with that id is in progress already.
-func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolParamsRaw, sessionless bool, answer func(context.Context, []byte, error)) bool {
+func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, raw jsontext.Value, p *mcp.CallToolParamsRaw, sessionless bool, answer func(context.Context, []byte, error)) bool {
 	t := c.s.tools[p.Name]
 	ctx, cancel := context.WithCancel(c.base)
 	if !c.calls.Add(id, cancel) {
@@ -214,7 +215,7 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 		defer c.calls.Remove(id)
 		defer cancel()
 		c.s.answered.Add(1)
-		res, err := t.call(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
+		res, err := c.s.serveCall(ctx, t, &mcp.CallToolRequest{Session: ss, Params: p}, false, raw)
 		var result []byte
 		if err == nil {
 			result, err = c.s.callResult(res, sessionless)

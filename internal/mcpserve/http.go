@@ -253,7 +253,7 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 		return false
 	}
 	ctx := req.Context()
-	res, err := t.call(ctx, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
+	res, err := s.serveCall(ctx, t, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}}, true, msg.ID)
 	if err != nil { // a protocol error: the call ran no further
 		rpcErr := rpcError(err)
 		w.Header().Set("Content-Type", "application/json")
@@ -348,7 +348,7 @@ func (s *Server) sessionCall(w http.ResponseWriter, req *http.Request, body []by
 	}
 	defer ses.Calls.Remove(id)
 	s.answered.Add(1)
-	res, err := s.tools[p.Name].call(ctx, &mcp.CallToolRequest{Session: ses.ServerSession(), Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
+	res, err := s.serveCall(ctx, s.tools[p.Name], &mcp.CallToolRequest{Session: ses.ServerSession(), Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}}, true, msg.rawID)
 	var out []byte
 	if err == nil {
 		out, err = s.callResult(res, false)

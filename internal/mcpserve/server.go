@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -71,6 +72,16 @@ type Call struct {
 	// Peer is the client, for the tool to reach it (progress, logs,
 	// questions) and for confirmation.
 	Peer *Peer
+	// Wire is what the request said about itself, for telemetry.
+	Wire Wire
+}
+
+// Wire describes the JSON-RPC request that carried a call.
+type Wire struct {
+	ID              jsontext.Value // the request id as sent; nil where the SDK decoded the request
+	ProtocolVersion string         // the version the request is served under
+	SessionID       string         // the MCP session's id; "" without one
+	Transport       string         // "tcp" over streamable HTTP, "pipe" over stdio
 }
 
 // Outcome is what a call gave, as the host reports it.
@@ -241,43 +252,61 @@ func OutputSchema(schema json.RawMessage) (json.RawMessage, bool) {
 	return out, true
 }
 
-// handler is the MCP handler of one tool.
+// handler is the MCP handler of one tool, as the SDK calls it.
 func (s *Server) handler(t *entry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		extra := req.GetExtra()
-		c := &Call{Tool: t.Def.Name, Params: req.Params, Caller: s.cfg.Stdio, Authenticated: true}
-		if extra != nil && (extra.TokenInfo != nil || extra.Header != nil) {
-			c.Caller, c.Request, c.Authenticated = httpCaller(extra)
-			c.Header = extra.Header
-		}
-		// The SDK detaches a call from its HTTP request; a client that went
-		// away must not leave its tool running, or waiting for its turn.
-		if c.Request != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(c.Request.Context(), cancel)()
-		}
-		c.Session = c.Caller.Session
-		if c.Session == "" && req.Session != nil {
-			c.Session = req.Session.ID()
-		}
-		c.Peer = newPeer(req, s.cfg.FormConfirmation)
-		if err := s.openRounds(ctx, c); err != nil {
-			return nil, err
-		}
-		out, err := s.host.Call(ctx, c)
-		if c.Peer.rounds.state != nil {
-			c.Peer.rounds.seal(ctx, c.Peer)
-		}
-		if ask := c.Peer.inputRequired(); ask != nil {
-			return ask, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return s.result(t, out), nil
+		return s.serveCall(ctx, t, req, false, nil)
 	}
+}
+
+// serveCall answers a call of t. attached reports a ctx that already ends
+// when the call's HTTP request does: carmy's own answers on the request's
+// goroutine pass it, and need no second cancel context. id is the request
+// id as sent, when carmy decoded the request itself.
+func (s *Server) serveCall(ctx context.Context, t *entry, req *mcp.CallToolRequest, attached bool, id jsontext.Value) (*mcp.CallToolResult, error) {
+	extra := req.GetExtra()
+	c := &Call{Tool: t.Def.Name, Params: req.Params, Caller: s.cfg.Stdio, Authenticated: true}
+	if extra != nil && (extra.TokenInfo != nil || extra.Header != nil) {
+		c.Caller, c.Request, c.Authenticated = httpCaller(extra)
+		c.Header = extra.Header
+	}
+	// The SDK detaches a call from its HTTP request; a client that went
+	// away must not leave its tool running, or waiting for its turn.
+	if c.Request != nil && !attached {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(c.Request.Context(), cancel)()
+	}
+	c.Session = c.Caller.Session
+	c.Wire = Wire{ID: id, ProtocolVersion: mcpwire.SessionlessProtocol, Transport: "pipe"}
+	if c.Request != nil {
+		c.Wire.Transport = "tcp"
+	}
+	if req.Session != nil {
+		c.Wire.SessionID = req.Session.ID()
+		if init := req.Session.InitializeParams(); init != nil {
+			c.Wire.ProtocolVersion = init.ProtocolVersion
+		}
+		if c.Session == "" {
+			c.Session = c.Wire.SessionID
+		}
+	}
+	c.Peer = newPeer(req, s.cfg.FormConfirmation)
+	if err := s.openRounds(ctx, c); err != nil {
+		return nil, err
+	}
+	out, err := s.host.Call(ctx, c)
+	if c.Peer.rounds.state != nil {
+		c.Peer.rounds.seal(ctx, c.Peer)
+	}
+	if ask := c.Peer.inputRequired(); ask != nil {
+		return ask, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.result(t, out), nil
 }
 
 // result is the MCP result of a call of t that gave out.

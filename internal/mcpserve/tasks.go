@@ -1,6 +1,7 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,6 +81,15 @@ func DeclaresTasks(meta map[string]any) bool {
 	return ok
 }
 
+// mayConcernTasks reports whether a message may be a task's request or
+// declare the tasks extension: every such message holds "tasks" in its
+// bytes, unless a string of it is escaped. A plain call is then not decoded
+// once more to learn that it is none (the strict check and the call's own
+// decode are enough).
+func mayConcernTasks(body []byte) bool {
+	return bytes.Contains(body, []byte("tasks")) || bytes.IndexByte(body, '\\') >= 0
+}
+
 // TaskRequiredError is the protocol's error for a call of a tool that runs
 // only as a task from a client that did not declare tasks: missing
 // required client capability, naming the extension.
@@ -96,7 +106,7 @@ func TaskRequiredError(tool string) *jsonrpc.Error {
 // leaves to the SDK, having written nothing.
 func (s *Server) taskRequest(w http.ResponseWriter, req *http.Request, body []byte) bool {
 	tasks, ok := s.host.(Tasks)
-	if !ok || req.Method != http.MethodPost {
+	if !ok || req.Method != http.MethodPost || !mayConcernTasks(body) {
 		return false
 	}
 	msg, ok := readRequest(body)

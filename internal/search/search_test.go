@@ -51,7 +51,7 @@ func TestSearchRanks(t *testing.T) {
 	}{
 		{"cancel an order", 10, []string{"cancel_order", "list_orders"}},
 		{"weather", 10, []string{"get_weather"}},
-		{"IBAN", 10, []string{"refund_payment"}},        // a nested field of $defs
+		{"IBAN", 10, []string{"refund_payment"}},         // a nested field of $defs
 		{"bank account", 10, []string{"refund_payment"}}, // its description
 		{"orders", 1, []string{"cancel_order"}},          // the limit stops the search
 		{"customer", 10, []string{"list_orders", "refund_payment"}},

@@ -36,7 +36,7 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 		o := d.opts
 		meta.Name, meta.Description = o.name, o.description
 		meta.Effect, meta.Idempotent, meta.ParallelSafe, meta.Timeout = d.effect, o.idempotent, o.parallelSafe, o.timeout
-		meta.Tasks = o.tasks
+		meta.Tasks, meta.Deferred = o.tasks, o.deferred
 		t.askFirst = o.taskAfterInput
 		if t.askFirst && meta.Tasks == TaskForbidden {
 			problems = append(problems, fmt.Errorf("has TaskAfterInput and Tasks(TaskForbidden): a tool that never runs as a task has no task to start once answered"))

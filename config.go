@@ -97,6 +97,10 @@ func (b *Builder) configure() {
 	if c.StateKey != nil {
 		b.StateKey(c.StateKey)
 	}
+	if c.ToolSearch {
+		b.toolSearch = true
+	}
+	b.deferred = c.DeferredTools
 	if c.TaskTTL > 0 {
 		b.taskTTL = c.TaskTTL
 	}

@@ -307,3 +307,91 @@ func TestSearchToolsNameTaken(t *testing.T) {
 		t.Errorf("without tool search, the host's search_tools: %q, %v", out, err)
 	}
 }
+
+// TestDeferredTools: a tool declared Deferred, or named by carmy.toml's
+// deferred_tools, says defer_loading in GET /tools and in MCP tools/list
+// (on the tool, as mcp-go writes it, and in _meta) in both generations,
+// and stays listed and callable; other tools say nothing of it.
+func TestDeferredTools(t *testing.T) {
+	t.Parallel()
+	noop := func(SearchIn) (string, error) { return "done", nil }
+	reg := build(t, carmy.New().Logger(quietLogger()).Tool(
+		carmy.Tool(noop, carmy.Read, carmy.Name("export_invoices"), carmy.Deferred(), carmy.Register(false)),
+		carmy.Tool(noop, carmy.Read, carmy.Name("get_order"), carmy.Register(false)),
+	))
+	srv := serve(t, reg)
+
+	for _, m := range listedOverHTTP(t, srv.URL, "") {
+		if m.Deferred != (m.Name == "export_invoices") {
+			t.Errorf("GET /tools: %s has Deferred %v", m.Name, m.Deferred)
+		}
+	}
+	_, body := bearerDo(t, http.MethodGet, srv.URL+"/tools", "", "")
+	if n := strings.Count(string(body), `"defer_loading":true`); n != 1 {
+		t.Errorf("GET /tools says defer_loading %d times: %s", n, body)
+	}
+
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+			call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"export_invoices","arguments":{"order_id":"1"}}}`
+			session := ""
+			if version == "2026-07-28" {
+				meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+				list = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`
+				call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"export_invoices","arguments":{"order_id":"1"},` + meta + `}}`
+			} else {
+				session = openSession(t, srv)
+				mcpPostSession(t, srv.URL, version, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+			}
+			var res struct {
+				Result struct {
+					Tools []struct {
+						Name         string         `json:"name"`
+						DeferLoading *bool          `json:"defer_loading"`
+						Meta         map[string]any `json:"_meta"`
+					} `json:"tools"`
+				} `json:"result"`
+			}
+			raw := mcpPostSession(t, srv.URL, version, session, list, map[string]string{"Mcp-Method": "tools/list"})
+			if err := json.Unmarshal(raw, &res); err != nil || len(res.Result.Tools) != 2 {
+				t.Fatalf("tools/list: %s (%v)", raw, err)
+			}
+			for _, tool := range res.Result.Tools {
+				deferred := tool.Name == "export_invoices"
+				if got := tool.DeferLoading != nil && *tool.DeferLoading; got != deferred || (!deferred && tool.DeferLoading != nil) {
+					t.Errorf("%s: defer_loading %v", tool.Name, tool.DeferLoading)
+				}
+				if got, _ := tool.Meta["carmy/defer_loading"].(bool); got != deferred {
+					t.Errorf("%s: _meta carmy/defer_loading %v", tool.Name, tool.Meta["carmy/defer_loading"])
+				}
+			}
+			out := mcpPostSession(t, srv.URL, version, session, call, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "export_invoices"})
+			if !strings.Contains(string(out), `"done"`) || strings.Contains(string(out), `"isError":true`) {
+				t.Errorf("calling the deferred tool: %s", out)
+			}
+		})
+	}
+}
+
+// TestAppToolSearch: carmy.toml's tool_search turns search_tools on and
+// deferred_tools marks tools Deferred; a deferred_tools entry that names
+// no tool is a Build error at its line.
+func TestAppToolSearch(t *testing.T) {
+	// Serial: t.Setenv changes the whole process.
+	noop := carmy.Tool(func(SearchIn) (string, error) { return "", nil }, carmy.Read, carmy.Name("export_invoices"), carmy.Register(false))
+	t.Setenv("CARMY_CONFIG", writeConfig(t, "tool_search = true\ndeferred_tools = [\"export_invoices\"]\n"))
+	reg := build(t, carmy.App().Tool(noop))
+	if m, ok := reg.Lookup("export_invoices"); !ok || !m.Deferred {
+		t.Errorf("export_invoices: %+v; want it deferred", m)
+	}
+	if _, ok := reg.Lookup("search_tools"); !ok {
+		t.Error("tool_search = true serves no search_tools")
+	}
+
+	t.Setenv("CARMY_CONFIG", writeConfig(t, "listen = \"127.0.0.1:0\"\ndeferred_tools = [\"export_invoice\"]\n"))
+	_, err := carmy.App().Tool(noop).Build()
+	if err == nil || !strings.Contains(err.Error(), "carmy.toml:2: deferred_tools: there is no tool named \"export_invoice\"") {
+		t.Errorf("Build: %v; want the line of deferred_tools", err)
+	}
+}

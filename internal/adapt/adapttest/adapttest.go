@@ -53,7 +53,27 @@ type Fixture struct {
 // New builds the registry; it is closed when the test ends.
 func New(t testing.TB) *Fixture {
 	t.Helper()
+	return build(t, false)
+}
+
+// Searching builds the registry with search_tools, and delete_note
+// deferred, as a host with many tools would; it is closed when the test
+// ends. A search for "note" by the tests' caller finds add_note and
+// delete_note, never purge_notes.
+func Searching(t testing.TB) *Fixture {
+	t.Helper()
+	return build(t, true)
+}
+
+func build(t testing.TB, search bool) *Fixture {
+	t.Helper()
 	f := &Fixture{}
+	b := carmy.New()
+	var delOpts []carmy.Option
+	if search {
+		b.ToolSearch()
+		delOpts = append(delOpts, carmy.Deferred())
+	}
 	add := carmy.Tool(func(c carmy.Context, in AddNote) (Note, error) {
 		f.Added.Add(1)
 		return Note{Text: in.Text, Owner: c.Principal}, nil
@@ -61,12 +81,12 @@ func New(t testing.TB) *Fixture {
 	del := carmy.Tool(func(in DeleteNote) (string, error) {
 		f.Deleted.Add(1)
 		return "deleted", nil
-	}, carmy.Destructive, carmy.Name("delete_note"), carmy.Description("Delete a note"), carmy.RequireConfirmation(), carmy.Register(false))
+	}, carmy.Destructive, append(delOpts, carmy.Name("delete_note"), carmy.Description("Delete a note"), carmy.RequireConfirmation(), carmy.Register(false))...)
 	// The caller lacks the permission purge_notes requires: its model is
 	// never offered it.
 	purge := carmy.Tool(func() error { return nil }, carmy.Destructive, carmy.Name("purge_notes"),
 		carmy.Requires("notes:admin"), carmy.Register(false))
-	reg, err := carmy.New().Tool(add, del, purge).Logger(slog.New(slog.DiscardHandler)).Build()
+	reg, err := b.Tool(add, del, purge).Logger(slog.New(slog.DiscardHandler)).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

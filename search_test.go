@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -394,4 +395,89 @@ func TestAppToolSearch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "carmy.toml:2: deferred_tools: there is no tool named \"export_invoice\"") {
 		t.Errorf("Build: %v; want the line of deferred_tools", err)
 	}
+}
+
+// ManyIn is the input of the generated tools of the search benchmarks.
+type ManyIn struct {
+	ID     string `json:"id" jsonschema:"description=The record's identifier"`
+	Filter string `json:"filter,omitempty" jsonschema:"description=Words that narrow what is returned"`
+	Limit  int    `json:"limit,omitempty"`
+}
+
+// manyTools returns n generated tools of a large API: a verb, a noun and
+// a service each, half of them needing a permission the benchmarks'
+// caller lacks, so that a search checks visibility as it goes.
+func manyTools(n int) []*carmy.ToolDef {
+	verbs := []string{"get", "list", "create", "update", "delete", "export", "import", "sync", "archive", "approve", "search", "count", "merge", "assign", "close", "reopen", "tag", "notify", "schedule", "refund"}
+	nouns := []string{"order", "invoice", "customer", "ticket", "user", "report", "shipment", "payment", "product", "contract", "lead", "campaign", "subscription", "warehouse", "employee", "project", "task", "document", "calendar", "message", "vendor", "asset", "budget", "claim", "license"}
+	fn := func(ManyIn) (string, error) { return "", nil }
+	defs := make([]*carmy.ToolDef, n)
+	for i := range n {
+		v, o, svc := verbs[i%len(verbs)], nouns[(i/len(verbs))%len(nouns)], i/(len(verbs)*len(nouns))
+		opts := []carmy.Option{
+			carmy.Name(fmt.Sprintf("%s_%s_s%d", v, o, svc)),
+			carmy.Description(fmt.Sprintf("%s the %s records of service %d; returns them with their status, owner and history.", strings.ToUpper(v[:1])+v[1:], o, svc)),
+			carmy.ParallelSafe(), carmy.Register(false),
+		}
+		if i%2 == 1 {
+			opts = append(opts, carmy.Requires("admin"))
+		}
+		defs[i] = carmy.Tool(fn, carmy.Read, opts...)
+	}
+	return defs
+}
+
+// BenchmarkBuildManyTools: Build's time with 10,000 tools, with
+// search_tools (which indexes them) and without.
+func BenchmarkBuildManyTools(b *testing.B) {
+	defs := manyTools(10_000)
+	for _, search := range []bool{false, true} {
+		b.Run(fmt.Sprintf("search=%v", search), func(b *testing.B) {
+			for b.Loop() {
+				bld := carmy.New().Tool(defs...).Logger(quietLogger())
+				if search {
+					bld.ToolSearch()
+				}
+				reg, err := bld.Build()
+				if err != nil {
+					b.Fatal(err)
+				}
+				reg.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkSearchManyTools: one search_tools call through Execute over
+// 10,000 tools, by a caller who may list half of them; p50 and p99 are
+// those of the calls measured one by one.
+func BenchmarkSearchManyTools(b *testing.B) {
+	reg, err := carmy.New().Tool(manyTools(10_000)...).Logger(quietLogger()).ToolSearch().Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reg.Close()
+	queries := []string{
+		`{"query":"export the invoices of a service"}`,
+		`{"query":"refund a payment","limit":10}`,
+		`{"query":"who owns this customer record","limit":20}`,
+		`{"query":"close ticket"}`,
+		`{"query":"status history","limit":50}`,
+		`{"query":"schedule calendar message for employee"}`,
+	}
+	ctx := context.Background()
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		_, err := reg.Execute(ctx, carmy.Call{Tool: "search_tools", Input: json.RawMessage(queries[i%len(queries)]), Principal: "bench"})
+		lat = append(lat, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(percentile(lat, 50).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(percentile(lat, 99).Microseconds()), "p99-µs")
 }

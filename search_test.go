@@ -481,3 +481,39 @@ func BenchmarkSearchManyTools(b *testing.B) {
 	b.ReportMetric(float64(percentile(lat, 50).Microseconds()), "p50-µs")
 	b.ReportMetric(float64(percentile(lat, 99).Microseconds()), "p99-µs")
 }
+
+// ToolSearch adds search_tools: a model describes what it needs and gets
+// the tools it may call for it, best first, with their input schemas.
+func ExampleBuilder_ToolSearch() {
+	type Order struct {
+		OrderID string `json:"order_id" jsonschema:"description=The order's number"`
+	}
+	cancel := carmy.Tool(func(Order) error { return nil }, carmy.Destructive, carmy.Name("cancel_order"),
+		carmy.Description("Cancel an order that has not shipped."), carmy.RequireConfirmation(), carmy.Register(false))
+	track := carmy.Tool(func(Order) (string, error) { return "", nil }, carmy.Read, carmy.Name("track_order"),
+		carmy.Description("Where an order is now."), carmy.Register(false))
+	payroll := carmy.Tool(func() error { return nil }, carmy.Read, carmy.Name("cancel_payroll_run"),
+		carmy.Description("Cancel this month's payroll run."), carmy.Requires("hr"), carmy.Register(false))
+	reg, _ := carmy.New().Tool(cancel, track, payroll).ToolSearch().Build()
+	defer reg.Close()
+
+	// The caller lacks "hr": cancel_payroll_run is never found for it.
+	res, _ := reg.Execute(context.Background(), carmy.Call{Tool: "search_tools", Input: json.RawMessage(`{"query":"cancel an order","limit":2}`)})
+	var out struct {
+		Tools []struct {
+			Name, Effect, Confirmation string
+			TaskSupport                string          `json:"task_support"`
+			InputSchema                json.RawMessage `json:"input_schema"`
+		}
+	}
+	_ = json.Unmarshal(res.Output, &out)
+	for _, t := range out.Tools {
+		fmt.Println(t.Name, t.Effect, t.Confirmation, t.TaskSupport)
+		fmt.Println(" ", string(t.InputSchema))
+	}
+	// Output:
+	// cancel_order destructive required optional
+	//   {"type":"object","properties":{"order_id":{"type":"string","description":"The order's number"}},"required":["order_id"],"additionalProperties":false}
+	// track_order read none optional
+	//   {"type":"object","properties":{"order_id":{"type":"string","description":"The order's number"}},"required":["order_id"],"additionalProperties":false}
+}

@@ -5,7 +5,9 @@
 package adapttest
 
 import (
+	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -93,4 +95,29 @@ func build(t testing.TB, search bool) *Fixture {
 	t.Cleanup(func() { _ = reg.Close() })
 	f.Reg = reg
 	return f
+}
+
+// CheckSearch checks a framework's run of search_tools for the tests'
+// caller over a [Searching] registry: the model was offered the three
+// tools the caller may call (never Anthropic's tool search, which the
+// export adds for the deferred delete_note), and the output found
+// add_note and delete_note, never purge_notes.
+func CheckSearch(t testing.TB, offered []string, output string) {
+	t.Helper()
+	offered = slices.Sorted(slices.Values(offered))
+	if !slices.Equal(offered, []string{"add_note", "delete_note", "search_tools"}) {
+		t.Errorf("offered %v", offered)
+	}
+	var out struct{ Tools []struct{ Name string } }
+	if err := json.Unmarshal([]byte(output), &out); err != nil {
+		t.Fatalf("search_tools answered %s: %v", output, err)
+	}
+	var found []string
+	for _, h := range out.Tools {
+		found = append(found, h.Name)
+	}
+	slices.Sort(found)
+	if !slices.Equal(found, []string{"add_note", "delete_note"}) {
+		t.Errorf("search_tools found %v; want add_note and delete_note, not purge_notes", found)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"slices"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
+	"github.com/carmy-dev/carmy/internal/skills"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -38,7 +41,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 				tools[i].Output = t.meta.OutputSchema
 			}
 		}
-		r.mcp = mcpserve.New(mcpserve.Config{
+		cfg := mcpserve.Config{
 			Host:     mcpDoor{r},
 			Tools:    tools,
 			Version:  Version,
@@ -54,7 +57,12 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 			Streams:          r.streams,
 			Options:          r.mcpConfig.options,
 			Configure:        r.mcpConfig.server,
-		})
+			Skills:           r.mcpConfig.skills,
+		}
+		if r.mcpConfig.skillsOn {
+			cfg.Rules = mcpDoor{r}.skillRules
+		}
+		r.mcp = mcpserve.New(cfg)
 	})
 	return r.mcp
 }
@@ -293,14 +301,65 @@ func (b *Builder) ConfigureMCPOptions(configure func(*mcp.ServerOptions)) *Build
 	return b
 }
 
-// mcpConfig is what the host adds to the MCP server.
+// mcpConfig is what the host adds to the MCP server: the SDK's additions,
+// and the skills of [Builder.Skills], read at Build.
 type mcpConfig struct {
-	options []func(*mcp.ServerOptions)
-	server  []func(*mcp.Server)
+	options  []func(*mcp.ServerOptions)
+	server   []func(*mcp.Server)
+	skillsOn bool
+	skillsFS fs.FS
+	skills   []*skills.Skill
 }
 
 func (c mcpConfig) clone() mcpConfig {
-	return mcpConfig{options: slices.Clone(c.options), server: slices.Clone(c.server)}
+	c.options, c.server = slices.Clone(c.options), slices.Clone(c.server)
+	return c
+}
+
+// loadSkills reads the skills folder, when there is one, and returns its
+// problems, each naming its file.
+func (c *mcpConfig) loadSkills() []error {
+	if c.skillsFS == nil {
+		return nil
+	}
+	loaded, problems := skills.Load(c.skillsFS)
+	errs := make([]error, 0, len(problems))
+	for _, p := range problems {
+		var e *skills.Error
+		if errors.As(p, &e) {
+			errs = append(errs, &BuildError{Site: e.File, Err: fmt.Errorf("skills folder: %w", e.Err)})
+			continue
+		}
+		errs = append(errs, &BuildError{Err: fmt.Errorf("skills folder: %w", p)})
+	}
+	for _, s := range loaded {
+		if s.Path == skills.RulesPath {
+			errs = append(errs, &BuildError{Site: s.Path + "/" + skills.Manifest, Err: errors.New("skills folder: this is where carmy serves its generated skill of the server's rules: move the skill")})
+		}
+	}
+	c.skills = loaded
+	return errs
+}
+
+// skillRules are the rules of the generated skill for id: the tools id
+// may list, with what each asks of a caller.
+func (d mcpDoor) skillRules(ctx context.Context, id mcpserve.Identity) skills.Rules {
+	r := d.r
+	visible := r.visibility(ctx, Identity(id))
+	rules := skills.Rules{RequestIDMeta: MetaRequestID, ApprovalTimeout: r.approvals.timeout}
+	for _, name := range r.names {
+		t := r.tools[name]
+		if !visible(t) {
+			continue
+		}
+		st := skills.Tool{Name: name, Effect: t.meta.Effect.String(), Idempotent: t.meta.Idempotent, Confirmation: t.meta.Confirmation.String(),
+			Tasks: t.meta.Tasks.String(), MaxInFlight: t.maxInFlight, Timeout: t.meta.Timeout}
+		if t.rate.Calls > 0 {
+			st.Rate = describeRate(t.rate)
+		}
+		rules.Tools = append(rules.Tools, st)
+	}
+	return rules
 }
 
 // mcpAsker asks the person at an MCP client to confirm a call in-band

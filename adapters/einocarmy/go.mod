@@ -8,6 +8,8 @@ require (
 	github.com/eino-contrib/jsonschema v1.0.3
 )
 
+require go.yaml.in/yaml/v3 v3.0.6 // indirect
+
 require (
 	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

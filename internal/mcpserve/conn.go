@@ -114,7 +114,7 @@ func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
-		if c.sessionTask(req) {
+		if c.sessionTask(req) || c.skills(req) {
 			continue
 		}
 		switch req.Method {

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpwire"
+	"github.com/carmy-dev/carmy/internal/skills"
 )
 
 // Host is what the door needs of the registry that serves it. It must be
@@ -135,6 +136,12 @@ type Config struct {
 	// see them all.
 	Options   []func(*mcp.ServerOptions)
 	Configure []func(*mcp.Server)
+	// Skills are the skills the server serves with MCP's skills extension
+	// (SEP-2640), and Rules, when set, says the server's rules for a
+	// caller, the generated skill it serves besides them. With either, the
+	// server declares the extension.
+	Skills []*skills.Skill
+	Rules  func(ctx context.Context, id Identity) skills.Rules
 }
 
 // Server is the MCP server of a host's tools.
@@ -153,6 +160,8 @@ type Server struct {
 	mirrored bool
 	// taskStreams carry the status notifications of sessions' tasks.
 	taskStreams taskStreams
+	// skills are the host's skills by the URI of their SKILL.md.
+	skills map[string]*skills.Skill
 }
 
 // entry is a tool of the door's table, made when the server is.
@@ -182,6 +191,7 @@ func New(cfg Config) *Server {
 	if _, ok := cfg.Host.(Tasks); ok {
 		opts.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
 	}
+	s.skillsExtension(opts)
 	for _, f := range cfg.Options {
 		f(opts)
 	}
@@ -202,6 +212,7 @@ func New(cfg Config) *Server {
 		s.tools[def.Name] = e
 		sdk.AddTool(&def, e.call)
 	}
+	s.addSkills(sdk)
 	for _, f := range cfg.Configure {
 		f(sdk)
 	}

@@ -99,32 +99,13 @@ func (s *Server) taskRequest(w http.ResponseWriter, req *http.Request, body []by
 	if !ok || req.Method != http.MethodPost {
 		return false
 	}
-	var msg struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      jsontext.Value `json:"id"`
-		Method  string         `json:"method"`
-		Params  jsontext.Value `json:"params"`
-	}
-	if jsonv2.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || len(msg.ID) == 0 ||
-		!strings.HasPrefix(msg.Method, "tasks/") && msg.Method != "tools/call" ||
+	msg, ok := readRequest(body)
+	if !ok || !strings.HasPrefix(msg.Method, "tasks/") && msg.Method != "tools/call" ||
 		!mcpwire.HeaderIs(req.Header, "Mcp-Method", msg.Method) {
 		return false
 	}
 	id, _, _ := httpCaller(&mcp.RequestExtra{TokenInfo: tokenInfo(req.Context())})
-	answer := func(result any, rpcErr *jsonrpc.Error) bool {
-		w.Header().Set("Content-Type", "application/json")
-		if rpcErr != nil {
-			w.WriteHeader(mcpwire.ErrorStatus(rpcErr.Code))
-			_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(msg.ID), rpcErr))
-			return true
-		}
-		b, err := json.Marshal(result)
-		if err != nil {
-			return answerInternal(w, msg.ID, err)
-		}
-		_, _ = w.Write(mcpwire.RPCResult(msg.ID, b))
-		return true
-	}
+	answer := func(result any, rpcErr *jsonrpc.Error) bool { return writeAnswer(w, msg.ID, result, rpcErr, true) }
 	if msg.Method == "tools/call" {
 		return s.startTask(req, tasks, msg.Params, answer)
 	}

@@ -43,7 +43,7 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 		o := d.opts
 		meta.Name, meta.Description = o.name, o.description
 		meta.Effect, meta.Idempotent, meta.ParallelSafe, meta.Timeout = d.effect, o.idempotent, o.parallelSafe, o.timeout
-		meta.Tasks = o.tasks
+		meta.Tasks, meta.Deferred = o.tasks, o.deferred
 		t.askFirst = o.taskAfterInput
 		if t.askFirst && meta.Tasks == TaskForbidden {
 			problems = append(problems, fmt.Errorf("has TaskAfterInput and Tasks(TaskForbidden): a tool that never runs as a task has no task to start once answered"))
@@ -338,6 +338,10 @@ func (b *Builder) configure() {
 	if c.StateKey != nil {
 		b.StateKey(c.StateKey)
 	}
+	if c.ToolSearch {
+		b.toolSearch = true
+	}
+	b.deferred = c.DeferredTools
 	if c.TaskTTL > 0 {
 		b.taskTTL = c.TaskTTL
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/config"
 	"github.com/carmy-dev/carmy/internal/guard"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
@@ -52,6 +53,9 @@ type Builder struct {
 
 	effectPerms     map[Effect]string // see EffectPermissions
 	effectPermsSite string
+
+	toolSearch bool        // see ToolSearch
+	deferred   config.List // carmy.toml's deferred_tools
 
 	// Serving.
 	auth           Authenticator
@@ -106,6 +110,8 @@ func New() *Builder {
 //	public_url = "https://tools.example.com" # see Builder.PublicURL
 //	audit_file = "/var/log/carmy/audit.jsonl" # audit records as JSON lines (see Builder.AuditFile)
 //	audit_url = "postgres://carmy@db/carmy"   # audit records in a sink registered with RegisterAuditor
+//	tool_search = true                 # serve search_tools (see Builder.ToolSearch)
+//	deferred_tools = ["export_orders"] # tools a model loads on demand (see Deferred)
 //
 //	[[tokens]]                         # a bearer token, known by its hash (see HashToken)
 //	sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -382,6 +388,8 @@ func (b *Builder) Build() (*Registry, error) {
 		r.tools[t.meta.Name] = t
 		r.names = append(r.names, t.meta.Name)
 	}
+	errs = append(errs, b.addSearchTool(r, sites)...)
+	errs = append(errs, b.deferTools(r)...)
 	errs = append(errs, b.checkToolRates(r)...)
 	errs = append(errs, r.mcpConfig.loadSkills()...)
 	if err := errors.Join(errs...); err != nil {
@@ -419,6 +427,7 @@ func (b *Builder) Build() (*Registry, error) {
 	for _, t := range r.tools {
 		t.handler = r.handlerFor(t, b.middleware)
 	}
+	r.reindex()
 	return r, nil
 }
 

@@ -81,6 +81,16 @@
 // lists them, and a call of the HTTP API that lacks one answers 403 with
 // error="insufficient_scope" and the scopes to ask for.
 //
+// # Search
+//
+// With many tools, a model does better finding the few it needs than
+// reading every definition. [Builder.ToolSearch] adds the tool
+// search_tools, which ranks the tools a caller may list for a query in
+// words and answers the best with their input schemas; [Deferred] marks a
+// tool a model should load on demand, which the LLM exports and MCP
+// tools/list say with defer_loading. docs/search.md in the repository
+// says when to use which.
+//
 // # Confirmation and approvals
 //
 // A tool with [RequireConfirmation] runs only for a caller holding

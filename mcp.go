@@ -36,7 +36,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 		tools := make([]mcpserve.Tool, len(r.names))
 		for i, name := range r.names {
 			t := r.tools[name]
-			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst,
+			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst, Deferred: t.meta.Deferred,
 				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 			if t.out != nil {
 				tools[i].Output = t.meta.OutputSchema
@@ -100,6 +100,9 @@ func mcpTool(m ToolMetadata) *mcp.Tool {
 	}
 	if len(m.Requires) > 0 {
 		tool.Meta["carmy/requires"] = m.Requires
+	}
+	if m.Deferred {
+		tool.Meta["carmy/defer_loading"] = true
 	}
 	return tool
 }

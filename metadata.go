@@ -32,6 +32,9 @@ type ToolMetadata struct {
 	// Tasks says whether a call may, or must, run as a task ([Tasks]);
 	// task_support in JSON, left out for the default, optional.
 	Tasks TaskSupport `json:"task_support,omitempty"`
+	// Deferred marks a tool a model should load on demand ([Deferred]);
+	// defer_loading in JSON, left out when false.
+	Deferred bool `json:"defer_loading,omitempty"`
 }
 
 // toolMetadataJSON is the JSON form of ToolMetadata, in the order GET
@@ -48,12 +51,13 @@ type toolMetadataJSON struct {
 	TimeoutMS    int64           `json:"timeout_ms"`
 	Requires     []string        `json:"requires,omitempty"`
 	Tasks        TaskSupport     `json:"task_support,omitzero"`
+	Deferred     bool            `json:"defer_loading,omitzero"`
 }
 
 // MarshalJSON writes the metadata with the timeout as timeout_ms.
 func (m ToolMetadata) MarshalJSON() ([]byte, error) {
 	return jsonv2.Marshal(toolMetadataJSON{m.Name, m.Description, m.InputSchema, m.OutputSchema, m.Effect,
-		m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds(), m.Requires, m.Tasks}, encodeOptions)
+		m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds(), m.Requires, m.Tasks, m.Deferred}, encodeOptions)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -63,7 +67,7 @@ func (m *ToolMetadata) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*m = ToolMetadata{w.Name, w.Description, w.InputSchema, w.OutputSchema, w.Effect, w.Idempotent, w.ParallelSafe,
-		w.Confirmation, time.Duration(w.TimeoutMS) * time.Millisecond, w.Requires, w.Tasks}
+		w.Confirmation, time.Duration(w.TimeoutMS) * time.Millisecond, w.Requires, w.Tasks, w.Deferred}
 	return nil
 }
 

@@ -24,6 +24,7 @@ type options struct {
 	named                    bool // Name was given, even as ""
 	idempotent, parallelSafe bool
 	confirm                  bool
+	deferred                 bool
 	timeout                  time.Duration
 	tasks                    TaskSupport
 	taskAfterInput           bool
@@ -90,6 +91,15 @@ func ParallelSafe() Option {
 // by the host.
 func RequireConfirmation() Option {
 	return optionFunc(func(o *options) { o.record("RequireConfirmation", true); o.confirm = true })
+}
+
+// Deferred marks a tool that a model should load on demand rather than
+// see in its first request: the LLM exports mark it defer_loading and add
+// the provider's tool-search tool, and MCP tools/list carries the hint for
+// hosts that defer. The tool stays listed and callable; the host decides
+// what to defer. See [ToolMetadata.Deferred].
+func Deferred() Option {
+	return optionFunc(func(o *options) { o.record("Deferred", true); o.deferred = true })
 }
 
 // Timeout sets the deadline of one execution of the tool, overriding the

@@ -32,6 +32,8 @@ type Registry struct {
 	signer    *mcpserve.Signer // signs the sessionless protocol's request states
 	tasks     tasks
 	recent    recent // the last calls, for the console
+	// searchIndex is search_tools' index of the tools; nil without it.
+	searchIndex atomic.Pointer[toolIndex]
 	// observers are told of every decided call: the console's recent
 	// calls, and the audit when there are sinks.
 	observers []observer

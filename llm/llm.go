@@ -1,6 +1,7 @@
 // Package llm turns a [carmy.Registry]'s tools into the tool definitions of
-// LLM provider APIs (OpenAI function calling in strict mode, Anthropic tool
-// use, Gemini function calling), and a model's tool call back into a call
+// LLM provider APIs (OpenAI function calling in strict mode, for Chat
+// Completions and for the Responses API, Anthropic tool use, Gemini
+// function calling), and a model's tool call back into a call
 // of the registry ([Dispatch], or a [Dispatcher], which reads every tool's
 // schema once for all the calls of a registry). It works over the
 // registry's public API alone: [carmy.Registry.Tools],
@@ -14,6 +15,10 @@
 //	tools, err := llm.OpenAITools(reg, carmy.WithPrincipal(user), carmy.WithPermissions(grants...))
 //	...
 //	res, err := llm.Dispatch(ctx, reg, call.Name, call.Arguments, carmy.WithPrincipal(user), carmy.WithPermissions(grants...))
+//
+// A tool declared [carmy.Deferred] is marked defer_loading in the exports
+// whose provider loads tools on demand (Anthropic, the Responses API),
+// which then add that provider's tool search.
 //
 // Each provider's schema dialect has rules of its own, which the exports
 // follow; docs/llm-sdks.md in the repository explains them and their
@@ -49,11 +54,41 @@ type OpenAIFunction struct {
 }
 
 // AnthropicTool is the definition of one tool for Anthropic tool use, as
-// an element of the "tools" array of a Messages request.
+// an element of the "tools" array of a Messages request: one of carmy's
+// tools, or (Type set, no input schema) Anthropic's own tool search, which
+// [AnthropicTools] adds when some tool is deferred.
 type AnthropicTool struct {
+	Type        string          `json:"type,omitempty"` // "" for carmy's tools; AnthropicToolSearchType for the tool search
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// DeferLoading keeps the tool out of the model's first view: the model
+	// finds it with the tool search ([carmy.Deferred]).
+	DeferLoading bool `json:"defer_loading,omitempty"`
+}
+
+// Anthropic's tool search, as [AnthropicTools] adds it: the BM25 variant,
+// which takes the model's query in words, as carmy's own search_tools
+// does.
+const (
+	AnthropicToolSearchType = "tool_search_tool_bm25_20251119"
+	AnthropicToolSearchName = "tool_search_tool_bm25"
+)
+
+// OpenAIResponsesTool is the definition of one tool for the OpenAI
+// Responses API, as an element of the "tools" array of a request: a
+// function (Type "function") in strict mode, or (Type "tool_search",
+// nothing else set) OpenAI's hosted tool search, which
+// [OpenAIResponsesTools] adds when some tool is deferred.
+type OpenAIResponsesTool struct {
+	Type        string          `json:"type"` // "function" or "tool_search"
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      bool            `json:"strict,omitempty"` // true for every function
+	// DeferLoading keeps the function out of the model's first view: the
+	// model finds it with the tool search ([carmy.Deferred]).
+	DeferLoading bool `json:"defer_loading,omitempty"`
 }
 
 // GeminiFunction is the declaration of one tool for Gemini function
@@ -110,7 +145,8 @@ func toolsFor(r *carmy.Registry, caller []carmy.CallOption) []carmy.ToolMetadata
 	return r.ToolsFor(context.Background(), carmy.Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 }
 
-// Provider names, as ExportError.Provider reads.
+// Provider names, as ExportError.Provider reads; the Responses API is
+// OpenAI's too.
 const (
 	providerOpenAI    = "OpenAI"
 	providerAnthropic = "Anthropic"
@@ -155,11 +191,29 @@ const (
 // limits) is left out, and the error says why, for each such tool, as
 // [*ExportError] values. The definitions of the other tools are returned
 // either way.
+//
+// Chat Completions has no deferred loading: a [carmy.Deferred] tool is
+// defined like any other. [OpenAIResponsesTools] defers it.
 func OpenAITools(r *carmy.Registry, caller ...carmy.CallOption) ([]OpenAITool, error) {
-	return exportTools(r, caller, providerOpenAI, openAIName, "an OpenAI function name", func(x *exporter, m *carmy.ToolMetadata) OpenAITool {
+	return exportTools(r, caller, providerOpenAI, openAIName, "an OpenAI function name", nil, func(x *exporter, m *carmy.ToolMetadata) OpenAITool {
 		return OpenAITool{Type: "function", Function: OpenAIFunction{
 			Name: m.Name, Description: m.Description, Parameters: x.openAIRoot(m.InputSchema), Strict: true,
 		}}
+	})
+}
+
+// OpenAIResponsesTools returns the definitions of r's tools for the OpenAI
+// Responses API, sorted by name, for the caller the options describe as
+// [OpenAITools] does, with the same strict-mode schemas and the same
+// tools left out. A [carmy.Deferred] tool is marked defer_loading, and
+// when any is, OpenAI's hosted tool search ({"type": "tool_search"}) ends
+// the list, so that the model loads a deferred tool when it needs it.
+// Send calls through [Dispatch], as for [OpenAITools].
+func OpenAIResponsesTools(r *carmy.Registry, caller ...carmy.CallOption) ([]OpenAIResponsesTool, error) {
+	search := &OpenAIResponsesTool{Type: "tool_search"}
+	return exportTools(r, caller, providerOpenAI, openAIName, "an OpenAI function name", search, func(x *exporter, m *carmy.ToolMetadata) OpenAIResponsesTool {
+		return OpenAIResponsesTool{Type: "function", Name: m.Name, Description: m.Description,
+			Parameters: x.openAIRoot(m.InputSchema), Strict: true, DeferLoading: m.Deferred}
 	})
 }
 
@@ -170,12 +224,17 @@ func OpenAITools(r *carmy.Registry, caller ...carmy.CallOption) ([]OpenAITool, e
 // input is a pointer) is declared as a plain object: a call always sends
 // an object, and carmy reads an absent input as {}.
 //
+// A [carmy.Deferred] tool is marked defer_loading, and when any is,
+// Anthropic's tool search ([AnthropicToolSearchType]) ends the list, so
+// that the model loads a deferred tool when it needs it.
+//
 // A tool whose name Anthropic does not accept is left out, and the error
 // says so, as [*ExportError] values. The definitions of the other tools
 // are returned either way.
 func AnthropicTools(r *carmy.Registry, caller ...carmy.CallOption) ([]AnthropicTool, error) {
-	return exportTools(r, caller, providerAnthropic, anthropicName, "an Anthropic tool name", func(x *exporter, m *carmy.ToolMetadata) AnthropicTool {
-		return AnthropicTool{Name: m.Name, Description: m.Description, InputSchema: x.anthropicRoot(m.InputSchema)}
+	search := &AnthropicTool{Type: AnthropicToolSearchType, Name: AnthropicToolSearchName}
+	return exportTools(r, caller, providerAnthropic, anthropicName, "an Anthropic tool name", search, func(x *exporter, m *carmy.ToolMetadata) AnthropicTool {
+		return AnthropicTool{Name: m.Name, Description: m.Description, InputSchema: x.anthropicRoot(m.InputSchema), DeferLoading: m.Deferred}
 	})
 }
 
@@ -195,17 +254,19 @@ func AnthropicTools(r *carmy.Registry, caller ...carmy.CallOption) ([]AnthropicT
 // such tool, as [*ExportError] values. The declarations of the other tools
 // are returned either way.
 func GeminiFunctions(r *carmy.Registry, caller ...carmy.CallOption) ([]GeminiFunction, error) {
-	return exportTools(r, caller, providerGemini, geminiName, "a Gemini function name", func(x *exporter, m *carmy.ToolMetadata) GeminiFunction {
+	return exportTools(r, caller, providerGemini, geminiName, "a Gemini function name", nil, func(x *exporter, m *carmy.ToolMetadata) GeminiFunction {
 		return GeminiFunction{Name: m.Name, Description: m.Description, Parameters: x.geminiRoot(m.InputSchema)}
 	})
 }
 
 // exportTools converts every tool for one provider, or those the caller
-// may call when one is given, sorted by name; a tool the provider cannot
-// take is left out, and its problems returned.
-func exportTools[T any](r *carmy.Registry, caller []carmy.CallOption, provider string, name *regexp.Regexp, what string, convert func(*exporter, *carmy.ToolMetadata) T) ([]T, error) {
+// may call when one is given, sorted by name, then search, the provider's
+// tool search, when some tool exported is deferred; a tool the provider
+// cannot take is left out, and its problems returned.
+func exportTools[T any](r *carmy.Registry, caller []carmy.CallOption, provider string, name *regexp.Regexp, what string, search *T, convert func(*exporter, *carmy.ToolMetadata) T) ([]T, error) {
 	var out []T
 	var errs []error
+	deferred := false
 	for _, meta := range toolsFor(r, caller) {
 		m := &meta
 		x := &exporter{provider: provider, tool: m.Name}
@@ -216,6 +277,10 @@ func exportTools[T any](r *carmy.Registry, caller []carmy.CallOption, provider s
 			continue
 		}
 		out = append(out, v)
+		deferred = deferred || m.Deferred
+	}
+	if deferred && search != nil {
+		out = append(out, *search)
 	}
 	return out, errors.Join(errs...)
 }

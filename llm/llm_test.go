@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -120,7 +121,7 @@ func exportRegistry(t *testing.T) *carmy.Registry {
 			carmy.Name("build_tree"), carmy.Description("Echo a tree")),
 		carmy.Tool(exportEchoAny, carmy.None, carmy.Register(false), carmy.ParallelSafe(),
 			carmy.Name("echo_any")),
-		carmy.Tool(exportPing, carmy.Read, carmy.Register(false), carmy.ParallelSafe(),
+		carmy.Tool(exportPing, carmy.Read, carmy.Register(false), carmy.ParallelSafe(), carmy.Deferred(),
 			carmy.Name("ping"), carmy.Description("Check that the service is up")),
 		carmy.Tool(exportPing, carmy.Read, carmy.Register(false), carmy.Name("svc.ping")),
 	).Build()
@@ -152,6 +153,7 @@ func exportErrors(t *testing.T, err error) []*llm.ExportError {
 func TestExportGolden(t *testing.T) {
 	reg := exportRegistry(t)
 	openai, oerr := llm.OpenAITools(reg)
+	responses, rerr := llm.OpenAIResponsesTools(reg)
 	anthropic, aerr := llm.AnthropicTools(reg)
 	gemini, gerr := llm.GeminiFunctions(reg)
 	for _, c := range []struct {
@@ -160,6 +162,7 @@ func TestExportGolden(t *testing.T) {
 		err   error
 	}{
 		{"openai.json", openai, oerr},
+		{"openai_responses.json", responses, rerr},
 		{"anthropic.json", anthropic, aerr},
 		{"gemini.json", gemini, gerr},
 	} {
@@ -207,11 +210,16 @@ func TestExportRefusals(t *testing.T) {
 			if f := e.FieldByName("Function"); f.IsValid() {
 				e = f
 			}
-			out = append(out, e.FieldByName("Name").String())
+			name := e.FieldByName("Name").String()
+			if name == "" { // a provider's own tool
+				name = e.FieldByName("Type").String()
+			}
+			out = append(out, name)
 		}
 		return out
 	}
 	openai, oerr := llm.OpenAITools(reg)
+	responses, rerr := llm.OpenAIResponsesTools(reg)
 	anthropic, aerr := llm.AnthropicTools(reg)
 	gemini, gerr := llm.GeminiFunctions(reg)
 	for _, c := range []struct {
@@ -225,7 +233,13 @@ func TestExportRefusals(t *testing.T) {
 			{"echo_any", "value", "accepts any JSON value"},
 			{"svc.ping", "", `the name "svc.ping" is not an OpenAI function name`},
 		}},
-		{"Anthropic", anthropic, aerr, []string{"build_tree", "echo_any", "ping", "place_order"}, []refusal{
+		// ping is deferred: the Responses API and Anthropic get their
+		// provider's tool search too.
+		{"OpenAI", responses, rerr, []string{"build_tree", "ping", "place_order", "tool_search"}, []refusal{
+			{"echo_any", "value", "accepts any JSON value"},
+			{"svc.ping", "", `the name "svc.ping" is not an OpenAI function name`},
+		}},
+		{"Anthropic", anthropic, aerr, []string{"build_tree", "echo_any", "ping", "place_order", "tool_search_tool_bm25"}, []refusal{
 			{"svc.ping", "", `the name "svc.ping" is not an Anthropic tool name`},
 		}},
 		{"Gemini", gemini, gerr, []string{"ping", "place_order"}, []refusal{
@@ -235,7 +249,7 @@ func TestExportRefusals(t *testing.T) {
 			{"svc.ping", "", `the name "svc.ping" is not a Gemini function name`},
 		}},
 	} {
-		t.Run(c.provider, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s %T", c.provider, c.tools), func(t *testing.T) {
 			if got := names(c.tools); !slices.Equal(got, c.want) {
 				t.Errorf("exported %v, want %v", got, c.want)
 			}
@@ -1021,8 +1035,72 @@ func TestExportHandWritten(t *testing.T) {
 			check("Gemini", params, err, c.gemini)
 			a, err := llm.AnthropicTools(reg)
 			if err != nil || len(a) != 1 || string(a[0].InputSchema) != c.schema {
-				t.Errorf("Anthropic: %v, %s: want the schema as written", err, a)
+				t.Errorf("Anthropic: %v, %+v: want the schema as written", err, a)
 			}
 		})
+	}
+}
+
+// TestExportDeferred: a deferred tool is marked defer_loading in the
+// Anthropic and Responses exports, which then end with their provider's
+// tool search; only when a tool the caller may call is deferred. Chat
+// Completions and Gemini, which defer nothing, define it like any other.
+func TestExportDeferred(t *testing.T) {
+	reg, err := carmy.New().Tool(
+		carmy.Tool(exportPing, carmy.Read, carmy.Register(false), carmy.Name("ping")),
+		carmy.Tool(exportPing, carmy.Read, carmy.Register(false), carmy.Name("audit_log"), carmy.Deferred(), carmy.Requires("admin")),
+	).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	for _, c := range []struct {
+		caller []carmy.CallOption
+		want   []string // the Anthropic export; the Responses one ends in tool_search instead
+	}{
+		{[]carmy.CallOption{carmy.WithPermissions("admin")}, []string{"audit_log (deferred)", "ping", "tool_search_tool_bm25"}},
+		{[]carmy.CallOption{carmy.WithPrincipal("guest")}, []string{"ping"}},
+	} {
+		a, err := llm.AnthropicTools(reg, c.caller...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range a {
+			switch {
+			case d.Type == llm.AnthropicToolSearchType && d.InputSchema == nil:
+				got = append(got, d.Name)
+			case d.DeferLoading:
+				got = append(got, d.Name+" (deferred)")
+			default:
+				got = append(got, d.Name)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Anthropic: %v; want %v", got, c.want)
+		}
+		r, err := llm.OpenAIResponsesTools(reg, c.caller...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, d := range r {
+			switch {
+			case d.Type == "tool_search" && d.Name == "" && d.Parameters == nil:
+				got = append(got, "tool_search_tool_bm25")
+			case d.Type == "function" && d.DeferLoading:
+				got = append(got, d.Name+" (deferred)")
+			default:
+				got = append(got, d.Name)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Responses: %v; want %v", got, c.want)
+		}
+		o, _ := llm.OpenAITools(reg, c.caller...)
+		g, _ := llm.GeminiFunctions(reg, c.caller...)
+		if n := len(slices.DeleteFunc(slices.Clone(c.want), func(s string) bool { return s == "tool_search_tool_bm25" })); len(o) != n || len(g) != n {
+			t.Errorf("Chat Completions %d tools, Gemini %d; want %d", len(o), len(g), n)
+		}
 	}
 }

@@ -74,6 +74,9 @@ func New(reg *carmy.Registry, caller ...carmy.CallOption) (*Toolset, error) {
 	defs, err := llm.AnthropicTools(reg, caller...)
 	ts := &Toolset{reg: reg, caller: caller}
 	for _, d := range defs {
+		if d.Type != "" {
+			continue // Anthropic's tool search: a request's tool, not the runner's
+		}
 		var s map[string]any
 		if e := json.Unmarshal(d.InputSchema, &s); e != nil {
 			return nil, fmt.Errorf("anthropiccarmy: the input schema of %s: %w", d.Name, e)

@@ -241,3 +241,21 @@ func TestReplayedCall(t *testing.T) {
 		t.Fatalf("add_note ran %d times for one call id, want 1", n)
 	}
 }
+
+// TestSearchTools: search_tools is a runner tool like the others, and
+// finds for the model only what the caller may call.
+func TestSearchTools(t *testing.T) {
+	f := adapttest.Searching(t)
+	m := run(t, toolset(t, f), call("toolu_1", "search_tools", map[string]any{"query": "note", "limit": 50}))
+	var names []string
+	for _, raw := range m.tools {
+		var d struct{ Name string }
+		_ = json.Unmarshal(raw, &d)
+		names = append(names, d.Name)
+	}
+	r := m.lastResult(t)
+	if r.IsError {
+		t.Fatalf("the model read %+v (%s)", r, r.text())
+	}
+	adapttest.CheckSearch(t, names, r.text())
+}

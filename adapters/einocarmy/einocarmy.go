@@ -61,6 +61,9 @@ func Tools(reg *carmy.Registry, caller ...carmy.CallOption) ([]tool.BaseTool, er
 	defs, err := llm.AnthropicTools(reg, caller...)
 	var out []tool.BaseTool
 	for _, d := range defs {
+		if d.Type != "" {
+			continue // Anthropic's tool search, which no Eino model runs
+		}
 		s := new(jsonschema.Schema)
 		if e := json.Unmarshal(d.InputSchema, s); e != nil {
 			return nil, errors.Join(err, e)

@@ -267,3 +267,18 @@ func TestConfirmationBesideAnotherCall(t *testing.T) {
 		t.Fatalf("add_note ran %d times, delete_note %d; want once each", a, d)
 	}
 }
+
+// TestSearchTools: search_tools is an Eino tool like the others, and finds
+// for the model only what the caller may call.
+func TestSearchTools(t *testing.T) {
+	f := adapttest.Searching(t)
+	m := &scripted{turns: [][]schema.ToolCall{call("call-1", "search_tools", `{"query":"note","limit":50}`)}}
+	if _, err := agent(t, f, m).Invoke(context.Background(), prompt, compose.WithCheckPointID("run")); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range m.offered {
+		names = append(names, o.Name)
+	}
+	adapttest.CheckSearch(t, names, m.lastResult(t))
+}

@@ -52,6 +52,9 @@ func New(reg *carmy.Registry, caller ...carmy.CallOption) (*Toolset, error) {
 	defs, err := llm.AnthropicTools(reg, caller...)
 	ts := &Toolset{reg: reg, caller: caller}
 	for _, d := range defs {
+		if d.Type != "" {
+			continue // Anthropic's tool search, which no Genkit model runs
+		}
 		var schema map[string]any
 		if e := json.Unmarshal(d.InputSchema, &schema); e != nil {
 			return nil, fmt.Errorf("genkitcarmy: the input schema of %s: %w", d.Name, e)

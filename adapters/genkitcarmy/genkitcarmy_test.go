@@ -252,3 +252,16 @@ func TestConfirmationBesideAnotherCall(t *testing.T) {
 		t.Fatalf("add_note ran %d times, delete_note %d; want once each", a, d)
 	}
 }
+
+// TestSearchTools: search_tools is a Genkit tool like the others, and
+// finds for the model only what the caller may call.
+func TestSearchTools(t *testing.T) {
+	f := adapttest.Searching(t)
+	g, m := setup(t, call("search_tools", "1", map[string]any{"query": "note", "limit": 50}))
+	generate(t, g, toolset(t, f), prompt)
+	var names []string
+	for _, d := range m.tools {
+		names = append(names, d.Name)
+	}
+	adapttest.CheckSearch(t, names, m.lastResult(t))
+}

@@ -53,6 +53,8 @@ type Settings struct {
 	PublicURL            string        // the address clients use, for links and OAuth metadata
 	RateLimits           RateLimits    // [rate_limits]
 	StateKey             []byte        // signs the sessionless protocol's request state
+	ToolSearch           bool          // serve the search_tools tool
+	DeferredTools        List          // tools a model should load on demand
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -170,9 +172,9 @@ func FromEnv() (Settings, error) {
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "task_ttl", "public_url", "state_key", "tokens", "oauth", "effect_permissions", "rate_limits"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "task_ttl", "public_url", "state_key", "tokens", "oauth", "effect_permissions", "rate_limits", "tool_search", "deferred_tools"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, task_ttl, public_url, state_key, [[tokens]], [oauth], [effect_permissions] and [rate_limits]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, task_ttl, public_url, state_key, [[tokens]], [oauth], [effect_permissions], [rate_limits], tool_search and deferred_tools"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -308,6 +310,14 @@ func parse(path, src string) (Settings, error) {
 	scalar("task_ttl", func(s string) (err error) { c.TaskTTL, err = parseDuration(s); return }, `a duration such as "1h"`)
 	scalar("public_url", func(s string) (err error) { c.PublicURL, err = parsePublicURL(s); return }, `a URL such as "https://tools.example.com"`)
 	scalar("state_key", func(s string) (err error) { c.StateKey, err = parseStateKey(s); return }, `64 hex digits, such as the output of "openssl rand -hex 32"`)
+	if v := d.value("tool_search"); v != nil {
+		b, ok := v.(bool)
+		if !ok {
+			fail(d.line("tool_search"), "tool_search must be true or false, not %s", tomlValue(v))
+		}
+		c.ToolSearch = b
+	}
+	c.DeferredTools = parseList(&d, path, "deferred_tools", `["export_orders"]`, fail)
 	c.Tokens = parseTokens(&d, fail)
 	c.OAuth = parseOAuth(&d, path, fail)
 	c.EffectPermissions = parseEffectPermissions(&d, path, fail)

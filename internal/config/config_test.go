@@ -102,14 +102,16 @@ func TestLoadConfig(t *testing.T) {
 			IdempotencyWindow: 15 * time.Minute,
 			TaskTTL:           2 * time.Hour,
 			PublicURL:         "https://tools.example.com",
+			ToolSearch:        true,
+			DeferredTools:     config.List{Values: []string{"export_orders"}, Site: filepath.Join("testdata", "full.toml") + ":17"},
 			Tokens: []config.Token{
 				{SHA256: hash(aliceToken), Principal: "alice", Permissions: []string{"confirm:cancel_order", "orders:write"}},
 				{SHA256: hash(bobToken), Principal: "bob"},
 			},
 			RateLimits: config.RateLimits{
-				Default: &config.Rate{Calls: 100, Per: time.Minute, Key: "rate_limits.default", Site: filepath.Join("testdata", "full.toml") + ":29"},
+				Default: &config.Rate{Calls: 100, Per: time.Minute, Key: "rate_limits.default", Site: filepath.Join("testdata", "full.toml") + ":31"},
 				Tools: map[string]config.Rate{
-					"create_order": {Calls: 10, Per: 30 * time.Second, Key: "rate_limits.create_order", Site: filepath.Join("testdata", "full.toml") + ":30"},
+					"create_order": {Calls: 10, Per: 30 * time.Second, Key: "rate_limits.create_order", Site: filepath.Join("testdata", "full.toml") + ":32"},
 				},
 			},
 		}},

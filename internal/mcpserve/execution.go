@@ -8,13 +8,15 @@ import (
 )
 
 // listedTools is a tools/list answer with each of the host's tools'
-// execution.taskSupport, which the SDK's Tool has no member for: it is
-// added to the answer's JSON, in both generations. Embedding the SDK's
+// execution.taskSupport, and defer_loading for a deferred tool (as
+// mcp-go's WithDeferLoading writes it), which the SDK's Tool has no
+// members for: they are added to the answer's JSON, in both generations. Embedding the SDK's
 // result keeps what the SDK does with it after the middleware (its
 // resultType, its server info) working.
 type listedTools struct {
 	*mcp.ListToolsResult
-	support map[string]string // tool name → taskSupport
+	support  map[string]string // tool name → taskSupport
+	deferred map[string]bool   // the deferred tools, by name
 }
 
 // toolExecution is a tool's execution member.
@@ -28,13 +30,16 @@ func (s *Server) withExecution(list *mcp.ListToolsResult) mcp.Result {
 	if _, ok := s.host.(Tasks); !ok {
 		return list
 	}
-	support := make(map[string]string, len(list.Tools))
+	l := &listedTools{ListToolsResult: list, support: make(map[string]string, len(list.Tools)), deferred: map[string]bool{}}
 	for _, mt := range list.Tools {
 		if e, ours := s.tools[mt.Name]; ours {
-			support[mt.Name] = cmp.Or(e.Tasks, TaskOptional)
+			l.support[mt.Name] = cmp.Or(e.Tasks, TaskOptional)
+			if e.Deferred {
+				l.deferred[mt.Name] = true
+			}
 		}
 	}
-	return &listedTools{ListToolsResult: list, support: support}
+	return l
 }
 
 // MarshalJSON writes the list as the SDK does, each tool of the host's
@@ -54,8 +59,9 @@ func (l *listedTools) MarshalJSON() ([]byte, error) {
 		if support, ours := l.support[mt.Name]; ours {
 			tools[i] = struct {
 				*mcp.Tool
-				Execution toolExecution `json:"execution"`
-			}{mt, toolExecution{support}}
+				Execution    toolExecution `json:"execution"`
+				DeferLoading bool          `json:"defer_loading,omitempty"`
+			}{mt, toolExecution{support}, l.deferred[mt.Name]}
 		}
 	}
 	if m["tools"], err = json.Marshal(tools); err != nil {

@@ -115,6 +115,9 @@ type Tool struct {
 	// rounds before their task starts: a call without answers is not a
 	// task, and the call that brings them starts it.
 	AskFirst bool
+	// Deferred marks a tool a model should load on demand: tools/list
+	// says defer_loading.
+	Deferred bool
 }
 
 // Config is what a [Server] is made of.

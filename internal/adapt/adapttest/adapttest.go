@@ -5,7 +5,9 @@
 package adapttest
 
 import (
+	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -53,7 +55,27 @@ type Fixture struct {
 // New builds the registry; it is closed when the test ends.
 func New(t testing.TB) *Fixture {
 	t.Helper()
+	return build(t, false)
+}
+
+// Searching builds the registry with search_tools, and delete_note
+// deferred, as a host with many tools would; it is closed when the test
+// ends. A search for "note" by the tests' caller finds add_note and
+// delete_note, never purge_notes.
+func Searching(t testing.TB) *Fixture {
+	t.Helper()
+	return build(t, true)
+}
+
+func build(t testing.TB, search bool) *Fixture {
+	t.Helper()
 	f := &Fixture{}
+	b := carmy.New()
+	var delOpts []carmy.Option
+	if search {
+		b.ToolSearch()
+		delOpts = append(delOpts, carmy.Deferred())
+	}
 	add := carmy.Tool(func(c carmy.Context, in AddNote) (Note, error) {
 		f.Added.Add(1)
 		return Note{Text: in.Text, Owner: c.Principal}, nil
@@ -61,16 +83,41 @@ func New(t testing.TB) *Fixture {
 	del := carmy.Tool(func(in DeleteNote) (string, error) {
 		f.Deleted.Add(1)
 		return "deleted", nil
-	}, carmy.Destructive, carmy.Name("delete_note"), carmy.Description("Delete a note"), carmy.RequireConfirmation(), carmy.Register(false))
+	}, carmy.Destructive, append(delOpts, carmy.Name("delete_note"), carmy.Description("Delete a note"), carmy.RequireConfirmation(), carmy.Register(false))...)
 	// The caller lacks the permission purge_notes requires: its model is
 	// never offered it.
 	purge := carmy.Tool(func() error { return nil }, carmy.Destructive, carmy.Name("purge_notes"),
 		carmy.Requires("notes:admin"), carmy.Register(false))
-	reg, err := carmy.New().Tool(add, del, purge).Logger(slog.New(slog.DiscardHandler)).Build()
+	reg, err := b.Tool(add, del, purge).Logger(slog.New(slog.DiscardHandler)).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.Close() })
 	f.Reg = reg
 	return f
+}
+
+// CheckSearch checks a framework's run of search_tools for the tests'
+// caller over a [Searching] registry: the model was offered the three
+// tools the caller may call (never Anthropic's tool search, which the
+// export adds for the deferred delete_note), and the output found
+// add_note and delete_note, never purge_notes.
+func CheckSearch(t testing.TB, offered []string, output string) {
+	t.Helper()
+	offered = slices.Sorted(slices.Values(offered))
+	if !slices.Equal(offered, []string{"add_note", "delete_note", "search_tools"}) {
+		t.Errorf("offered %v", offered)
+	}
+	var out struct{ Tools []struct{ Name string } }
+	if err := json.Unmarshal([]byte(output), &out); err != nil {
+		t.Fatalf("search_tools answered %s: %v", output, err)
+	}
+	var found []string
+	for _, h := range out.Tools {
+		found = append(found, h.Name)
+	}
+	slices.Sort(found)
+	if !slices.Equal(found, []string{"add_note", "delete_note"}) {
+		t.Errorf("search_tools found %v; want add_note and delete_note, not purge_notes", found)
+	}
 }

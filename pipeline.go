@@ -309,5 +309,11 @@ func (j *job) run() {
 		j.done <- o
 	}()
 	o = r.invoke(j.ctx, j.execCtx, t, cc, j.in)
+	if cc.task != nil && o.err == nil {
+		// A task's output is kept on its task before the outcome is
+		// recorded: one that does not fit fails the call, and that
+		// failure is what a retry with the request id replays.
+		o = cc.task.keepOutput(o)
+	}
 	returned = true
 }

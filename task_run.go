@@ -64,6 +64,9 @@ type taskRun struct {
 	refusal  error
 	executed atomic.Bool // the tool started
 	waited   bool        // the task waited for a person
+	// kept: the task's outcome is written, or being written, by
+	// keepOutput: the task is completed by this host, not stopped.
+	kept atomic.Bool
 	// stop stops the call; shut is set once the shutdown stopped it, and
 	// wrote its outcome.
 	stop context.CancelFunc
@@ -130,7 +133,8 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 			digest = canon.Sum(form)
 		}
 	}
-	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, Digest: digest, TTL: r.tasks.ttl}, r.tasks.lease)
+	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, Digest: digest,
+		InputSize: len(c.Input), TTL: r.tasks.ttl}, r.tasks.lease)
 	if err != nil {
 		return nil, r.taskStoreError(ctx, err)
 	}
@@ -197,17 +201,56 @@ func (run *taskRun) update(ctx context.Context, u store.TaskUpdate) error {
 	return nil
 }
 
+// keepOutput completes the task with the output of its execution o,
+// within its principal's bytes, before the outcome is recorded: an output
+// that does not fit is not kept, and the call fails with details.reason
+// "output_too_large" (the tool ran: the failure is the call's outcome). An
+// output the store cannot take now is left to finish.
+func (run *taskRun) keepOutput(o outcome) outcome {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	run.kept.Store(true)
+	_, err := run.r.tasks.store.UpdateTask(ctx, run.id, store.TaskUpdate{Status: store.TaskCompleted, ExecutionID: o.res.ExecutionID,
+		Output: outputOf(o.res), Progress: run.lastProgress()})
+	if err != nil {
+		run.kept.Store(false)
+	}
+	if errors.Is(err, store.ErrTaskCapacity) {
+		return outcome{err: outputTooLarge(run.t, o.res, err)}
+	}
+	return o
+}
+
+// outputOf is the output of res as a task keeps it: JSON null for none.
+func outputOf(res Result) []byte {
+	if res.Output == nil {
+		return []byte("null")
+	}
+	return res.Output
+}
+
+// outputTooLarge is the failure of a task whose output does not fit in
+// its principal's bytes of tasks.
+func outputTooLarge(t *tool, res Result, err error) *Error {
+	return &Error{Code: CodeUnavailable, Err: err,
+		Message: fmt.Sprintf("%s ran, but its output (%d bytes) does not fit in what this server keeps for this caller's tasks; it is not kept, and the call is not run again for its request id",
+			t.meta.Name, len(res.Output)),
+		Details: map[string]any{"reason": "output_too_large", "execution_id": res.ExecutionID, "output_bytes": len(res.Output)}}
+}
+
 // finish writes the outcome. A call refused before its tool started is
 // Start's error, unless Start returned already: its task is failed, and
-// its request id free for a call that fixes what was refused.
+// its request id free for a call that fixes what was refused. An output
+// that does not fit (one replayed for the request id) fails the task.
 func (run *taskRun) finish(res Result, err error) {
+	if run.kept.Load() { // completed by keepOutput
+		run.begin()
+		return
+	}
 	u := store.TaskUpdate{Progress: run.lastProgress()}
 	var refusal error
 	if err == nil {
-		u.Status, u.ExecutionID, u.Output = store.TaskCompleted, res.ExecutionID, res.Output
-		if u.Output == nil {
-			u.Output = []byte("null")
-		}
+		u.Status, u.ExecutionID, u.Output = store.TaskCompleted, res.ExecutionID, outputOf(res)
 	} else {
 		e := publicError(err)
 		u.Status, u.Error = store.TaskFailed, recordError(e)
@@ -234,7 +277,12 @@ func (run *taskRun) finish(res Result, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
-	if _, err := run.r.tasks.store.UpdateTask(ctx, run.id, u); err != nil && !run.shut.Load() {
+	_, err = run.r.tasks.store.UpdateTask(ctx, run.id, u)
+	if errors.Is(err, store.ErrTaskCapacity) && u.Output != nil {
+		e := outputTooLarge(run.t, res, err)
+		_, err = run.r.tasks.store.UpdateTask(ctx, run.id, store.TaskUpdate{Status: store.TaskFailed, ExecutionID: res.ExecutionID, Error: recordError(e)})
+	}
+	if err != nil && !run.shut.Load() {
 		run.r.logger.Error("carmy: cannot record the outcome of a task", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
 	}
 	// Once written: a retry of the refused call with its request id
@@ -263,6 +311,9 @@ func (run *taskRun) watch(ctx context.Context, stop context.CancelFunc) {
 			}
 			continue
 		}
+		if run.kept.Load() {
+			return // completed: its tool returned
+		}
 		if rec.CancelRequested || rec.Status.Final() {
 			stop()
 			return
@@ -282,9 +333,14 @@ func (run *taskRun) renew(ctx context.Context, stop context.CancelFunc) {
 	write := func(u store.TaskUpdate) {
 		_, err := r.tasks.store.UpdateTask(ctx, run.id, u)
 		switch {
+		case errors.Is(err, store.ErrTaskState) && run.kept.Load(): // completed meanwhile
 		case errors.Is(err, store.ErrTaskState):
 			r.logger.Error("carmy: a task's lease lapsed while it ran; it is failed, and its call is stopped", "task_id", run.id, "tool", run.t.meta.Name)
 			stop()
+		case errors.Is(err, store.ErrTaskCapacity):
+			// Progress that does not fit in the principal's bytes is
+			// left out; the lease is renewed alone at the next tick.
+			r.logger.Warn("carmy: a task's progress does not fit in its caller's bytes of tasks; it is left out", "task_id", run.id, "tool", run.t.meta.Name)
 		case err != nil && ctx.Err() == nil:
 			r.logger.Warn("carmy: cannot write a task's lease or progress; trying again", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -843,5 +844,40 @@ func TestBuildWhileExecuting(t *testing.T) {
 			t.Fatalf("Build: %v", err)
 		}
 		r2.Close()
+	}
+}
+
+// TestBuildLogsUndescribedTools: Build says, in one line, which tools
+// reach a model with an empty description (no Description, and no doc
+// comment registered: go generate was not run); with every tool described
+// it says nothing.
+func TestBuildLogsUndescribedTools(t *testing.T) {
+	bare := func(name string) *carmy.ToolDef {
+		return carmy.Tool(func() error { return nil }, carmy.Read, carmy.Name(name), carmy.Register(false))
+	}
+	described := carmy.Tool(func() error { return nil }, carmy.Read, carmy.Name("described"), carmy.Description("Has one"), carmy.Register(false))
+	for _, tc := range []struct {
+		name  string
+		tools []*carmy.ToolDef
+		want  string // the line's tools; "" for no line
+	}{
+		{"two undescribed", []*carmy.ToolDef{bare("zeta"), described, bare("alpha")}, "alpha, zeta"},
+		{"all described", []*carmy.ToolDef{described}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log strings.Builder
+			reg, err := carmy.New().Tool(tc.tools...).Logger(slog.New(slog.NewTextHandler(&log, nil))).Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reg.Close()
+			lines := strings.Count(log.String(), "without a description")
+			switch {
+			case tc.want == "" && lines != 0:
+				t.Fatalf("Build logged %q; want nothing", log.String())
+			case tc.want != "" && (lines != 1 || !strings.Contains(log.String(), `tools="`+tc.want+`"`) || !strings.Contains(log.String(), "go generate")):
+				t.Fatalf("Build logged %q; want one line naming %s and go generate", log.String(), tc.want)
+			}
+		})
 	}
 }

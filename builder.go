@@ -428,6 +428,7 @@ func (b *Builder) Build() (*Registry, error) {
 		t.handler = r.handlerFor(t, b.middleware)
 	}
 	r.reindex()
+	r.logUndescribed()
 	return r, nil
 }
 
@@ -452,6 +453,22 @@ func (b *Builder) Build() (*Registry, error) {
 func (b *Builder) Skills(fsys fs.FS) *Builder {
 	b.mcpConfig.skillsOn, b.mcpConfig.skillsFS = true, fsys
 	return b
+}
+
+// logUndescribed logs, in one line, the tools that reach a model with no
+// description: neither a Description nor a doc comment that carmy gen
+// registered, as in a module where go generate was not run.
+func (r *Registry) logUndescribed() {
+	var names []string
+	for _, n := range r.names {
+		if r.tools[n].meta.Description == "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) > 0 {
+		r.logger.Warn("carmy: tools without a description reach the model with an empty one; run go generate (carmy gen registers their doc comments) or give them carmy.Description",
+			"tools", strings.Join(names, ", "))
+	}
 }
 
 // redactedError is an error of opening the store URL, which may hold a

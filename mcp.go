@@ -762,6 +762,9 @@ func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskSt
 	t, known := r.tools[rec.Tool]
 	switch rec.Status {
 	case store.TaskCompleted:
+		if rec.Output == nil {
+			break // a list's summary: the outcome comes with the task alone
+		}
 		res, _ := taskOutcome(rec)
 		out, err := mcpserve.Outcome{Output: res.Output, ExecutionID: res.ExecutionID}, error(nil)
 		if known {

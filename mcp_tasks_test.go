@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -425,5 +426,40 @@ func TestInspectorCLITaskOverStdio(t *testing.T) {
 	}
 	if err != nil || json.Unmarshal(out, &res) != nil || res.Result.StructuredContent.Result != 4 {
 		t.Fatalf("inspector --cli: %v\n%s\nwant the task's result, 4", err, out)
+	}
+}
+
+// TestMCPTasksRequiredMessage: a tool that runs only as a task, called
+// without one in a 2025-11-25 session, answers carmy's message on every
+// path: over HTTP and stdio, with a progress token (the SDK's path) and
+// without (the fast path).
+func TestMCPTasksRequiredMessage(t *testing.T) {
+	t.Parallel()
+	url, _, _ := mcpTaskServer(t)
+	reg := taskRegistry(t, carmy.New(), carmy.Tool(func() error { return nil }, carmy.Read,
+		carmy.Name("fail"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)))
+	sessions := map[string]func(t *testing.T) *mcp.ClientSession{
+		"HTTP": func(t *testing.T) *mcp.ClientSession {
+			s, err := mcpDial(t, bearerClient("alice"), url, "2025-11-25", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"stdio": func(t *testing.T) *mcp.ClientSession { return singleClient(t, reg, "stdio", "2025-11-25", nil) },
+	}
+	for door, open := range sessions {
+		for _, progress := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, progress token %v", door, progress), func(t *testing.T) {
+				p := &mcp.CallToolParams{Name: "fail", Arguments: map[string]any{}}
+				if progress {
+					p.Meta = mcp.Meta{"progressToken": "p1"}
+				}
+				_, err := open(t).CallTool(context.Background(), p)
+				if we := (*jsonrpc.Error)(nil); !errors.As(err, &we) || we.Code != -32601 || !strings.Contains(we.Message, "fail runs only as a task: call it with params.task") {
+					t.Fatalf("fail in a session: %v; want -32601 with carmy's message", err)
+				}
+			})
+		}
 	}
 }

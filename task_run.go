@@ -127,7 +127,8 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 			digest = canon.Sum(form)
 		}
 	}
-	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, Digest: digest, TTL: r.tasks.ttl}, r.tasks.lease)
+	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, Digest: digest,
+		InputSize: len(c.Input), TTL: r.tasks.ttl}, r.tasks.lease)
 	if err != nil {
 		return nil, r.taskStoreError(ctx, err)
 	}
@@ -194,17 +195,32 @@ func (run *taskRun) update(ctx context.Context, u store.TaskUpdate) error {
 	return nil
 }
 
+// outputOf is the output of res as a task keeps it: JSON null for none.
+func outputOf(res Result) []byte {
+	if res.Output == nil {
+		return []byte("null")
+	}
+	return res.Output
+}
+
+// outputTooLarge is the failure of a task whose output does not fit in
+// its principal's bytes of tasks.
+func outputTooLarge(t *tool, res Result, err error) *Error {
+	return &Error{Code: CodeUnavailable, Err: err,
+		Message: fmt.Sprintf("%s ran, but its output (%d bytes) does not fit in what this server keeps for this caller's tasks; it is not kept, and the call is not run again for its request id",
+			t.meta.Name, len(res.Output)),
+		Details: map[string]any{"reason": "output_too_large", "execution_id": res.ExecutionID, "output_bytes": len(res.Output)}}
+}
+
 // finish writes the outcome. A call refused before its tool started is
 // Start's error, unless Start returned already: its task is failed, and
-// its request id free for a call that fixes what was refused.
+// its request id free for a call that fixes what was refused. An output
+// that does not fit (one replayed for the request id) fails the task.
 func (run *taskRun) finish(res Result, err error) {
 	u := store.TaskUpdate{Progress: run.lastProgress()}
 	var refusal error
 	if err == nil {
-		u.Status, u.ExecutionID, u.Output = store.TaskCompleted, res.ExecutionID, res.Output
-		if u.Output == nil {
-			u.Output = []byte("null")
-		}
+		u.Status, u.ExecutionID, u.Output = store.TaskCompleted, res.ExecutionID, outputOf(res)
 	} else {
 		e := publicError(err)
 		u.Status, u.Error = store.TaskFailed, recordError(e)
@@ -231,7 +247,12 @@ func (run *taskRun) finish(res Result, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
-	if _, err := run.r.tasks.store.UpdateTask(ctx, run.id, u); err != nil && !run.shut.Load() {
+	_, err = run.r.tasks.store.UpdateTask(ctx, run.id, u)
+	if errors.Is(err, store.ErrTaskCapacity) && u.Output != nil {
+		e := outputTooLarge(run.t, res, err)
+		_, err = run.r.tasks.store.UpdateTask(ctx, run.id, store.TaskUpdate{Status: store.TaskFailed, ExecutionID: res.ExecutionID, Error: recordError(e)})
+	}
+	if err != nil && !run.shut.Load() {
 		run.r.logger.Error("carmy: cannot record the outcome of a task", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
 	}
 	// Once written: a retry of the refused call with its request id
@@ -282,6 +303,10 @@ func (run *taskRun) renew(ctx context.Context, stop context.CancelFunc) {
 		case errors.Is(err, store.ErrTaskState):
 			r.logger.Error("carmy: a task's lease lapsed while it ran; it is failed, and its call is stopped", "task_id", run.id, "tool", run.t.meta.Name)
 			stop()
+		case errors.Is(err, store.ErrTaskCapacity):
+			// Progress that does not fit in the principal's bytes is
+			// left out; the lease is renewed alone at the next tick.
+			r.logger.Warn("carmy: a task's progress does not fit in its caller's bytes of tasks; it is left out", "task_id", run.id, "tool", run.t.meta.Name)
 		case err != nil && ctx.Err() == nil:
 			r.logger.Warn("carmy: cannot write a task's lease or progress; trying again", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
 		}

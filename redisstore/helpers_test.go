@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -31,10 +32,25 @@ const skipMessage = "no Redis to test against: set " + envURL + " to a server's 
 // failure tests provoke) out of the output unless the tests run with -v.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if !testing.Verbose() {
-		redis.SetLogger(discardLog{})
-	}
+	redis.SetLogger(testRedisLog())
 	os.Exit(m.Run())
+}
+
+// testRedisLog is go-redis's log in the tests: discarded unless they run
+// with -v.
+func testRedisLog() interface {
+	Printf(context.Context, string, ...any)
+} {
+	if testing.Verbose() {
+		return stderrLog{}
+	}
+	return discardLog{}
+}
+
+type stderrLog struct{}
+
+func (stderrLog) Printf(_ context.Context, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "redis: "+format+"\n", args...)
 }
 
 type discardLog struct{}
@@ -73,11 +89,16 @@ func newClient(t testing.TB) *redis.Client {
 // after the test.
 func testPrefix(t testing.TB, c redis.UniversalClient) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	p := "carmytest:" + hex.EncodeToString(b[:]) + ":"
+	p := newPrefix()
 	t.Cleanup(func() { deleteKeys(c, p) })
 	return p
+}
+
+// newPrefix returns a key prefix no other test uses.
+func newPrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "carmytest:" + hex.EncodeToString(b[:]) + ":"
 }
 
 // deleteKeys deletes the keys under prefix, in a bounded number of scans.

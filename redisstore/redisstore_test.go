@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,21 +60,38 @@ func hosts(t *testing.T, c redis.UniversalClient, prefix string, n int, opts ...
 type roundRobin struct {
 	hosts []*Store
 	next  atomic.Uint32
+	// began is the host that began each reservation, by token.
+	began sync.Map
 }
 
 func (r *roundRobin) host() *Store { return r.hosts[int(r.next.Add(1))%len(r.hosts)] }
 
 func (r *roundRobin) Begin(ctx context.Context, key store.Key, digest string, lease time.Duration) (store.Reservation, error) {
-	return r.host().Begin(ctx, key, digest, lease)
+	h := r.host()
+	res, err := h.Begin(ctx, key, digest, lease)
+	if res.Owned {
+		r.began.Store(res.Token, h)
+	}
+	return res, err
 }
 func (r *roundRobin) Wait(ctx context.Context, key store.Key) error {
 	return r.host().Wait(ctx, key)
 }
 func (r *roundRobin) Complete(ctx context.Context, key store.Key, token string, rec store.Record, ttl time.Duration) error {
-	return r.host().Complete(ctx, key, token, rec, ttl)
+	return r.holder(token).Complete(ctx, key, token, rec, ttl)
 }
 func (r *roundRobin) Release(ctx context.Context, key store.Key, token string) error {
-	return r.host().Release(ctx, key, token)
+	return r.holder(token).Release(ctx, key, token)
+}
+
+// holder is the host that began the reservation of token, which ends it
+// and checks it as carmy's hosts do; the next host for a token no host
+// began.
+func (r *roundRobin) holder(token string) *Store {
+	if h, ok := r.began.Load(token); ok {
+		return h.(*Store)
+	}
+	return r.host()
 }
 func (r *roundRobin) Find(ctx context.Context, key store.Key) (store.Reservation, bool, error) {
 	return r.host().Find(ctx, key)
@@ -93,6 +111,29 @@ func (r *roundRobin) SetWindow(d time.Duration) {
 }
 func (r *roundRobin) Acquire(ctx context.Context, name string, lease time.Duration) (store.Lock, error) {
 	return r.host().Acquire(ctx, name, lease)
+}
+func (r *roundRobin) Check(ctx context.Context, key store.Key, token string) error {
+	return r.holder(token).Check(ctx, key, token)
+}
+func (r *roundRobin) Ping(ctx context.Context) error { return r.host().Ping(ctx) }
+
+// The optional interfaces the store and locker suites look for: the
+// round-robin wrapper forwards each, so that their cases run across hosts
+// and on a Cluster instead of skipping.
+var suiteCapabilities = []reflect.Type{
+	reflect.TypeFor[store.Checker](), reflect.TypeFor[store.Pinger](), reflect.TypeFor[store.Finder](),
+	reflect.TypeFor[store.NonceStore](), reflect.TypeFor[store.Windowed](), reflect.TypeFor[store.ReservationAbandoner](),
+}
+
+func TestRoundRobinForwardsEveryCapability(t *testing.T) {
+	for _, it := range suiteCapabilities {
+		if !reflect.TypeFor[*Store]().Implements(it) {
+			t.Errorf("Store does not implement %v", it)
+		}
+		if !reflect.TypeFor[*roundRobin]().Implements(it) {
+			t.Errorf("roundRobin does not implement %v, which Store does: the suites skip its cases", it)
+		}
+	}
 }
 
 func TestRecordKeepsOutputBytes(t *testing.T) {

@@ -26,7 +26,9 @@ var _ store.TaskStore = (*Store)(nil)
 //
 //	prefix + "task:{tk:T}:" + id      a hash of the task's fields, the
 //	                                  answer to each of its questions in
-//	                                  a field "answer:" + question id
+//	                                  a field "answer:" + question id, its
+//	                                  size (store.Task.Size) in "size" and
+//	                                  its principal's list in "listkey"
 //	prefix + "taskrid:{tk:T}:" + principal + ":" + tool + ":" + request id
 //	                                  (each part query-escaped) the id of
 //	                                  the task of that call
@@ -71,8 +73,9 @@ local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 // createTaskScript records task ARGV[1] (hash KEYS[3]) unless the request
 // id ARGV[4] names a task kept (index KEYS[1]): then it returns {0, id}.
 // A principal (list KEYS[2]) holding ARGV[7] tasks or ARGV[8] bytes gets
-// {2, count}. ARGV[9] is the prefix of the hashes' keys, ARGV[10] the
-// input's digest.
+// {2, count}, as does one whose bytes the task (of ARGV[11] bytes of
+// input) would take past ARGV[8]. ARGV[9] is the prefix of the hashes'
+// keys, ARGV[10] the input's digest.
 var createTaskScript = redis.NewScript(luaNow + `
 if ARGV[4] ~= '' then
 	local cur = redis.call('GET', KEYS[1])
@@ -90,7 +93,8 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
 		redis.call('ZREM', KEYS[2], id)
 	end
 end
-if n >= tonumber(ARGV[7]) or bytes >= tonumber(ARGV[8]) then
+local size = #ARGV[1] + #ARGV[3] + #ARGV[4] + tonumber(ARGV[11])
+if n >= tonumber(ARGV[7]) or bytes + size > tonumber(ARGV[8]) then
 	return {2, n}
 end
 local lease = now + tonumber(ARGV[5])
@@ -102,7 +106,7 @@ if ARGV[4] ~= '' then
 end
 redis.call('HSET', KEYS[3], 'id', ARGV[1], 'principal', ARGV[2], 'tool', ARGV[3], 'rid', ARGV[4], 'ridkey', ridkey,
 	'status', 'working', 'created', now, 'updated', now, 'lease', lease, 'ttl', ARGV[6], 'version', 1,
-	'digest', ARGV[10], 'size', #ARGV[1] + #ARGV[3] + #ARGV[4])
+	'digest', ARGV[10], 'size', size, 'input', ARGV[11], 'listkey', KEYS[2])
 redis.call('PEXPIREAT', KEYS[3], keep)
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 return {1, ARGV[1]}
@@ -124,9 +128,55 @@ end
 
 // updateTaskScript applies an update to task KEYS[1]: ARGV[1] a lease in
 // ms (0: none), ARGV[2] "1" to free the request id, ARGV[3] the channel,
-// ARGV[4] a status (empty for none) and ARGV[5] its approval, then fields and
-// values.
+// ARGV[4] a status (empty for none) and ARGV[5] its approval, ARGV[6] the
+// bound of the principal's bytes, then fields and values. An update that
+// grows the task past the bound, unless it ends the task without an
+// output, changes nothing and returns {3, bytes held}.
 var updateTaskScript = redis.NewScript(taskStateCheck + `
+local status = h[1]
+if ARGV[4] ~= '' then
+	status = ARGV[4]
+end
+local set = {}
+for i = 7, #ARGV, 2 do
+	set[ARGV[i]] = #ARGV[i + 1]
+end
+local function fieldSize(f)
+	local n = set[f] or redis.call('HSTRLEN', KEYS[1], f)
+	if n > 0 and string.sub(f, 1, 7) == 'answer:' then
+		n = n + #f - 7
+	end
+	return n
+end
+local size = 0
+for _, f in ipairs({'id', 'tool', 'rid', 'output', 'error', 'progress', 'questions'}) do
+	size = size + fieldSize(f)
+end
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+	if string.sub(f, 1, 7) == 'answer:' and not set[f] then
+		size = size + fieldSize(f)
+	end
+end
+for f in pairs(set) do
+	if string.sub(f, 1, 7) == 'answer:' then
+		size = size + fieldSize(f)
+	end
+end
+if fieldSize('output') == 0 and not final(status) then
+	size = size + tonumber(redis.call('HGET', KEYS[1], 'input') or '0')
+end
+local old = tonumber(redis.call('HGET', KEYS[1], 'size') or '0')
+local list = redis.call('HGET', KEYS[1], 'listkey')
+if size > old and list and not (final(status) and not set['output']) then
+	local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #h[5])
+	local held = 0
+	for _, id in ipairs(redis.call('ZRANGE', list, 0, -1)) do
+		held = held + tonumber(redis.call('HGET', prefix .. id, 'size') or '0')
+	end
+	if held - old + size > tonumber(ARGV[6]) then
+		return {3, held}
+	end
+end
 local lease = tonumber(h[2])
 if tonumber(ARGV[1]) > 0 then
 	lease = now + tonumber(ARGV[1])
@@ -136,24 +186,15 @@ if ARGV[2] == '1' and h[4] ~= '' and redis.call('GET', h[4]) == h[5] then
 	redis.call('DEL', h[4])
 end
 local keep = lease + tonumber(h[3])
-if ARGV[4] ~= '' or #ARGV > 5 then
+if ARGV[4] ~= '' or #ARGV > 6 then
 	if ARGV[4] ~= '' then
 		redis.call('HSET', KEYS[1], 'status', ARGV[4], 'approval', ARGV[5])
 		if final(ARGV[4]) then
 			keep = now + tonumber(h[3])
 		end
 	end
-	for i = 6, #ARGV, 2 do
+	for i = 7, #ARGV, 2 do
 		redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-	end
-	local size = 0
-	for _, f in ipairs({'id', 'tool', 'rid', 'output', 'error', 'progress', 'questions'}) do
-		size = size + redis.call('HSTRLEN', KEYS[1], f)
-	end
-	for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-		if string.sub(f, 1, 7) == 'answer:' then
-			size = size + #f - 7 + redis.call('HSTRLEN', KEYS[1], f)
-		end
 	end
 	redis.call('HSET', KEYS[1], 'size', size, 'updated', now)
 	redis.call('HINCRBY', KEYS[1], 'version', 1)
@@ -182,6 +223,25 @@ var getTaskScript = redis.NewScript(luaNow + `
 return {redis.call('HGETALL', KEYS[1]), now}
 `)
 
+// summaryTaskScript returns the fields ARGV of task KEYS[1], as HGETALL
+// does, and the time: a summary that leaves the task's output, questions
+// and answers in Redis.
+var summaryTaskScript = redis.NewScript(luaNow + `
+local out = {}
+for _, f in ipairs(ARGV) do
+	local v = redis.call('HGET', KEYS[1], f)
+	if v then
+		out[#out + 1] = f
+		out[#out + 1] = v
+	end
+end
+return {out, now}
+`)
+
+// taskSummaryFields are the fields of a task's summary (store.Task.Summary).
+var taskSummaryFields = []any{"id", "principal", "tool", "rid", "digest", "status", "created", "updated", "lease", "ttl",
+	"exec", "error", "progress", "approval", "cancel", "version", "input"}
+
 // CreateTask records a task, unless its request id names one kept.
 func (s *Store) CreateTask(ctx context.Context, t store.Task, lease time.Duration) (store.Task, bool, error) {
 	var b [16]byte
@@ -191,7 +251,7 @@ func (s *Store) CreateTask(ctx context.Context, t store.Task, lease time.Duratio
 	id := hex.EncodeToString(b[:]) + "-" + taskTag(t.Principal)
 	v, err := createTaskScript.Run(ctx, s.client, []string{s.taskIndexKey(t), s.taskListKey(t.Principal), s.taskKey(id)},
 		id, t.Principal, t.Tool, t.RequestID, millis(lease), millis(t.TTL), store.DefaultTaskLimit, store.DefaultTaskBytes,
-		strings.TrimSuffix(s.taskKey(id), id), t.Digest).Slice()
+		strings.TrimSuffix(s.taskKey(id), id), t.Digest, t.InputSize).Slice()
 	if err != nil {
 		return store.Task{}, false, failure(ctx, err)
 	}
@@ -244,7 +304,15 @@ func (s *Store) ListTasks(ctx context.Context, principal, before string, limit i
 		if len(out) == limit {
 			break
 		}
-		t, err := s.GetTask(ctx, id)
+		k := s.taskKey(id)
+		if k == "" {
+			continue
+		}
+		v, err := summaryTaskScript.Run(ctx, s.client, []string{k}, taskSummaryFields...).Slice()
+		if err != nil {
+			return nil, failure(ctx, err)
+		}
+		t, err := taskReply(v[0], v[1])
 		if err == store.ErrTaskNotFound {
 			continue // gone; the next CreateTask forgets it
 		}
@@ -266,7 +334,7 @@ func (s *Store) UpdateTask(ctx context.Context, id string, u store.TaskUpdate) (
 	if u.Release {
 		release = "1"
 	}
-	args := []any{millis(u.Lease), release, s.channel, string(u.Status), u.ApprovalID}
+	args := []any{millis(u.Lease), release, s.channel, string(u.Status), u.ApprovalID, store.DefaultTaskBytes}
 	if u.Lease <= 0 {
 		args[0] = 0
 	}
@@ -299,6 +367,9 @@ func (s *Store) taskTransition(ctx context.Context, script *redis.Script, key st
 		return store.Task{}, failure(ctx, err)
 	}
 	code, _ := v[0].(int64)
+	if code == 3 {
+		return store.Task{}, fmt.Errorf("%w: %v bytes held", store.ErrTaskCapacity, v[1])
+	}
 	if code == 0 || len(v) < 3 {
 		return store.Task{}, store.ErrTaskNotFound
 	}
@@ -378,6 +449,6 @@ func taskOf(m map[string]string) store.Task {
 		ID: m["id"], Principal: m["principal"], Tool: m["tool"], RequestID: m["rid"], Digest: m["digest"], Status: store.TaskStatus(m["status"]),
 		Created: ms("created"), Updated: ms("updated"), Lease: ms("lease"), TTL: time.Duration(num("ttl")) * time.Millisecond,
 		ExecutionID: m["exec"], Output: bytesOf("output"), Error: bytesOf("error"), Progress: bytesOf("progress"),
-		ApprovalID: m["approval"], CancelRequested: m["cancel"] == "1", Version: num("version"),
+		ApprovalID: m["approval"], CancelRequested: m["cancel"] == "1", Version: num("version"), InputSize: int(num("input")),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // upkeepPoolSize is the size of the pool a store keeps for its own upkeep.
@@ -33,19 +34,23 @@ func newUpkeep(c redis.UniversalClient) *upkeep {
 	u := &upkeep{caller: c}
 	// The copies leave out the caller's MaintNotificationsConfig: its
 	// client writes that config (under a lock of its own) while it
-	// connects, so reading it here would race.
+	// connects, so reading it here would race. They turn maintenance
+	// notifications off: a copy shares the caller's push notification
+	// processor, whose handlers the caller's client registered already, so
+	// go-redis's default (auto) would log a failed registration on every
+	// connection, and the upkeep's few short commands need no hand-off.
 	switch c := c.(type) {
 	case *redis.Client:
 		if c.Options().Addr == failoverAddr {
 			break
 		}
 		o := *c.Options()
-		o.MaintNotificationsConfig = nil
+		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.PipelinePoolSize = upkeepPoolSize, 0, upkeepPoolSize, 0, 1
 		u.own = redis.NewClient(&o)
 	case *redis.ClusterClient:
 		o := *c.Options()
-		o.MaintNotificationsConfig = nil
+		o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns, o.PipelinePoolSize = upkeepPoolSize, 0, upkeepPoolSize, 0, 1
 		u.own = redis.NewClusterClient(&o)
 	}

@@ -37,10 +37,14 @@ type Task struct {
 	RequestID string
 	// Digest is the hex SHA-256 of the call's canonical input, which a
 	// second start with the same request id must match.
-	Digest  string
-	Status  TaskStatus
-	Created time.Time
-	Updated time.Time
+	Digest string
+	// InputSize is the size in bytes of the call's input, which the host
+	// running the task holds: it counts toward the principal's bound
+	// until the task has an output or is final.
+	InputSize int
+	Status    TaskStatus
+	Created   time.Time
+	Updated   time.Time
 	// Lease is when the task, unless it is final, is taken for lost: the
 	// host that runs it renews it while it lives. A task whose lease
 	// passed reads as failed, with Lost set.
@@ -104,13 +108,16 @@ var (
 	ErrTaskState = errors.New("the task is final")
 	// ErrTaskCapacity is returned, wrapped, by CreateTask for a principal
 	// that holds as many tasks, or as many bytes of tasks, as the store
-	// allows. Other principals are not affected.
+	// allows, and by UpdateTask for a change that would take the
+	// principal's bytes past the bound. Other principals are not affected.
 	ErrTaskCapacity = errors.New("the principal holds as many tasks as the store allows")
 )
 
 // Bounds of a task store per principal, which the in-memory store keeps
 // and which shared stores should keep: tasks kept (running, or final
-// within their TTL), and the bytes of their outputs, errors and progress.
+// within their TTL), and the bytes of their inputs, outputs, errors,
+// progress, questions and answers ([Task.Size]), counted whenever they
+// grow.
 const (
 	DefaultTaskLimit = 1_000
 	DefaultTaskBytes = 16 << 20
@@ -129,17 +136,23 @@ type TaskStore interface {
 	// CreateTask records t (working), giving it an id and a lease of
 	// lease, unless t has a request id and the same principal's task of
 	// the same tool with that request id is kept: then it returns that one,
-	// false, and records nothing. A principal at its bound gets an error
-	// wrapping [ErrTaskCapacity].
+	// false, and records nothing. A principal at its bound, or whose bytes
+	// t would take past it, gets an error wrapping [ErrTaskCapacity].
 	CreateTask(ctx context.Context, t Task, lease time.Duration) (Task, bool, error)
 	// GetTask returns the task with that id, or [ErrTaskNotFound].
 	GetTask(ctx context.Context, id string) (Task, error)
 	// ListTasks returns up to limit of a principal's tasks, newest first,
 	// those created before the task with id before ("" for the newest).
+	// They are summaries ([Task.Summary]): no output, questions or
+	// answers, so that a list never copies every output; GetTask returns
+	// one task whole.
 	ListTasks(ctx context.Context, principal, before string, limit int) ([]Task, error)
 	// UpdateTask applies u to a task that is not final. A final status
 	// starts the task's TTL. A final or lost task is returned unchanged
-	// with [ErrTaskState].
+	// with [ErrTaskState]. An update that grows the task and would take
+	// its principal's bytes past the bound changes nothing and returns an
+	// error wrapping [ErrTaskCapacity]; one that ends the task without an
+	// output is always applied, so that every task can end.
 	UpdateTask(ctx context.Context, id string, u TaskUpdate) (Task, error)
 	// CancelTask asks the host running a task to stop it. A final or lost
 	// task is returned unchanged with [ErrTaskState].
@@ -159,11 +172,23 @@ func (t Task) At(now time.Time) Task {
 	return t
 }
 
-// Size is what a task counts against its principal's bound in bytes.
+// Size is what a task counts against its principal's bound in bytes: its
+// output, error, progress, questions and answers, and its input until it
+// has an output or is final.
 func (t Task) Size() int {
 	n := len(t.ID) + len(t.Tool) + len(t.RequestID) + len(t.Output) + len(t.Error) + len(t.Progress) + len(t.Questions)
 	for id, a := range t.Answers {
 		n += len(id) + len(a)
 	}
+	if len(t.Output) == 0 && !t.Status.Final() {
+		n += t.InputSize
+	}
 	return n
+}
+
+// Summary returns t without its output, questions and answers: what a
+// list holds.
+func (t Task) Summary() Task {
+	t.Output, t.Questions, t.Answers = nil, nil, nil
+	return t
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -133,15 +134,15 @@ func (m *memoryTasks) CreateTask(_ context.Context, t Task, lease time.Duration)
 			}
 		}
 	}
-	ids := m.owned[t.Principal]
-	if len(ids) >= m.limit || m.sizeOf(ids) >= m.bytes {
-		m.prune(now, true)
-		if ids = m.owned[t.Principal]; len(ids) >= m.limit || m.sizeOf(ids) >= m.bytes {
-			return Task{}, false, fmt.Errorf("%w: %d tasks kept", ErrTaskCapacity, len(ids))
-		}
-	}
 	t.ID, t.Status, t.Created, t.Updated, t.Lease, t.Version = id, TaskWorking, now, now, now.Add(lease), 1
 	t.Lost, t.CancelRequested = false, false
+	ids := m.owned[t.Principal]
+	if len(ids) >= m.limit || m.sizeOf(ids)+t.Size() > m.bytes {
+		m.prune(now, true)
+		if ids = m.owned[t.Principal]; len(ids) >= m.limit || m.sizeOf(ids)+t.Size() > m.bytes {
+			return Task{}, false, fmt.Errorf("%w: %d tasks of %d bytes kept", ErrTaskCapacity, len(ids), m.sizeOf(ids))
+		}
+	}
 	c := copyTask(&t)
 	m.byID[id] = &c
 	if t.RequestID != "" {
@@ -198,14 +199,19 @@ func (m *memoryTasks) ListTasks(_ context.Context, principal, before string, lim
 	var out []Task
 	for i := end - 1; i >= 0 && len(out) < limit; i-- {
 		if t := m.byID[ids[i]]; !expired(t, now) {
-			out = append(out, copyTask(t).At(now))
+			s := t.Summary()
+			out = append(out, copyTask(&s).At(now))
 		}
 	}
 	return out, nil
 }
 
 func (m *memoryTasks) UpdateTask(_ context.Context, id string, u TaskUpdate) (Task, error) {
-	return m.change(id, func(t *Task, now time.Time) bool {
+	var refused error
+	got, err := m.change(id, func(t *Task, now time.Time) bool {
+		if refused = m.fits(t, u); refused != nil {
+			return false
+		}
 		if u.Lease > 0 {
 			t.Lease = now.Add(u.Lease)
 		}
@@ -243,6 +249,46 @@ func (m *memoryTasks) UpdateTask(_ context.Context, id string, u TaskUpdate) (Ta
 		}
 		return true
 	})
+	if refused != nil {
+		return Task{}, refused
+	}
+	return got, err
+}
+
+// fits returns an error wrapping ErrTaskCapacity when u would grow t and
+// take its principal's bytes past the bound, unless u ends t without an
+// output. The caller holds mu.
+func (m *memoryTasks) fits(t *Task, u TaskUpdate) error {
+	next := *t
+	if u.Status != "" {
+		next.Status = u.Status
+	}
+	if next.Status.Final() && u.Output == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		to   *[]byte
+		from []byte
+	}{{&next.Output, u.Output}, {&next.Error, u.Error}, {&next.Progress, u.Progress}, {&next.Questions, u.Questions}} {
+		if f.from != nil {
+			*f.to = f.from
+		}
+	}
+	if len(u.Answers) > 0 {
+		next.Answers = maps.Clone(t.Answers)
+		if next.Answers == nil {
+			next.Answers = map[string][]byte{}
+		}
+		maps.Copy(next.Answers, u.Answers)
+	}
+	grown := next.Size() - t.Size()
+	if grown <= 0 {
+		return nil
+	}
+	if held := m.sizeOf(m.owned[t.Principal]); held+grown > m.bytes {
+		return fmt.Errorf("%w: %d bytes held, %d more asked", ErrTaskCapacity, held, grown)
+	}
+	return nil
 }
 
 func (m *memoryTasks) CancelTask(_ context.Context, id string) (Task, error) {

@@ -448,7 +448,7 @@ func walkRules(t types.Type, path string, seen map[types.Type]bool, report func(
 				case rule == "" || rule == "-":
 				case strings.Contains(rule, "|"), !shape.InSchema(rname),
 					duration && rname != "required" && rname != "omitempty":
-					report(f, fpath, fmt.Sprintf("validate rule %q (%s) cannot reach the schema: carmy checks it when the tool is called, but a model reading the schema cannot see it; say it in the field's description, or use a rule the schema states", rule, shape.RuleMessage(rule, kindOf(level))))
+					report(f, fpath, fmt.Sprintf("validate rule %q (%s) cannot reach the schema: carmy checks it when the tool is called, but a model reading the schema cannot see it; use a rule the schema states, or say it in the field's description and mark the field //carmy:ignore rule (vet does not read descriptions)", rule, shape.RuleMessage(rule, kindOf(level))))
 				}
 			}
 			walkRules(f.Type(), fpath, seen, report)

@@ -145,8 +145,8 @@ func TestToolRoundTrip(t *testing.T) {
 	if r.ToolUseID != "toolu_1" || r.IsError || r.text() != `{"text":"milk","owner":"alice"}` {
 		t.Fatalf("the model read %+v (%s)", r, r.text())
 	}
-	if len(m.tools) != 2 {
-		t.Fatalf("offered %d tools, want 2", len(m.tools))
+	if len(m.tools) != 3 {
+		t.Fatalf("offered %d tools, want 3", len(m.tools))
 	}
 	var def struct {
 		Name, Description string
@@ -161,6 +161,19 @@ func TestToolRoundTrip(t *testing.T) {
 	}
 	if n := f.Added.Load(); n != 1 {
 		t.Fatalf("add_note ran %d times, want 1", n)
+	}
+}
+
+// TestTaskRequiredTool: a tool that runs only as a task is offered, and
+// runs as one when the model calls it: its output returns to the model.
+func TestTaskRequiredTool(t *testing.T) {
+	f := adapttest.New(t)
+	m := run(t, toolset(t, f), call("toolu_1", "export_notes", map[string]any{"format": "csv"}))
+	if r := m.lastResult(t); r.IsError || r.text() != `exported as csv` {
+		t.Fatalf("the model read %+v (%s)", r, r.text())
+	}
+	if n := f.Exported.Load(); n != 1 {
+		t.Fatalf("export_notes ran %d times, want 1", n)
 	}
 }
 

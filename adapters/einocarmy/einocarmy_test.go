@@ -140,7 +140,7 @@ func TestToolRoundTrip(t *testing.T) {
 	if got, want := m.lastResult(t), `{"text":"milk","owner":"alice"}`; got != want {
 		t.Fatalf("the model read %s, want %s", got, want)
 	}
-	if len(m.offered) != 2 || m.offered[0].Name != "add_note" || m.offered[0].Desc != "Save a note" {
+	if len(m.offered) != 3 || m.offered[0].Name != "add_note" || m.offered[0].Desc != "Save a note" {
 		t.Fatalf("offered %+v", m.offered)
 	}
 	defs, err := llm.AnthropicTools(f.Reg, adapttest.Caller()...)
@@ -160,6 +160,22 @@ func TestToolRoundTrip(t *testing.T) {
 	}
 	if n := f.Added.Load(); n != 1 {
 		t.Fatalf("add_note ran %d times, want 1", n)
+	}
+}
+
+// TestTaskRequiredTool: a tool that runs only as a task is offered, and
+// runs as one when the model calls it: its output returns to the model.
+func TestTaskRequiredTool(t *testing.T) {
+	f := adapttest.New(t)
+	m := &scripted{turns: [][]schema.ToolCall{call("call-1", "export_notes", `{"format":"csv"}`)}}
+	if _, err := agent(t, f, m).Invoke(context.Background(), prompt, compose.WithCheckPointID("run")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.lastResult(t), `exported as csv`; got != want {
+		t.Fatalf("the model read %s, want %s", got, want)
+	}
+	if n := f.Exported.Load(); n != 1 {
+		t.Fatalf("export_notes ran %d times, want 1", n)
 	}
 }
 

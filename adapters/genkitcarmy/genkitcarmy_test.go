@@ -108,8 +108,8 @@ func TestToolRoundTrip(t *testing.T) {
 	if resp := generate(t, g, toolset(t, f), prompt); resp.Text() != "done" {
 		t.Fatalf("answer = %q", resp.Text())
 	}
-	if len(m.tools) != 2 {
-		t.Fatalf("offered %s, want add_note and delete_note", mustJSON(t, m.tools))
+	if len(m.tools) != 3 {
+		t.Fatalf("offered %s, want add_note, delete_note and export_notes", mustJSON(t, m.tools))
 	}
 	defs, err := llm.AnthropicTools(f.Reg, adapttest.Caller()...)
 	if err != nil {
@@ -130,6 +130,22 @@ func TestToolRoundTrip(t *testing.T) {
 	}
 	if n := f.Added.Load(); n != 1 {
 		t.Fatalf("add_note ran %d times, want 1", n)
+	}
+}
+
+// TestTaskRequiredTool: a tool that runs only as a task is offered, and
+// runs as one when the model calls it: its output returns to the model.
+func TestTaskRequiredTool(t *testing.T) {
+	f := adapttest.New(t)
+	g, m := setup(t, call("export_notes", "call-1", map[string]any{"format": "csv"}))
+	if resp := generate(t, g, toolset(t, f), prompt); resp.Text() != "done" {
+		t.Fatalf("answer = %q", resp.Text())
+	}
+	if got, want := m.lastResult(t), `"exported as csv"`; got != want {
+		t.Fatalf("the model read %s, want %s", got, want)
+	}
+	if n := f.Exported.Load(); n != 1 {
+		t.Fatalf("export_notes ran %d times, want 1", n)
 	}
 }
 

@@ -54,7 +54,7 @@ func Run(ctx context.Context, reg *carmy.Registry, caller []carmy.CallOption, to
 		o(&c)
 	}
 	c.Tool, c.RequestID = tool, requestID
-	res, err := reg.Execute(ctx, c)
+	res, err := execute(ctx, reg, c)
 	if err == nil {
 		return Outcome{Output: res.Output}
 	}
@@ -67,6 +67,20 @@ func Run(ctx context.Context, reg *carmy.Registry, caller []carmy.CallOption, to
 		}
 	}
 	return o
+}
+
+// execute runs c. A tool that runs only as a task runs as one, and the
+// call waits for it: in process nothing times out, and a model is never
+// offered a tool it cannot call.
+func execute(ctx context.Context, reg *carmy.Registry, c carmy.Call) (carmy.Result, error) {
+	if m, ok := reg.Lookup(c.Tool); ok && m.Tasks == carmy.TaskRequired {
+		task, err := reg.Start(ctx, c)
+		if err != nil {
+			return carmy.Result{}, err
+		}
+		return task.Wait(ctx)
+	}
+	return reg.Execute(ctx, c)
 }
 
 // shown is an input as a person is shown it; the input as it is when it

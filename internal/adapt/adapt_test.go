@@ -104,3 +104,21 @@ func TestOutcome(t *testing.T) {
 		t.Fatalf("approved: %+v, text %s", o, o.Text())
 	}
 }
+
+// TestRunTaskRequired: a tool that runs only as a task runs as one, and
+// the call waits for its output: a model is never handed the refusal of a
+// tool it was offered.
+func TestRunTaskRequired(t *testing.T) {
+	f := adapttest.New(t)
+	o := adapt.Run(context.Background(), f.Reg, adapttest.Caller(), "export_notes", []byte(`{"format":"csv"}`), "call-1")
+	if o.Err != nil || string(o.Output) != `"exported as csv"` {
+		t.Fatalf("Run(export_notes) = %s, %+v; want its output", o.Output, o.Err)
+	}
+	again := adapt.Run(context.Background(), f.Reg, adapttest.Caller(), "export_notes", []byte(`{"format":"csv"}`), "call-1")
+	if string(again.Output) != `"exported as csv"` || f.Exported.Load() != 1 {
+		t.Fatalf("Run again with its call id = %s, ran %d times; want the output, once", again.Output, f.Exported.Load())
+	}
+	if bad := adapt.Run(context.Background(), f.Reg, adapttest.Caller(), "export_notes", []byte(`{"format":"pdf"}`), ""); bad.Err == nil || bad.Err.Code != carmy.CodeInvalidInput {
+		t.Fatalf("Run with an invalid input = %+v; want invalid_input", bad.Err)
+	}
+}

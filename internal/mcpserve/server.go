@@ -307,9 +307,35 @@ func (s *Server) serveCall(ctx context.Context, t *entry, req *mcp.CallToolReque
 		return ask, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, keepMessage(err)
 	}
 	return s.result(t, out), nil
+}
+
+// keepMessage returns err, or for a method-not-found error an error the
+// SDK sends as it is: its connection replaces any error whose code is
+// method not found with its own message, which names the method
+// ("tools/call"), not why the call was refused.
+func keepMessage(err error) error {
+	var e *jsonrpc.Error
+	if errors.As(err, &e) && e.Code == jsonrpc.CodeMethodNotFound {
+		return keptMessage{e}
+	}
+	return err
+}
+
+// keptMessage is a method-not-found error that the SDK recognizes by its
+// code ([errors.As]) and not as its own (no Unwrap, no Is).
+type keptMessage struct{ e *jsonrpc.Error }
+
+func (k keptMessage) Error() string { return k.e.Message }
+
+func (k keptMessage) As(target any) bool {
+	if p, ok := target.(**jsonrpc.Error); ok {
+		*p = k.e
+		return true
+	}
+	return false
 }
 
 // result is the MCP result of a call of t that gave out.

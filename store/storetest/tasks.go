@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -301,7 +302,7 @@ func TestTaskStore(t *testing.T, newStore func(t *testing.T) store.TaskStore) {
 			t.Fatalf("another principal's CreateTask = %v", err)
 		}
 		big := bytes.Repeat([]byte("x"), 1<<20)
-		for i := 0; i < store.DefaultTaskBytes>>20; i++ {
+		for i := 0; i < store.DefaultTaskBytes>>20-1; i++ {
 			b, _, err := s.CreateTask(ctx, task("carol", "export", ""), long)
 			if err != nil {
 				t.Fatalf("CreateTask %d: %v", i, err)
@@ -310,8 +311,113 @@ func TestTaskStore(t *testing.T, newStore func(t *testing.T) store.TaskStore) {
 				t.Fatal(err)
 			}
 		}
-		if _, _, err := s.CreateTask(ctx, task("carol", "export", ""), long); !errors.Is(err, store.ErrTaskCapacity) {
-			t.Fatalf("CreateTask beyond the bytes = %v; want ErrTaskCapacity", err)
+		withInput := task("carol", "export", "")
+		withInput.InputSize = len(big)
+		if _, _, err := s.CreateTask(ctx, withInput, long); !errors.Is(err, store.ErrTaskCapacity) {
+			t.Fatalf("CreateTask of an input beyond the bytes = %v; want ErrTaskCapacity", err)
+		}
+		if _, _, err := s.CreateTask(ctx, task("carol", "export", ""), long); err != nil {
+			t.Fatalf("CreateTask of a task that fits = %v", err)
+		}
+	})
+
+	t.Run("task bytes are bounded whenever they grow", func(t *testing.T) {
+		s := newStore(t)
+		mib := bytes.Repeat([]byte("x"), 1<<20)
+		in := task("carol", "echo", "")
+		in.InputSize = len(mib)
+		var kept []store.Task
+		for {
+			a, _, err := s.CreateTask(ctx, in, long)
+			if errors.Is(err, store.ErrTaskCapacity) {
+				break
+			}
+			if err != nil || len(kept) > store.DefaultTaskBytes>>20 {
+				t.Fatalf("CreateTask %d of a 1 MiB input = %v; want ErrTaskCapacity by the %dth", len(kept), err, store.DefaultTaskBytes>>20)
+			}
+			kept = append(kept, a)
+		}
+		held := func() int {
+			n := 0
+			for _, k := range kept {
+				n += get(t, s, k.ID).Size()
+			}
+			return n
+		}
+		if got := get(t, s, kept[0].ID); got.InputSize != len(mib) {
+			t.Fatalf("InputSize = %d; want %d", got.InputSize, len(mib))
+		}
+		if n := held(); n > store.DefaultTaskBytes || len(kept) < store.DefaultTaskBytes>>20-1 {
+			t.Fatalf("%d tasks of 1 MiB inputs hold %d bytes; want as many as fit in %d", len(kept), n, store.DefaultTaskBytes)
+		}
+		// An output takes its input's place.
+		if _, err := s.UpdateTask(ctx, kept[0].ID, store.TaskUpdate{Status: store.TaskCompleted, Output: mib}); err != nil {
+			t.Fatalf("an output the size of its input = %v; want it kept", err)
+		}
+		// Growth that does not fit changes nothing.
+		before := get(t, s, kept[1].ID)
+		for name, u := range map[string]store.TaskUpdate{
+			"an output":  {Status: store.TaskCompleted, Output: append(slices.Clone(mib), mib...)},
+			"progress":   {Progress: append(slices.Clone(mib), mib...)},
+			"questions":  {Status: store.TaskInputRequired, Questions: append(slices.Clone(mib), mib...)},
+			"an answer":  {Answers: map[string][]byte{"q": append(slices.Clone(mib), mib...)}},
+			"with lease": {Progress: append(slices.Clone(mib), mib...), Lease: long},
+		} {
+			if _, err := s.UpdateTask(ctx, kept[1].ID, u); !errors.Is(err, store.ErrTaskCapacity) {
+				t.Fatalf("UpdateTask growing %s past the bound = %v; want ErrTaskCapacity", name, err)
+			}
+		}
+		after := get(t, s, kept[1].ID)
+		if after.Version != before.Version || after.Status != store.TaskWorking || after.Output != nil || after.Progress != nil || after.Questions != nil || len(after.Answers) > 0 || !after.Lease.Equal(before.Lease) {
+			t.Fatalf("a refused update changed the task: %+v; want %+v", after, before)
+		}
+		if n := held(); n > store.DefaultTaskBytes {
+			t.Fatalf("the tasks hold %d bytes; want at most %d", n, store.DefaultTaskBytes)
+		}
+		// A task always ends without an output, freeing its input.
+		if _, err := s.UpdateTask(ctx, kept[1].ID, store.TaskUpdate{Status: store.TaskFailed, Error: []byte(`{"code":"unavailable","details":{"reason":"output_too_large"}}`)}); err != nil {
+			t.Fatalf("ending a task with an error = %v; want it applied", err)
+		}
+		if _, _, err := s.CreateTask(ctx, in, long); err != nil {
+			t.Fatalf("CreateTask once a task freed its input = %v", err)
+		}
+		other := in
+		other.Principal = "dave"
+		if _, _, err := s.CreateTask(ctx, other, long); err != nil {
+			t.Fatalf("another principal's CreateTask = %v", err)
+		}
+	})
+
+	t.Run("ListTasks pages summaries; GetTask returns the whole task", func(t *testing.T) {
+		s := newStore(t)
+		a, _ := create(t, s, task("alice", "export", ""), long)
+		if _, err := s.UpdateTask(ctx, a.ID, store.TaskUpdate{Status: store.TaskCompleted, ExecutionID: "e1", Output: []byte(`{"rows":3}`), Progress: []byte(`{"done":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := create(t, s, task("alice", "export", ""), long)
+		if _, err := s.UpdateTask(ctx, b.ID, store.TaskUpdate{Status: store.TaskInputRequired, Questions: []byte(`{"q":{"message":"Sure?"}}`), Answers: map[string][]byte{"q": []byte(`{"action":"accept"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		page, err := s.ListTasks(ctx, "alice", "", 10)
+		if err != nil || len(page) != 2 {
+			t.Fatalf("ListTasks = %d tasks, %v; want 2", len(page), err)
+		}
+		for _, p := range page {
+			if p.Output != nil || p.Questions != nil || p.Answers != nil {
+				t.Fatalf("ListTasks holds %s's output, questions or answers: %+v", p.ID, p)
+			}
+			if p.ID == a.ID && (p.Status != store.TaskCompleted || p.ExecutionID != "e1" || string(p.Progress) != `{"done":1}`) {
+				t.Fatalf("the completed task's summary = %+v", p)
+			}
+			if p.ID == b.ID && p.Status != store.TaskInputRequired {
+				t.Fatalf("the waiting task's summary = %+v", p)
+			}
+		}
+		if got := get(t, s, a.ID); string(got.Output) != `{"rows":3}` {
+			t.Fatalf("GetTask's output = %s; want the whole task", got.Output)
+		}
+		if got := get(t, s, b.ID); string(got.Questions) != `{"q":{"message":"Sure?"}}` || len(got.Answers) != 1 {
+			t.Fatalf("GetTask = %+v; want its questions and answers", got)
 		}
 	})
 }

@@ -1,7 +1,7 @@
 // Package adapttest is the registry the adapters' end-to-end tests give
-// their frameworks: a tool that writes and a destructive one that needs a
-// person's confirmation, each counting its runs, and one the tests' caller
-// may not call.
+// their frameworks: a tool that writes, a destructive one that needs a
+// person's confirmation and one that runs only as a task, each counting
+// its runs, and one the tests' caller may not call.
 package adapttest
 
 import (
@@ -50,6 +50,14 @@ type Fixture struct {
 	Reg     *carmy.Registry
 	Added   atomic.Int32 // runs of add_note
 	Deleted atomic.Int32 // runs of delete_note
+	// Exported counts the runs of export_notes, which runs only as a
+	// task.
+	Exported atomic.Int32
+}
+
+// Export is the input of export_notes.
+type Export struct {
+	Format string `json:"format" validate:"oneof=csv json"`
 }
 
 // New builds the registry; it is closed when the test ends.
@@ -88,7 +96,11 @@ func build(t testing.TB, search bool) *Fixture {
 	// never offered it.
 	purge := carmy.Tool(func() error { return nil }, carmy.Destructive, carmy.Name("purge_notes"),
 		carmy.Requires("notes:admin"), carmy.Register(false))
-	reg, err := b.Tool(add, del, purge).Logger(slog.New(slog.DiscardHandler)).Build()
+	export := carmy.Tool(func(in Export) (string, error) {
+		f.Exported.Add(1)
+		return "exported as " + in.Format, nil
+	}, carmy.Read, carmy.Name("export_notes"), carmy.Description("Export the notes"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false))
+	reg, err := b.Tool(add, del, purge, export).Logger(slog.New(slog.DiscardHandler)).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

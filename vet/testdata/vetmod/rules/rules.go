@@ -11,7 +11,7 @@ import (
 )
 
 type Signup struct {
-	User     string        `json:"user" validate:"required,alphanum"` // want `^carmy: user: validate rule "alphanum" \(must contain only ASCII letters and digits\) cannot reach the schema`
+	User     string        `json:"user" validate:"required,alphanum"` // want `^carmy: user: validate rule "alphanum" \(must contain only ASCII letters and digits\) cannot reach the schema: .* or say it in the field's description and mark the field //carmy:ignore rule`
 	Password string        `json:"password" validate:"min=8"`
 	Confirm  string        `json:"confirm" validate:"eqfield=Password"` // want `^carmy: confirm: validate rule "eqfield=Password" \(must equal field Password\)`
 	Site     string        `json:"site,omitempty" validate:"omitempty,url"`

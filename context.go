@@ -241,6 +241,52 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	return true, nil
 }
 
+// ElicitSchema asks the user of the MCP client for the answer to a form
+// written out as a JSON Schema, the way a mounted upstream's questions
+// reach the caller: schema is MCP's requested schema (a flat object of
+// strings, numbers, booleans and choices), sent as it is. It returns the
+// answer as raw JSON, checked against schema, and true when the user
+// answered; nil and false with a nil error when they declined or
+// dismissed the form; and an [*Error] when nobody can be asked, as
+// [Context.Elicit] does (CodeUnavailable for a caller that cannot be
+// asked, CodeInvalidInput for a schema that does not compile or an answer
+// that does not fit it).
+func (c Context) ElicitSchema(message string, schema json.RawMessage) (answer json.RawMessage, accepted bool, err error) {
+	p := c.peer
+	if c.Context == nil || p == nil {
+		return nil, false, Errorf(CodeUnavailable, "the client cannot ask its user for input")
+	}
+	if err := p.elicitable(); err != nil {
+		return nil, false, err
+	}
+	form, err := shape.CompileOpaque("question", schema)
+	if err != nil {
+		return nil, false, &Error{Code: CodeInvalidInput, Message: "the question's schema cannot be used: " + err.Error(), Err: err}
+	}
+	res, err := p.Elicit(c.Context, "question", &mcp.ElicitParams{Message: message, RequestedSchema: json.RawMessage(schema)})
+	var refusal *Error
+	if errors.As(err, &refusal) {
+		return nil, false, refusal
+	}
+	if err != nil {
+		return nil, false, askFailed(c.Context, err)
+	}
+	if res.Action != "accept" {
+		return nil, false, nil
+	}
+	if answer, err = json.Marshal(res.Content); err != nil {
+		return nil, false, &Error{Code: CodeInternal, Message: "the user's answer cannot be read", Err: err}
+	}
+	if problems := form.Validate(answer); len(problems) > 0 {
+		fields := make([]FieldError, len(problems))
+		for i, pr := range problems {
+			fields[i] = FieldError(pr)
+		}
+		return nil, false, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the form: " + describe(fields[0]), Fields: limitFields(fields)}
+	}
+	return answer, true, nil
+}
+
 // questionName is the name a question for the fields of t goes by in the
 // sessionless protocol: its type's name in snake_case (user_name for
 // UserName), "question" for a type without a name.

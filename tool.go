@@ -39,6 +39,8 @@ type ToolDef struct {
 
 	// A hand-written tool.
 	impl *implTool
+	// A mounted upstream's tool (mount.go).
+	mount *mountedTool
 }
 
 // Option configures a tool declared with [Tool].

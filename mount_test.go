@@ -102,7 +102,7 @@ func (u *upstream) serveHTTP(t *testing.T) *httptest.Server {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if bytes.Contains(body, []byte(`"name":"write"`)) && u.drop.CompareAndSwap(true, false) {
 			h.ServeHTTP(httptest.NewRecorder(), r) // the tool runs
-			panic(http.ErrAbortHandler)           // and the connection is cut: its answer is lost
+			panic(http.ErrAbortHandler)            // and the connection is cut: its answer is lost
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -115,8 +115,6 @@ func (u *upstream) serveHTTP(t *testing.T) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
-
-
 
 // mountBuild builds a registry mounting the upstream at url under prefix.
 func mountBuild(t *testing.T, url string, opts ...carmy.MountOption) *carmy.Registry {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/internal/config"
 	"github.com/carmy-dev/carmy/internal/mcpclient"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -534,4 +535,23 @@ func (t *tool) digestOf(form []byte) string {
 		return canon.Sum(form)
 	}
 	return canon.Sum(append([]byte(t.def.mount.hash+"\n"), form...))
+}
+
+// configureMounts adds the mounts of carmy.toml's [[mount]] tables, whose
+// values the config package checked.
+func (b *Builder) configureMounts(mounts []config.Mount) {
+	for _, c := range mounts {
+		s := &mountSpec{prefix: c.Prefix, up: Upstream{command: c.Command, url: c.URL, headers: c.Headers}, site: c.Site,
+			env: c.Env, roots: c.Roots, urlElicitation: c.URLElicitation, distrust: c.TrustAnnotations != nil && !*c.TrustAnnotations}
+		s.floor, _ = ParseEffect(c.EffectFloor) // "" leaves no floor
+		for name, o := range c.Tools {
+			if s.overrides == nil {
+				s.overrides = map[string]ToolOverride{}
+			}
+			effect, _ := ParseEffect(o.Effect)
+			s.overrides[name] = ToolOverride{Effect: effect, Requires: o.Requires, Confirm: o.Confirm, Timeout: o.Timeout,
+				Description: o.Description, RateLimit: store.Rate{Calls: o.RateLimit.Calls, Per: o.RateLimit.Per}}
+		}
+		b.mounts = append(b.mounts, s)
+	}
 }

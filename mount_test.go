@@ -31,6 +31,7 @@ type upstream struct {
 	args   []string         // the raw arguments each call received
 	metas  []map[string]any // each call's _meta
 	drop   atomic.Bool      // lose the answer of the next call of "write"
+	auth   atomic.Value     // the last Authorization header received
 }
 
 // The upstream's input schemas, with their keys in an order no encoder of
@@ -98,6 +99,7 @@ func (u *upstream) serveHTTP(t *testing.T) *httptest.Server {
 	t.Helper()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{JSONResponse: true})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.auth.Store(r.Header.Get("Authorization"))
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if bytes.Contains(body, []byte(`"name":"write"`)) && u.drop.CompareAndSwap(true, false) {
@@ -414,4 +416,40 @@ func runStdioUpstream() bool {
 	}
 	_ = newUpstream().server.Run(context.Background(), &mcp.StdioTransport{})
 	return true
+}
+
+func TestMountFromCarmyToml(t *testing.T) {
+	u := newUpstream()
+	url := u.serveHTTP(t).URL
+	t.Setenv("UPSTREAM_TOKEN", "t0k")
+	path := t.TempDir() + "/carmy.toml"
+	src := `
+[[mount]]
+prefix = "up"
+url = "` + url + `"
+headers = { Authorization = "Bearer ${UPSTREAM_TOKEN}" }
+effect_floor = "write"
+
+[mount.tools.delete]
+confirm = false
+requires = ["files"]
+`
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CARMY_CONFIG", path)
+	reg := build(t, carmy.App())
+	if m, ok := reg.Lookup("up_read"); !ok || m.Effect != carmy.Write {
+		t.Errorf("up_read: %+v, want effect write (the floor)", m)
+	}
+	m, _ := reg.Lookup("up_delete")
+	if m.Confirmation != carmy.ConfirmationNone || strings.Join(m.Requires, ",") != "files" {
+		t.Errorf("up_delete: %+v, want the override's confirmation none and requires files", m)
+	}
+	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "up_delete", Permissions: []string{"files"}, Input: json.RawMessage(`{"path":"x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := u.auth.Load(); got != "Bearer t0k" {
+		t.Errorf("the upstream got Authorization %q, want the mount's header with ${UPSTREAM_TOKEN} expanded", got)
+	}
 }

@@ -453,3 +453,51 @@ requires = ["files"]
 		t.Errorf("the upstream got Authorization %q, want the mount's header with ${UPSTREAM_TOKEN} expanded", got)
 	}
 }
+
+// TestMountForwardsProgressAndQuestions calls, through carmy's MCP door, an
+// upstream tool that reports progress and asks its user a question: both
+// reach carmy's client, the question labelled with the mount.
+func TestMountForwardsProgressAndQuestions(t *testing.T) {
+	u := newUpstream()
+	u.server.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: 1, Total: 2, Message: "half"})
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Your name?",
+				RequestedSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)})
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action + " " + res.Content["name"].(string)}}}, nil
+		})
+	reg := mountBuild(t, u.serveHTTP(t).URL)
+	srv := serve(t, reg)
+	var asked atomic.Value
+	progress := make(chan string, 4)
+	cs := mcpConnect(t, srv.URL, "2025-11-25", &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked.Store(req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			progress <- req.Params.Message
+		},
+	})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs_ask", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": "p1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; res.IsError || text != "accept Ada" {
+		t.Fatalf("result %+v (%s), want the upstream's answer to the person's form", res, text)
+	}
+	if got := asked.Load(); got != "Server fs asks: Your name?" {
+		t.Errorf("the person was asked %q, want the question labelled with the mount", got)
+	}
+	select {
+	case msg := <-progress:
+		if msg != "half" {
+			t.Errorf("progress %q", msg)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no progress reached carmy's client")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -500,4 +501,46 @@ func TestMountForwardsProgressAndQuestions(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("no progress reached carmy's client")
 	}
+}
+
+// BenchmarkMountStdio measures a mounted call against the same call made
+// directly with the official SDK's client, both to this test binary run as
+// a stdio upstream: the difference is what carmy adds (validation against
+// the upstream's schema, the canonical form, the pipeline, the wire taps).
+func BenchmarkMountStdio(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Skip(err)
+	}
+	ctx := context.Background()
+	b.Run("direct", func(b *testing.B) {
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), stdioUpstreamEnv+"=1")
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cs.Close()
+		params := &mcp.CallToolParams{Name: "read", Arguments: json.RawMessage(`{"path":"x"}`)}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := cs.CallTool(ctx, params); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("mounted", func(b *testing.B) {
+		reg, err := carmy.New().Mount("kid", carmy.Command(exe, "-test.run=^$"), carmy.MountEnv(stdioUpstreamEnv, "1")).Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer reg.Close()
+		call := carmy.Call{Tool: "kid_read", Input: json.RawMessage(`{"path":"x"}`)}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := reg.Execute(ctx, call); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

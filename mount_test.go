@@ -277,6 +277,23 @@ func TestMountFaults(t *testing.T) {
 			t.Errorf("message %q does not name the mount", e.Message)
 		}
 	})
+	t.Run("an upstream that hangs past the timeout is outcome_unknown", func(t *testing.T) {
+		u := newUpstream()
+		u.server.AddTool(&mcp.Tool{Name: "hang", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				<-ctx.Done() // the cancel carmy forwards
+				return nil, ctx.Err()
+			})
+		reg := mountBuild(t, u.serveHTTP(t).URL, carmy.MountTool("hang", carmy.ToolOverride{Timeout: 200 * time.Millisecond}))
+		_, err := reg.Execute(ctx, carmy.Call{Tool: "fs_hang", RequestID: "h"})
+		var e *carmy.Error
+		if !errors.As(err, &e) || e.Code != carmy.CodeUnavailable || e.Retryable || e.Details["reason"] != "outcome_unknown" {
+			t.Fatalf("err = %v, want unavailable, not retryable, outcome_unknown", err)
+		}
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Input: json.RawMessage(`{"path":"a"}`)}); err != nil {
+			t.Errorf("the mount's other tools: %v", err)
+		}
+	})
 	t.Run("a mount that cannot connect is a Build error naming it", func(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		srv.Close()

@@ -420,6 +420,7 @@ func (b *Builder) Build() (*Registry, error) {
 	for _, t := range r.tools {
 		t.handler = r.handlerFor(t, b.middleware)
 	}
+	r.startMounts()
 	return r, nil
 }
 

@@ -27,8 +27,10 @@ const (
 func (r *Registry) mcpServer() *mcpserve.Server {
 	r.mcpOnce.Do(func() {
 		tools := make([]mcpserve.Tool, len(r.names))
+		mounted := false
 		for i, name := range r.names {
 			t := r.tools[name]
+			mounted = mounted || t.def.mount != nil
 			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst,
 				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 			if t.out != nil {
@@ -51,6 +53,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 			Streams:          r.streams,
 			Options:          r.mcpConfig.options,
 			Configure:        r.mcpConfig.server,
+			ListChanged:      mounted,
 		})
 	})
 	return r.mcp

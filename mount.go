@@ -188,6 +188,20 @@ type mount struct {
 	tools  map[string]*mountedTool // by upstream name
 	mu     sync.Mutex
 	warned map[string]string // upstream names logged as not served, by hash
+	// ready is closed once Build is over (built or failed): the upstream's
+	// changes wait for it, as they read the registry's tools.
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+func (m *mount) start() { m.readyOnce.Do(func() { close(m.ready) }) }
+
+// startMounts lets the mounts follow their upstreams' changes, once the
+// registry is built.
+func (r *Registry) startMounts() {
+	for _, m := range r.mounts {
+		m.start()
+	}
 }
 
 // mountedTool is the part of a registry's tool that a mount adds: the
@@ -275,7 +289,7 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 			fail("has an unknown effect floor %d", s.floor)
 			continue
 		}
-		m := &mount{spec: s, r: r, tools: map[string]*mountedTool{}, warned: map[string]string{}}
+		m := &mount{spec: s, r: r, tools: map[string]*mountedTool{}, warned: map[string]string{}, ready: make(chan struct{})}
 		c, err := mcpclient.Connect(ctx, mcpclient.Config{
 			Name: s.name(), Command: s.up.command, Env: s.env, URL: s.up.url, Headers: s.up.headers,
 			Roots: s.roots, URLElicitation: s.urlElicitation, Logger: r.logger, Changed: m.changed,
@@ -285,7 +299,8 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 			continue
 		}
 		m.client = c
-		r.closers = append(r.closers, c.Close)
+		r.mounts = append(r.mounts, m)
+		r.closers = append(r.closers, func() error { m.start(); return c.Close() })
 		upstream := map[string]bool{}
 		for _, t := range c.Tools() {
 			upstream[t.Name] = true
@@ -474,8 +489,15 @@ func (mt *mountedTool) toolError(content json.RawMessage) *Error {
 // falls, nor does an approval outlive it) and audited as tool_changed;
 // one back as it was is live again. A new tool is served after a restart.
 func (m *mount) changed(tools []mcpclient.Tool) {
+	<-m.ready
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	moved := false
+	defer func() {
+		if moved {
+			m.r.toolSetChanged()
+		}
+	}()
 	seen := map[string]bool{}
 	for _, t := range tools {
 		seen[t.Name] = true
@@ -492,17 +514,34 @@ func (m *mount) changed(tools []mcpclient.Tool) {
 		if t.Hash != mt.hash {
 			next = mountedChanged
 		}
-		if prev := mt.state.Swap(next); prev != next && next == mountedChanged {
+		prev := mt.state.Swap(next)
+		moved = moved || prev != next
+		if prev != next && next == mountedChanged {
 			m.r.logger.Warn("carmy: an upstream tool's definition changed; it is held until a restart", "mount", m.spec.name(), "tool", t.Name)
 			m.audit(t.Name, m.nameOf(t.Name), AuditToolChanged, t.Hash)
 		}
 	}
 	for name, mt := range m.tools {
 		if !seen[name] && mt.state.Swap(mountedGone) != mountedGone {
+			moved = true
 			m.r.logger.Warn("carmy: an upstream tool vanished; its calls answer unavailable", "mount", m.spec.name(), "tool", name)
 			m.audit(name, m.nameOf(name), AuditToolChanged, "")
 		}
 	}
+}
+
+// live reports a tool whose calls may reach its code: every compiled
+// tool, and a mounted one its upstream lists unchanged. Lists show the
+// live tools only.
+func (t *tool) live() bool {
+	return t.def.mount == nil || t.def.mount.state.Load() == mountedLive
+}
+
+// toolSetChanged is called whenever the set of tools callers may call
+// changes (a mounted tool vanished, was held or came back): what follows
+// the tool set follows it here. MCP clients are told to list again.
+func (r *Registry) toolSetChanged() {
+	r.mcpServer().ToolsChanged()
 }
 
 // nameOf is the registry's name of an upstream tool.

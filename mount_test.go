@@ -313,6 +313,10 @@ func TestMountFaults(t *testing.T) {
 			return nil
 		}))
 		reg := build(t, b)
+		told := make(chan struct{}, 8)
+		mcpConnect(t, serve(t, reg).URL, "2025-11-25", &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { told <- struct{}{} },
+		})
 		no := false
 		u.server.AddTool(&mcp.Tool{Name: "write", Description: "Writes anything", InputSchema: json.RawMessage(writeSchema),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -331,6 +335,17 @@ func TestMountFaults(t *testing.T) {
 				t.Fatalf("write: %v; post: %v; want tool_changed and tool_vanished", errW, errP)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+		select {
+		case <-told:
+		case <-time.After(5 * time.Second):
+			t.Error("carmy's MCP client was not told that the tools changed")
+		}
+		// The lists carmy's clients see leave them out.
+		for _, m := range reg.ToolsFor(ctx, carmy.Identity{}) {
+			if m.Name == "fs_write" || m.Name == "fs_post" {
+				t.Errorf("%s is still listed", m.Name)
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -172,6 +172,12 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		req.ContentLength = int64(len(body))
+		if c == nil {
+			// Anything but a tool call may be sent again when a kept-alive
+			// connection turns out closed (Node servers close idle ones): a
+			// nil Idempotency-Key tells Go's transport so, and is not sent.
+			req.Header["Idempotency-Key"] = nil
+		}
 	}
 	resp, err := rt.base.RoundTrip(req)
 	if c != nil && (err == nil || !neverSent(err)) {

@@ -287,6 +287,21 @@ func (c Context) ElicitSchema(message string, schema json.RawMessage) (answer js
 	return answer, true, nil
 }
 
+// elicitURL sends the caller's person to a web page (URL elicitation), as
+// a mounted upstream that may do so asks: the client shows message and
+// url, and the person's action ("accept", "decline" or "cancel") is the
+// answer. It fails where nobody can be asked.
+func (c Context) elicitURL(message, url, id string) (string, error) {
+	if c.Context == nil || c.peer == nil {
+		return "", Errorf(CodeUnavailable, "the client cannot send its user to a page")
+	}
+	res, err := c.peer.Elicit(c.Context, "url", &mcp.ElicitParams{Mode: "url", Message: message, URL: url, ElicitationID: id})
+	if err != nil {
+		return "", err
+	}
+	return res.Action, nil
+}
+
 // questionName is the name a question for the fields of t goes by in the
 // sessionless protocol: its type's name in snake_case (user_name for
 // UserName), "question" for a type without a name.

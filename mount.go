@@ -401,6 +401,11 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 			}
 			return "accept", answer, nil
 		}}
+	if m.spec.urlElicitation {
+		req.ElicitURL = func(_ context.Context, message, url, id string) (string, error) {
+			return cc.elicitURL(m.label()+message, url, id)
+		}
+	}
 	if cc.RequestID != "" {
 		req.Meta = map[string]any{MetaRequestID: cc.RequestID}
 	}

@@ -576,3 +576,53 @@ func BenchmarkMountStdio(b *testing.B) {
 		}
 	})
 }
+
+// TestMountForwardsURLElicitation: an upstream may send the caller's person
+// to a page only where the mount says so.
+func TestMountForwardsURLElicitation(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []carmy.MountOption
+		want string
+	}{
+		{"configured", []carmy.MountOption{carmy.MountURLElicitation()}, "accept"},
+		// carmy does not declare URL elicitation: the upstream's own SDK
+		// refuses to ask.
+		{"not configured", nil, `does not support \"url\" elicitation`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u := newUpstream()
+			u.server.AddTool(&mcp.Tool{Name: "link", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+				func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: "Sign in", URL: "https://example.com/login", ElicitationID: "e1"})
+					if err != nil {
+						return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+					}
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action}}}, nil
+				})
+			reg := mountBuild(t, u.serveHTTP(t).URL, c.opts...)
+			var sent atomic.Value
+			cs := mcpConnect(t, serve(t, reg).URL, "2025-11-25", &mcp.ClientOptions{
+				Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}},
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					sent.Store(req.Params.Message + " " + req.Params.URL)
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+			})
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs_link", Arguments: map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, c.want) {
+				t.Errorf("the upstream got %q, want %q", got, c.want)
+			}
+			want := any(nil)
+			if c.opts != nil {
+				want = "Server fs asks: Sign in https://example.com/login"
+			}
+			if got := sent.Load(); got != want {
+				t.Errorf("the person was sent %v, want %v", got, want)
+			}
+		})
+	}
+}

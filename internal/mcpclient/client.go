@@ -132,8 +132,9 @@ type Request struct {
 	// It returns the action ("accept", "decline", "cancel") and, accepted,
 	// the answer as JSON.
 	Elicit func(ctx context.Context, message string, schema json.RawMessage) (action string, content json.RawMessage, err error)
-	// ElicitURL sends the caller's person to a URL; nil declines.
-	ElicitURL func(ctx context.Context, message, url string) (action string, err error)
+	// ElicitURL sends the caller's person to a URL, the upstream's
+	// elicitation id with it; nil declines.
+	ElicitURL func(ctx context.Context, message, url, id string) (action string, err error)
 }
 
 // Result is an upstream tool's answer, as the upstream wrote it.
@@ -603,9 +604,10 @@ func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		if cl.req.ElicitURL == nil || !c.cfg.URLElicitation {
 			return decline, nil
 		}
-		action, err := cl.req.ElicitURL(ctx, req.Params.Message, req.Params.URL)
+		action, err := cl.req.ElicitURL(ctx, req.Params.Message, req.Params.URL, req.Params.ElicitationID)
 		if err != nil {
-			return nil, err
+			c.logger.Info("carmy: declined a page the upstream would send the caller to: the caller cannot be sent", "error", err)
+			return decline, nil
 		}
 		return &mcp.ElicitResult{Action: action}, nil
 	}

@@ -440,7 +440,7 @@ func (m *mount) label() string {
 func (mt *mountedTool) unavailable(why, reason string, retryable bool) *Error {
 	return &Error{Code: CodeUnavailable, Retryable: retryable,
 		Message: fmt.Sprintf("mount %s cannot call %s: %s", mt.m.spec.name(), mt.upstream, why),
-		Details: map[string]any{"mount": mt.m.spec.prefix, "reason": reason}}
+		Details: map[string]any{"mount": mt.prefix(), "reason": reason}}
 }
 
 // fault is what a failed upstream call means to the caller: never sent,
@@ -459,7 +459,7 @@ func (mt *mountedTool) fault(err error) error {
 		out = mt.unavailable("the call was sent and its answer lost: it may have run; check before calling again", "outcome_unknown", false)
 	case mcpclient.Refused:
 		out = &Error{Code: CodeToolError, Message: fmt.Sprintf("mount %s refused the call of %s: %s", mt.m.spec.name(), mt.upstream, e.Msg),
-			Details: map[string]any{"mount": mt.m.spec.prefix, "upstream_code": e.Code}}
+			Details: map[string]any{"mount": mt.prefix(), "upstream_code": e.Code}}
 	case mcpclient.TooLarge:
 		out = mt.unavailable("its answer is larger than carmy takes", "output_too_large", false)
 	default:
@@ -486,7 +486,7 @@ func (mt *mountedTool) toolError(content json.RawMessage) *Error {
 		msg = "the tool reported an error"
 	}
 	return &Error{Code: CodeToolError, Message: fmt.Sprintf("%s (mount %s): %s", mt.upstream, mt.m.spec.name(), msg),
-		Details: map[string]any{"mount": mt.m.spec.prefix, "content": content}}
+		Details: map[string]any{"mount": mt.prefix(), "content": content}}
 }
 
 // changed follows the upstream's new list: a tool gone answers

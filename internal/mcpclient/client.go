@@ -46,9 +46,6 @@ type Config struct {
 	Roots []string
 	// URLElicitation declares URL elicitation beside forms.
 	URLElicitation bool
-	// Sampling answers the upstream's sampling requests; nil declares no
-	// sampling.
-	Sampling func(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
 	// Logger gets the child's stderr, the upstream's log messages and
 	// anything tied to no call.
 	Logger *slog.Logger
@@ -198,6 +195,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	c.life, c.stop = context.WithCancel(context.Background())
 	c.sdk = mcp.NewClient(&mcp.Implementation{Name: "carmy", Version: "mount"}, c.options())
 	for _, r := range cfg.Roots {
+		//lint:ignore SA1019 roots are deprecated from 2026-07-28 on, and still what servers of earlier versions read
 		c.sdk.AddRoots(&mcp.Root{URI: r})
 	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
@@ -227,6 +225,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 func (c *Client) options() *mcp.ClientOptions {
 	caps := &mcp.ClientCapabilities{}
 	if len(c.cfg.Roots) > 0 {
+		//lint:ignore SA1019 roots are deprecated from 2026-07-28 on, and still what servers of earlier versions read
 		caps.RootsV2 = &mcp.RootCapabilities{}
 	}
 	caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
@@ -241,14 +240,12 @@ func (c *Client) options() *mcp.ClientOptions {
 			c.poke()
 		},
 		ProgressNotificationHandler: c.progress,
-		LoggingMessageHandler:       c.logMessage,
+		//lint:ignore SA1019 logging is deprecated from 2026-07-28 on, and still what servers of earlier versions send
+		LoggingMessageHandler: c.logMessage,
 	}
 	if c.cfg.ResourcesChanged != nil {
 		o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { c.cfg.ResourcesChanged() }
 		o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { c.cfg.ResourcesChanged() }
-	}
-	if c.cfg.Sampling != nil {
-		o.CreateMessageHandler = c.sample
 	}
 	return o
 }
@@ -629,23 +626,6 @@ func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		}
 	}
 	return res, nil
-}
-
-// sample forwards a sampling request as JSON to the mount's handler.
-func (c *Client) sample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	params, err := json.Marshal(req.Params)
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.cfg.Sampling(ctx, params)
-	if err != nil {
-		return nil, err
-	}
-	var res mcp.CreateMessageResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
 }
 
 // logMessage writes the upstream's log notifications to carmy's log.

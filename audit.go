@@ -54,6 +54,11 @@ const (
 	// no code; the call's own record, code cancelled, follows once it
 	// stopped.
 	AuditCancelRequested AuditDecision = "cancel_requested"
+	// AuditToolChanged is a mounted upstream's tool that changed: its
+	// definition (Digest is the new definition's hash), or it vanished
+	// (Digest ""), or a tool appeared that is served after a restart. No
+	// call, principal or code.
+	AuditToolChanged AuditDecision = "tool_changed"
 )
 
 // AuditRecord is one decision about one call, as an [Auditor] receives it.

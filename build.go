@@ -329,6 +329,7 @@ func (b *Builder) configure() {
 		b.effectPerms, b.effectPermsSite = perms, e.Site
 	}
 	b.configureRateLimits(c.RateLimits)
+	b.configureMounts(c.Mounts)
 	if c.IdempotencyWindow > 0 {
 		b.window = c.IdempotencyWindow
 	}

@@ -44,6 +44,7 @@ type Builder struct {
 	toolRates  map[string]toolRate
 	publicURL  string
 	audit      []auditSource
+	mounts     []*mountSpec // Mount
 	errs       []error
 
 	approvalTimeout time.Duration
@@ -369,8 +370,10 @@ func (b *Builder) Build() (*Registry, error) {
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}
+	mounted, mountErrs := b.mountTools(context.Background(), r)
+	errs = append(errs, mountErrs...)
 	sites := map[string]string{}
-	for _, d := range b.defs {
+	for _, d := range append(b.defs[:len(b.defs):len(b.defs)], mounted...) {
 		t, problems := b.prepare(d)
 		for _, p := range problems {
 			errs = append(errs, &BuildError{Tool: t.meta.Name, Site: d.site, Err: p})
@@ -393,7 +396,7 @@ func (b *Builder) Build() (*Registry, error) {
 	errs = append(errs, b.checkToolRates(r)...)
 	errs = append(errs, r.mcpConfig.loadSkills()...)
 	if err := errors.Join(errs...); err != nil {
-		for _, c := range storeClosers {
+		for _, c := range r.closers { // the store's and the mounts'
 			_ = c()
 		}
 		return nil, err
@@ -429,6 +432,7 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	r.reindex()
 	r.logUndescribed()
+	r.startMounts()
 	return r, nil
 }
 

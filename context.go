@@ -239,6 +239,71 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	return true, nil
 }
 
+// ElicitSchema asks the user of the MCP client for the answer to a form
+// written out as a JSON Schema, the way a mounted upstream's questions
+// reach the caller: schema is MCP's requested schema (a flat object of
+// strings, numbers, booleans and choices), sent as it is. It returns the
+// answer as raw JSON, checked against schema, and true when the user
+// answered; nil and false with a nil error when they declined or
+// dismissed the form; and an [*Error] when nobody can be asked, as
+// [Context.Elicit] does (CodeUnavailable for a caller that cannot be
+// asked, CodeInvalidInput for a schema that does not compile or an answer
+// that does not fit it).
+func (c Context) ElicitSchema(message string, schema json.RawMessage) (answer json.RawMessage, accepted bool, err error) {
+	p := c.peer
+	if c.Context == nil || p == nil {
+		return nil, false, Errorf(CodeUnavailable, "the client cannot ask its user for input")
+	}
+	if err := p.elicitable(); err != nil {
+		return nil, false, err
+	}
+	form, err := shape.CompileOpaque("question", schema)
+	if err != nil {
+		return nil, false, &Error{Code: CodeInvalidInput, Message: "the question's schema cannot be used: " + err.Error(), Err: err}
+	}
+	var requested map[string]any
+	if err := json.Unmarshal(schema, &requested); err != nil {
+		return nil, false, &Error{Code: CodeInvalidInput, Message: "the question's schema is not a JSON object", Err: err}
+	}
+	res, err := p.Elicit(c.Context, "question", question{Message: message, Form: requested})
+	var refusal *Error
+	if errors.As(err, &refusal) {
+		return nil, false, refusal
+	}
+	if err != nil {
+		return nil, false, askFailed(c.Context, err)
+	}
+	if res.Action != "accept" {
+		return nil, false, nil
+	}
+	if answer, err = json.Marshal(res.Content); err != nil {
+		return nil, false, &Error{Code: CodeInternal, Message: "the user's answer cannot be read", Err: err}
+	}
+	if problems := form.Validate(answer); len(problems) > 0 {
+		fields := make([]FieldError, len(problems))
+		for i, pr := range problems {
+			fields[i] = FieldError(pr)
+		}
+		return nil, false, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the form: " + describe(fields[0]), Fields: limitFields(fields)}
+	}
+	return answer, true, nil
+}
+
+// elicitURL sends the caller's person to a web page (URL elicitation), as
+// a mounted upstream that may do so asks: the client shows message and
+// url, and the person's action ("accept", "decline" or "cancel") is the
+// answer. It fails where nobody can be asked.
+func (c Context) elicitURL(message, url, id string) (string, error) {
+	if c.Context == nil || c.peer == nil {
+		return "", Errorf(CodeUnavailable, "the client cannot send its user to a page")
+	}
+	res, err := c.peer.Elicit(c.Context, "url", question{Mode: "url", Message: message, URL: url, ElicitationID: id})
+	if err != nil {
+		return "", err
+	}
+	return res.Action, nil
+}
+
 // questionName is the name a question for the fields of t goes by in the
 // sessionless protocol: its type's name in snake_case (user_name for
 // UserName), "question" for a type without a name.

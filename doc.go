@@ -123,6 +123,24 @@
 // a person and how to wait, limits and how to back off, tasks, and request
 // ids for safe retries. Build refuses a bad folder, naming the file.
 //
+// # Mounting
+//
+// [Builder.Mount] puts a third-party MCP server's tools into the registry,
+// named <prefix>_<name>: a stdio server run as a child ([Command]) or a
+// streamable HTTP one ([Endpoint]); carmy.toml's [[mount]] tables do the
+// same, and `carmy proxy` serves them without Go. A mounted tool is a tool
+// like any other: its input is checked against the upstream's own schema
+// before anything is sent, the upstream receives the canonical form a
+// person approved and the request id in _meta, a replay never reaches it,
+// and permissions, limits, serialization, tasks and audit apply. Its
+// effect comes from the upstream's hints, safe by default (no hint is
+// [Destructive], which needs a person's confirmation); [EffectFloor],
+// [TrustAnnotations] and [MountTool] overrides change it. An upstream's
+// own tool error is [CodeToolError]; a call sent whose answer was lost is
+// recorded as unavailable with details.reason "outcome_unknown". Its
+// questions reach the caller's person through [Context.ElicitSchema],
+// labelled with the mount.
+//
 // # Concurrency
 //
 // A [Registry] is immutable and safe for concurrent use. A tool without

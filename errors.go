@@ -45,6 +45,11 @@ const (
 	// limits allow ([RateLimit], [MaxInFlight]); call again once
 	// details.retry_after_ms (milliseconds) has passed.
 	CodeRateLimited Code = "rate_limited"
+	// CodeToolError: a mounted upstream's tool ran and reported an error
+	// of its own (MCP's isError); the message and details.content are the
+	// upstream's. Not retryable: a retry with the same request id replays
+	// it.
+	CodeToolError Code = "tool_error"
 	// CodeInternal: a bug or an unexpected failure; the cause is logged and
 	// never sent.
 	CodeInternal Code = "internal"

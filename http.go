@@ -187,6 +187,8 @@ func StatusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case CodeRateLimited:
 		return http.StatusTooManyRequests
+	case CodeToolError:
+		return http.StatusBadGateway
 	}
 	return http.StatusInternalServerError
 }

@@ -142,7 +142,7 @@ func (req *Request) canonical(t *tool) (form []byte, digest string, err error) {
 		if req.form, err = t.canonicalInput(req.Call.Input); err != nil {
 			return nil, "", err
 		}
-		req.digest = canon.Sum(req.form)
+		req.digest = t.digestOf(req.form)
 	}
 	return req.form, req.digest, nil
 }

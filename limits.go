@@ -34,7 +34,7 @@ type toolRate struct {
 // its own option, else the builder's rate.
 func (b *Builder) setLimits(t *tool) {
 	t.rate = b.rate
-	if o := t.def.opts; t.def.impl == nil {
+	if o := t.def.opts; t.def.impl == nil || t.def.mount != nil {
 		if o.rate.Calls > 0 {
 			t.rate = o.rate
 		}

@@ -34,8 +34,10 @@ const (
 func (r *Registry) mcpServer() *mcpserve.Server {
 	r.mcpOnce.Do(func() {
 		tools := make([]mcpserve.Tool, len(r.names))
+		mounted := false
 		for i, name := range r.names {
 			t := r.tools[name]
+			mounted = mounted || t.def.mount != nil
 			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst, Deferred: t.meta.Deferred,
 				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 			if t.out != nil {
@@ -59,6 +61,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 			Options:          r.mcpConfig.options,
 			Configure:        r.mcpConfig.server,
 			Skills:           r.mcpConfig.skills,
+			ListChanged:      mounted,
 		}
 		if r.mcpConfig.skillsOn {
 			cfg.Rules = mcpDoor{r}.skillRules
@@ -600,7 +603,7 @@ func (p mcpPeer) elicitable() error {
 }
 
 func (p mcpPeer) Elicit(ctx context.Context, name string, q question) (answer, error) {
-	res, err := p.Peer.Elicit(ctx, name, &mcp.ElicitParams{Message: q.Message, RequestedSchema: q.Form})
+	res, err := p.Peer.Elicit(ctx, name, &mcp.ElicitParams{Message: q.Message, RequestedSchema: q.Form, Mode: q.Mode, URL: q.URL, ElicitationID: q.ElicitationID})
 	if errors.Is(err, mcpserve.ErrNeedsInput) {
 		return answer{}, needsInput()
 	}

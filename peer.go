@@ -27,6 +27,10 @@ type peer interface {
 type question struct {
 	Message string
 	Form    map[string]any // a form's schema: flat, of strings, numbers, booleans and lists of choices
+	// A question that sends the person to a web page instead (URL
+	// elicitation, as a mounted upstream may ask) has Mode "url", the page
+	// and the id the upstream gave it.
+	Mode, URL, ElicitationID string
 }
 
 // answer is the user's answer to a question, as a task keeps it: accepted

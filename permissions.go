@@ -159,7 +159,7 @@ func (r *Registry) eachVisible(ctx context.Context, id Identity, f func(*tool)) 
 // visibility returns whether a caller may call a tool, for lists.
 func (r *Registry) visibility(ctx context.Context, id Identity) func(*tool) bool {
 	if r.authorize == nil && !r.requiring {
-		return func(*tool) bool { return true }
+		return (*tool).live
 	}
 	cc := &Context{
 		Context:     ctx,
@@ -169,7 +169,7 @@ func (r *Registry) visibility(ctx context.Context, id Identity) func(*tool) bool
 		Metadata:    id.Metadata,
 		log:         r.logger,
 	}
-	return func(t *tool) bool { return r.listed(cc, t) }
+	return func(t *tool) bool { return t.live() && r.listed(cc, t) }
 }
 
 // listed asks permit for a list. A policy that panics is logged, and the

@@ -38,6 +38,8 @@ type Registry struct {
 	// calls, and the audit when there are sinks.
 	observers []observer
 
+	mounts []*mount // the upstreams mounted (mount.go)
+
 	auditors      []Auditor
 	auditFailures atomic.Int64
 

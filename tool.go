@@ -38,6 +38,8 @@ type ToolDef struct {
 
 	// A hand-written tool.
 	impl *implTool
+	// A mounted upstream's tool (mount.go).
+	mount *mountedTool
 }
 
 // autoRegistry holds every tool declared without Register(false).

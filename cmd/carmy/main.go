@@ -14,6 +14,7 @@
 //	call       call a tool of a running server
 //	tasks      list, read, wait for and cancel the caller's tasks on a running server
 //	approvals  list and decide the calls that wait for you on your local servers
+//	proxy      serve the tools of mounted MCP servers with carmy's governance
 //
 // Install it as a tool of your module and run it with go tool:
 //
@@ -63,6 +64,7 @@ func init() {
 		{"call", "call a tool of a running server", runCall},
 		{"approvals", "list and decide the calls that wait for you on your local servers", runApprovals},
 		{"tasks", "list, read, wait for and cancel the caller's tasks on a running server", runTasks},
+		{"proxy", "serve the tools of mounted MCP servers with carmy's governance", runProxy},
 		{"help", "show the help of carmy or of a command", runHelp},
 	}
 }

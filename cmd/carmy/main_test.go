@@ -37,6 +37,7 @@ func TestCommandHelp(t *testing.T) {
 		{"new", "go test ./..."},
 		{"tools", "GET URL/tools"},
 		{"call", "POST URL/tools/TOOL"},
+		{"proxy", "[[mount]]"},
 	} {
 		for _, args := range [][]string{{c.name, "-h"}, {c.name, "--help"}, {"help", c.name}} {
 			code, stdout, stderr := carmyRun(args...)

@@ -55,6 +55,7 @@ type Settings struct {
 	StateKey             []byte        // signs the sessionless protocol's request state
 	ToolSearch           bool          // serve the search_tools tool
 	DeferredTools        List          // tools a model should load on demand
+	Mounts               []Mount       // [[mount]]
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -172,15 +173,16 @@ func FromEnv() (Settings, error) {
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "task_ttl", "public_url", "state_key", "tokens", "oauth", "effect_permissions", "rate_limits", "tool_search", "deferred_tools"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "task_ttl", "public_url", "state_key", "tokens", "oauth", "effect_permissions", "rate_limits", "tool_search", "deferred_tools", "mount"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, task_ttl, public_url, state_key, [[tokens]], [oauth], [effect_permissions], [rate_limits], tool_search and deferred_tools"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, task_ttl, public_url, state_key, [[tokens]], [oauth], [effect_permissions], [rate_limits], tool_search, deferred_tools and [[mount]]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
 type document struct {
 	md  toml.MetaData
 	raw map[string]toml.Primitive
+	src string
 }
 
 // value decodes the value of a top-level key; nil when the key is absent.
@@ -223,7 +225,7 @@ func lineOf(md toml.MetaData, p toml.Primitive) int {
 }
 
 func parse(path, src string) (Settings, error) {
-	d := document{}
+	d := document{src: src}
 	var err error
 	if d.md, err = toml.Decode(src, &d.raw); err != nil {
 		var pe toml.ParseError
@@ -322,6 +324,7 @@ func parse(path, src string) (Settings, error) {
 	c.OAuth = parseOAuth(&d, path, fail)
 	c.EffectPermissions = parseEffectPermissions(&d, path, fail)
 	c.RateLimits = parseRateLimits(&d, path, fail)
+	c.Mounts = parseMounts(&d, path, fail)
 	if c.OAuth.Issuer != "" && len(c.Tokens) > 0 {
 		fail(d.line("oauth"), "[oauth] and [[tokens]] both authenticate callers; keep one")
 	}

@@ -16,8 +16,8 @@ func TestHostingDocsListEveryKey(t *testing.T) {
 	for _, k := range knownKeys {
 		row := "| `" + k + "` |"
 		switch k {
-		case "tokens":
-			row = "| `[[tokens]]` |"
+		case "tokens", "mount":
+			row = "| `[[" + k + "]]` |"
 		case "oauth", "effect_permissions", "rate_limits":
 			row = "| `[" + k + "]` |"
 		}

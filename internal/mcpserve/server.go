@@ -153,6 +153,9 @@ type Config struct {
 	// server declares the extension.
 	Skills []*skills.Skill
 	Rules  func(ctx context.Context, id Identity) skills.Rules
+	// ListChanged declares that the tool list may change (some tools come
+	// from mounted servers): clients are told by ToolsChanged.
+	ListChanged bool
 }
 
 // Server is the MCP server of a host's tools.
@@ -183,6 +186,7 @@ type entry struct {
 	// headers are the arguments mirrored in headers (x-mcp-header).
 	headers []mcpwire.ParamHeader
 	call    mcp.ToolHandler
+	def     mcp.Tool // as tools/list shows it
 }
 
 // New makes the server of cfg's tools: every tool, with the host's schemas
@@ -197,7 +201,7 @@ func New(cfg Config) *Server {
 		// log through Context.Log. What a host adds with ConfigureMCP
 		// adds its own capabilities.
 		//lint:ignore SA1019 MCP's logging is deprecated from 2026-07-28 on, and still served to the clients that use it
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: cfg.ListChanged}, Logging: &mcp.LoggingCapabilities{}},
 	}
 	if _, ok := cfg.Host.(Tasks); ok {
 		opts.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
@@ -221,6 +225,7 @@ func New(cfg Config) *Server {
 		}
 		s.mirrored = s.mirrored || e.headers != nil
 		s.tools[def.Name] = e
+		e.def = def
 		sdk.AddTool(&def, e.call)
 	}
 	s.addSkills(sdk)
@@ -229,6 +234,19 @@ func New(cfg Config) *Server {
 	}
 	s.sdk = sdk
 	return s
+}
+
+// ToolsChanged tells every client that the tools it may call changed
+// (notifications/tools/list_changed), so that it lists them again: the
+// host's lists say which. It does nothing unless Config.ListChanged.
+func (s *Server) ToolsChanged() {
+	if !s.cfg.ListChanged {
+		return
+	}
+	for _, e := range s.tools { // the SDK notifies every session when a tool is set again
+		s.sdk.AddTool(&e.def, e.call)
+		return
+	}
 }
 
 // OutputSchema returns an output schema as MCP wants it, an object; a

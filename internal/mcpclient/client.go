@@ -1,0 +1,751 @@
+// Package mcpclient is carmy's client of an upstream MCP server, the one a
+// mount connects to: a stdio server run as a child process, or a
+// streamable HTTP endpoint of either protocol generation. It lists the
+// upstream's tools with their definitions as the upstream wrote them,
+// calls them with carmy's _meta, forwards progress, questions and
+// cancellation, follows the upstream's list changes and reconnects with
+// backoff. It decides nothing: the mount governs every call.
+package mcpclient
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy/internal/canon"
+)
+
+// Config says how to reach one upstream and what carmy declares to it.
+type Config struct {
+	// Name names the mount in every error and log line.
+	Name string
+	// Command runs a stdio server: the program and its arguments.
+	Command []string
+	// Env is the environment the child gets beside PATH, HOME and LANG.
+	Env map[string]string
+	// URL reaches a streamable HTTP server.
+	URL string
+	// Headers are sent with every HTTP request: the upstream's credentials.
+	Headers map[string]string
+	// Roots are the roots carmy declares; none declares no roots at all.
+	Roots []string
+	// URLElicitation declares URL elicitation beside forms.
+	URLElicitation bool
+	// Logger gets the child's stderr, the upstream's log messages and
+	// anything tied to no call.
+	Logger *slog.Logger
+	// ConnectTimeout bounds connecting and listing tools (default 30s).
+	ConnectTimeout time.Duration
+	// MaxResult bounds one message from the upstream, in bytes (default
+	// 16 MiB).
+	MaxResult int
+	// Changed is told once the upstream's tools may have changed: after a
+	// list_changed notification or a reconnection, with the new list.
+	Changed func(tools []Tool)
+	// ResourcesChanged is told of the upstream's resource or prompt list
+	// changes.
+	ResourcesChanged func()
+}
+
+// Tool is one upstream tool as the upstream defines it.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// InputSchema and OutputSchema are the upstream's bytes; OutputSchema
+	// is nil when it declares none.
+	InputSchema, OutputSchema json.RawMessage
+	// The hints, as the upstream set them; nil where it left one out.
+	ReadOnly, Destructive, OpenWorld, Idempotent *bool
+	// TaskSupport is execution.taskSupport: "", "forbidden", "optional"
+	// or "required".
+	TaskSupport string
+	// Hash is the hex SHA-256 of the definition's canonical JSON: its
+	// description, schemas, annotations and execution.
+	Hash string
+}
+
+// Kind says what happened to a call that failed.
+type Kind uint8
+
+const (
+	// NotSent: the call never left carmy; sending it again is safe.
+	NotSent Kind = iota + 1
+	// OutcomeUnknown: the call was sent and its answer lost; the upstream
+	// may have acted.
+	OutcomeUnknown
+	// Refused: the upstream answered with a protocol error.
+	Refused
+	// TooLarge: the upstream's answer exceeded MaxResult.
+	TooLarge
+	// Malformed: the upstream's answer could not be read.
+	Malformed
+)
+
+// Error is a failed call or connection, naming the mount.
+type Error struct {
+	Mount string
+	Kind  Kind
+	// Code is the upstream's JSON-RPC error code, for Refused.
+	Code int64
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("mount %s: %s: %v", e.Mount, e.Msg, e.Err)
+	}
+	return fmt.Sprintf("mount %s: %s", e.Mount, e.Msg)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Request is one call of an upstream tool.
+type Request struct {
+	Name string
+	// Arguments are sent as they are: the canonical bytes carmy checked.
+	Arguments json.RawMessage
+	// Meta joins the request's _meta (carmy/request_id).
+	Meta map[string]any
+	// Progress gets the upstream's progress on the call; nil drops it.
+	Progress func(done, total float64, msg string)
+	// Elicit asks the caller's person for a form's fields; nil declines.
+	// It returns the action ("accept", "decline", "cancel") and, accepted,
+	// the answer as JSON.
+	Elicit func(ctx context.Context, message string, schema json.RawMessage) (action string, content json.RawMessage, err error)
+	// ElicitURL sends the caller's person to a URL, the upstream's
+	// elicitation id with it; nil declines.
+	ElicitURL func(ctx context.Context, message, url, id string) (action string, err error)
+}
+
+// Result is an upstream tool's answer, as the upstream wrote it.
+type Result struct {
+	Content    json.RawMessage // the content blocks, a JSON array
+	Structured json.RawMessage // structuredContent; nil without
+	IsError    bool
+}
+
+// Client is one connection to an upstream, kept open: it reconnects
+// while it is not closed.
+type Client struct {
+	cfg    Config
+	sdk    *mcp.Client
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	tools   []Tool
+	raw     map[string]wireTool // the last definition of each tool seen on the wire
+	calls   map[string]*call    // by progress token
+	byID    map[string]*call    // by JSON-RPC id
+	closed  bool
+	stop    context.CancelFunc
+	life    context.Context
+	refresh chan struct{}
+	done    sync.WaitGroup
+
+	seq atomic.Uint64
+}
+
+// call is one call in flight.
+type call struct {
+	req  *Request
+	sent atomic.Bool
+	mu   sync.Mutex
+	raw  json.RawMessage // the result as the upstream wrote it
+}
+
+func (c *call) markSent() { c.sent.Store(true) }
+
+type callKey struct{}
+
+// Connect connects to the upstream and lists its tools. The client
+// reconnects by itself until Close.
+func Connect(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 30 * time.Second
+	}
+	if cfg.MaxResult <= 0 {
+		cfg.MaxResult = 16 << 20
+	}
+	if (len(cfg.Command) == 0) == (cfg.URL == "") {
+		return nil, &Error{Mount: cfg.Name, Kind: NotSent, Msg: "needs a command or a URL, not both"}
+	}
+	c := &Client{cfg: cfg, logger: cfg.Logger.With("mount", cfg.Name), raw: map[string]wireTool{},
+		calls: map[string]*call{}, byID: map[string]*call{}, refresh: make(chan struct{}, 1)}
+	c.life, c.stop = context.WithCancel(context.Background())
+	c.sdk = mcp.NewClient(&mcp.Implementation{Name: "carmy", Version: "mount"}, c.options())
+	for _, r := range cfg.Roots {
+		//lint:ignore SA1019 roots are deprecated from 2026-07-28 on, and still what servers of earlier versions read
+		c.sdk.AddRoots(&mcp.Root{URI: r})
+	}
+	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+	defer cancel()
+	cs, err := c.connect(cctx)
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
+	tools, err := c.list(cctx, cs)
+	if err != nil {
+		_ = cs.Close()
+		c.stop()
+		return nil, err
+	}
+	c.mu.Lock()
+	c.session, c.tools = cs, tools
+	c.mu.Unlock()
+	c.done.Add(2)
+	go c.watch(cs)
+	go c.refresher()
+	return c, nil
+}
+
+// options are the SDK client's: carmy declares only what the mount
+// configures.
+func (c *Client) options() *mcp.ClientOptions {
+	caps := &mcp.ClientCapabilities{}
+	if len(c.cfg.Roots) > 0 {
+		//lint:ignore SA1019 roots are deprecated from 2026-07-28 on, and still what servers of earlier versions read
+		caps.RootsV2 = &mcp.RootCapabilities{}
+	}
+	caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
+	if c.cfg.URLElicitation {
+		caps.Elicitation.URL = &mcp.URLElicitationCapabilities{}
+	}
+	o := &mcp.ClientOptions{
+		Logger:             c.logger,
+		Capabilities:       caps,
+		ElicitationHandler: c.elicit,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			c.poke()
+		},
+		ProgressNotificationHandler: c.progress,
+		//lint:ignore SA1019 logging is deprecated from 2026-07-28 on, and still what servers of earlier versions send
+		LoggingMessageHandler: c.logMessage,
+	}
+	if c.cfg.ResourcesChanged != nil {
+		o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { c.cfg.ResourcesChanged() }
+		o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { c.cfg.ResourcesChanged() }
+	}
+	return o
+}
+
+// connect opens one session.
+func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	var t mcp.Transport
+	if len(c.cfg.Command) > 0 {
+		pt, err := c.startChild()
+		if err != nil {
+			return nil, &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "cannot start " + c.cfg.Command[0], Err: err}
+		}
+		t = pt
+	} else {
+		h := http.Header{}
+		for k, v := range c.cfg.Headers {
+			h.Set(k, v)
+		}
+		rt := &roundTripper{base: http.DefaultTransport, tap: tap{c}, headers: h, max: c.cfg.MaxResult}
+		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1}
+	}
+	cs, err := c.sdk.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "cannot connect", Err: err}
+	}
+	return cs, nil
+}
+
+// childTransport is a stdio server run as a child process, its output
+// tapped. Closing it closes the child's input, then stops the child if it
+// does not exit.
+type childTransport struct {
+	mcp.IOTransport
+	cmd *exec.Cmd
+}
+
+func (c *Client) startChild() (*childTransport, error) {
+	cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
+	cmd.Env = c.environment()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		s := bufio.NewScanner(stderr)
+		s.Buffer(nil, 64<<10)
+		for s.Scan() {
+			c.logger.Info("carmy: upstream stderr", "line", s.Text())
+		}
+	}()
+	t := &childTransport{cmd: cmd}
+	t.Reader = &lineReader{r: stdout, tap: tap{c}, max: c.cfg.MaxResult}
+	t.Writer = &childInput{lineWriter{w: stdin, tap: tap{c}}, cmd}
+	t.MaxLineLength = c.cfg.MaxResult
+	return t, nil
+}
+
+// childInput closes the child's input, then waits for it to exit, stopping
+// it after a grace.
+type childInput struct {
+	lineWriter
+	cmd *exec.Cmd
+}
+
+func (ci *childInput) Close() error {
+	err := ci.w.Close()
+	exited := make(chan struct{})
+	go func() { _ = ci.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Second):
+		_ = ci.cmd.Process.Kill()
+		<-exited
+	}
+	return err
+}
+
+// environment is the child's: PATH, HOME and LANG from carmy's, and what
+// the mount names. Nothing else of carmy's environment (its secrets)
+// reaches the child.
+func (c *Client) environment() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "LANG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			if _, named := c.cfg.Env[k]; !named {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	keys := make([]string, 0, len(c.cfg.Env))
+	for k := range c.cfg.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+c.cfg.Env[k])
+	}
+	return env
+}
+
+// list lists every tool, page by page.
+func (c *Client) list(ctx context.Context, cs *mcp.ClientSession) ([]Tool, error) {
+	var tools []Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "cannot list tools", Err: err}
+		}
+		tools = append(tools, c.tool(t))
+	}
+	return tools, nil
+}
+
+// tool is an SDK tool with the definition as the wire carried it.
+func (c *Client) tool(t *mcp.Tool) Tool {
+	c.mu.Lock()
+	w, ok := c.raw[t.Name]
+	c.mu.Unlock()
+	if !ok { // not seen on the wire: the SDK's reading of it
+		w = wireTool{Name: t.Name, Description: t.Description}
+		w.InputSchema, _ = json.Marshal(t.InputSchema)
+		if t.OutputSchema != nil {
+			w.OutputSchema, _ = json.Marshal(t.OutputSchema)
+		}
+		if t.Annotations != nil {
+			w.Annotations, _ = json.Marshal(t.Annotations)
+		}
+	}
+	tool := Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: w.InputSchema}
+	if len(w.OutputSchema) > 0 && string(w.OutputSchema) != "null" {
+		tool.OutputSchema = w.OutputSchema
+	}
+	if len(w.Annotations) > 0 {
+		var a struct {
+			ReadOnly    *bool `json:"readOnlyHint"`
+			Destructive *bool `json:"destructiveHint"`
+			OpenWorld   *bool `json:"openWorldHint"`
+			Idempotent  *bool `json:"idempotentHint"`
+		}
+		_ = json.Unmarshal(w.Annotations, &a)
+		tool.ReadOnly, tool.Destructive, tool.OpenWorld, tool.Idempotent = a.ReadOnly, a.Destructive, a.OpenWorld, a.Idempotent
+	}
+	if len(w.Execution) > 0 {
+		var e struct {
+			TaskSupport string `json:"taskSupport"`
+		}
+		_ = json.Unmarshal(w.Execution, &e)
+		tool.TaskSupport = e.TaskSupport
+	}
+	def, _ := json.Marshal(struct {
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"inputSchema"`
+		OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+		Annotations  json.RawMessage `json:"annotations,omitempty"`
+		Execution    json.RawMessage `json:"execution,omitempty"`
+	}{w.Description, w.InputSchema, tool.OutputSchema, w.Annotations, w.Execution})
+	if form, err := canon.Form(def, nil); err == nil {
+		def = form
+	}
+	tool.Hash = canon.Sum(def)
+	return tool
+}
+
+// rawTool keeps a tool's definition as the wire carried it.
+func (c *Client) rawTool(w wireTool) {
+	c.mu.Lock()
+	c.raw[w.Name] = w
+	c.mu.Unlock()
+}
+
+// Tools returns the upstream's tools as last listed.
+func (c *Client) Tools() []Tool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.tools)
+}
+
+// Connected reports whether a session is open now.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session != nil
+}
+
+// Call calls an upstream tool. A failure is an [*Error] that says whether
+// the call left carmy.
+func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
+	c.mu.Lock()
+	cs := c.session
+	if cs == nil {
+		c.mu.Unlock()
+		return nil, &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "not connected; reconnecting"}
+	}
+	token := "carmy-" + strconv.FormatUint(c.seq.Add(1), 10)
+	cl := &call{req: req}
+	c.calls[strconv.Quote(token)] = cl
+	c.mu.Unlock()
+	defer c.forget(strconv.Quote(token), cl)
+
+	meta := mcp.Meta{}
+	for k, v := range req.Meta {
+		meta[k] = v
+	}
+	meta["progressToken"] = token
+	args := req.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	res, err := cs.CallTool(context.WithValue(ctx, callKey{}, cl), &mcp.CallToolParams{Name: req.Name, Arguments: args, Meta: meta})
+	if err != nil {
+		return nil, c.callError(ctx, cl, err)
+	}
+	cl.mu.Lock()
+	raw := cl.raw
+	cl.mu.Unlock()
+	if raw == nil { // not seen on the wire: the SDK's reading of it
+		if raw, err = json.Marshal(res); err != nil {
+			return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: "cannot read the result of " + req.Name, Err: err}
+		}
+	}
+	if len(raw) > c.cfg.MaxResult {
+		return nil, &Error{Mount: c.cfg.Name, Kind: TooLarge, Msg: fmt.Sprintf("the result of %s is %d bytes, over the bound of %d", req.Name, len(raw), c.cfg.MaxResult)}
+	}
+	var out struct {
+		Content    json.RawMessage `json:"content"`
+		Structured json.RawMessage `json:"structuredContent"`
+		IsError    bool            `json:"isError"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: "cannot read the result of " + req.Name, Err: err}
+	}
+	if len(out.Content) == 0 || string(out.Content) == "null" {
+		out.Content = json.RawMessage(`[]`)
+	}
+	if string(out.Structured) == "null" {
+		out.Structured = nil
+	}
+	return &Result{Content: out.Content, Structured: out.Structured, IsError: out.IsError}, nil
+}
+
+// codeRejected is the SDK's JSON-RPC code for a message its transport
+// could not deliver, or whose answer it could not read: no answer of the
+// upstream's.
+const codeRejected = -32005
+
+// callError says what a failed call's error means for its outcome.
+func (c *Client) callError(ctx context.Context, cl *call, err error) error {
+	e := &Error{Mount: c.cfg.Name, Err: err}
+	var rpc *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpc) && rpc.Code != codeRejected:
+		e.Kind, e.Code, e.Msg, e.Err = Refused, rpc.Code, rpc.Message, nil
+	case !cl.sent.Load():
+		e.Kind, e.Msg = NotSent, "the call was not sent"
+	case ctx.Err() != nil:
+		e.Kind, e.Msg, e.Err = OutcomeUnknown, "the call stopped after it was sent", ctx.Err()
+	default:
+		e.Kind, e.Msg = OutcomeUnknown, "the answer was lost"
+	}
+	return e
+}
+
+func (c *Client) forget(token string, cl *call) {
+	c.mu.Lock()
+	delete(c.calls, token)
+	for id, x := range c.byID {
+		if x == cl {
+			delete(c.byID, id)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// bindCall ties the JSON-RPC id of a tools/call to the call whose progress
+// token it carries.
+func (c *Client) bindCall(token, id string) *call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.calls[token]
+	if cl != nil {
+		c.byID[id] = cl
+	}
+	return cl
+}
+
+// resultOf keeps the raw result of the call with JSON-RPC id; false when
+// no call in flight has that id.
+func (c *Client) resultOf(id string, result json.RawMessage) bool {
+	c.mu.Lock()
+	cl := c.byID[id]
+	c.mu.Unlock()
+	if cl == nil {
+		return false
+	}
+	cl.mu.Lock()
+	cl.raw = append(json.RawMessage(nil), result...)
+	cl.mu.Unlock()
+	return true
+}
+
+// progress hands the upstream's progress to the call it names.
+func (c *Client) progress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	token, err := json.Marshal(req.Params.ProgressToken)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	cl := c.calls[string(token)]
+	c.mu.Unlock()
+	if cl != nil && cl.req.Progress != nil {
+		cl.req.Progress(req.Params.Progress, req.Params.Total, req.Params.Message)
+	}
+}
+
+// callOf is the call a question of the upstream belongs to: the one whose
+// request carries ctx, else the only call in flight. With several calls in
+// flight a question that names none belongs to no one, and is declined.
+func (c *Client) callOf(ctx context.Context) *call {
+	if cl, ok := ctx.Value(callKey{}).(*call); ok {
+		return cl
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.calls) != 1 {
+		return nil
+	}
+	for _, cl := range c.calls {
+		return cl
+	}
+	return nil
+}
+
+// elicit forwards the upstream's question to the person of the call it
+// belongs to; where nobody can be asked, it is declined.
+func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	cl := c.callOf(ctx)
+	decline := &mcp.ElicitResult{Action: "decline"}
+	if cl == nil {
+		c.logger.Info("carmy: declined a question of the upstream tied to no call", "message", req.Params.Message)
+		return decline, nil
+	}
+	if req.Params.Mode == "url" {
+		if cl.req.ElicitURL == nil || !c.cfg.URLElicitation {
+			return decline, nil
+		}
+		action, err := cl.req.ElicitURL(ctx, req.Params.Message, req.Params.URL, req.Params.ElicitationID)
+		if err != nil {
+			c.logger.Info("carmy: declined a page the upstream would send the caller to: the caller cannot be sent", "error", err)
+			return decline, nil
+		}
+		return &mcp.ElicitResult{Action: action}, nil
+	}
+	if cl.req.Elicit == nil {
+		return decline, nil
+	}
+	schema, err := json.Marshal(req.Params.RequestedSchema)
+	if err != nil {
+		return decline, nil
+	}
+	action, content, err := cl.req.Elicit(ctx, req.Params.Message, schema)
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ElicitResult{Action: action}
+	if action == "accept" && len(content) > 0 {
+		if err := json.Unmarshal(content, &res.Content); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// logMessage writes the upstream's log notifications to carmy's log.
+func (c *Client) logMessage(_ context.Context, req *mcp.LoggingMessageRequest) {
+	level := slog.LevelInfo
+	switch req.Params.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "notice", "info":
+	case "warning":
+		level = slog.LevelWarn
+	default:
+		level = slog.LevelError
+	}
+	c.logger.Log(context.Background(), level, "carmy: upstream log", "logger", req.Params.Logger, "data", req.Params.Data)
+}
+
+// poke asks the refresher to list the tools again.
+func (c *Client) poke() {
+	select {
+	case c.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// refresher lists the tools again after each list change, and tells
+// Changed.
+func (c *Client) refresher() {
+	defer c.done.Done()
+	for {
+		select {
+		case <-c.life.Done():
+			return
+		case <-c.refresh:
+		}
+		c.mu.Lock()
+		cs := c.session
+		c.mu.Unlock()
+		if cs == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.life, c.cfg.ConnectTimeout)
+		tools, err := c.list(ctx, cs)
+		cancel()
+		if err != nil {
+			c.logger.Warn("carmy: cannot list the upstream's tools again", "error", err)
+			continue
+		}
+		c.mu.Lock()
+		c.tools = tools
+		c.mu.Unlock()
+		if c.cfg.Changed != nil {
+			c.cfg.Changed(tools)
+		}
+	}
+}
+
+// watch waits for the session to end, then reconnects with backoff, until
+// Close.
+func (c *Client) watch(cs *mcp.ClientSession) {
+	defer c.done.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		_ = cs.Wait()
+		c.mu.Lock()
+		c.session = nil
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			return
+		}
+		c.logger.Warn("carmy: the upstream's connection ended; reconnecting")
+		for {
+			select {
+			case <-c.life.Done():
+				return
+			case <-time.After(backoff):
+			}
+			ctx, cancel := context.WithTimeout(c.life, c.cfg.ConnectTimeout)
+			next, err := c.connect(ctx)
+			cancel()
+			if err == nil {
+				cs = next
+				break
+			}
+			c.logger.Warn("carmy: cannot reconnect to the upstream", "error", err, "retry_in", backoff)
+			backoff = min(2*backoff, 30*time.Second)
+		}
+		backoff = 100 * time.Millisecond
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			_ = cs.Close()
+			return
+		}
+		c.session = cs
+		c.mu.Unlock()
+		c.logger.Info("carmy: reconnected to the upstream")
+		c.poke()
+	}
+}
+
+// Close ends the connection (and the child) and stops reconnecting.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cs := c.session
+	c.mu.Unlock()
+	c.stop()
+	var err error
+	if cs != nil {
+		err = cs.Close()
+	}
+	c.done.Wait()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}

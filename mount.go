@@ -1,0 +1,601 @@
+package carmy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/internal/config"
+	"github.com/carmy-dev/carmy/internal/mcpclient"
+	"github.com/carmy-dev/carmy/store"
+)
+
+// Upstream is a third-party MCP server that a registry mounts with
+// [Builder.Mount]: a stdio server run as a child process ([Command]) or a
+// streamable HTTP endpoint ([Endpoint]).
+type Upstream struct {
+	command []string
+	url     string
+	headers map[string]string
+}
+
+// Command is a stdio MCP server that carmy starts as a child process: the
+// program name and its arguments. The child gets a minimal environment
+// (PATH, HOME, LANG and what [MountEnv] names: none of the host's secrets)
+// and its standard error goes to the registry's log.
+func Command(name string, args ...string) Upstream {
+	return Upstream{command: append([]string{name}, args...)}
+}
+
+// Endpoint is a streamable HTTP MCP server at url, of either protocol
+// generation (sessions, or the sessionless 2026-07-28 protocol).
+func Endpoint(url string, opts ...EndpointOption) Upstream {
+	u := Upstream{url: url}
+	for _, o := range opts {
+		if o != nil {
+			o(&u)
+		}
+	}
+	return u
+}
+
+// EndpointOption configures an [Endpoint].
+type EndpointOption func(*Upstream)
+
+// Header sends an HTTP header with every request to the endpoint: the
+// upstream's credentials. A caller's own credentials never reach an
+// upstream.
+func Header(key, value string) EndpointOption {
+	return func(u *Upstream) {
+		if u.headers == nil {
+			u.headers = map[string]string{}
+		}
+		u.headers[key] = value
+	}
+}
+
+// MountOption configures a mount ([Builder.Mount]).
+type MountOption func(*mountSpec)
+
+// MountEnv sets an environment variable of a [Command] upstream's child.
+func MountEnv(key, value string) MountOption {
+	return func(s *mountSpec) {
+		if s.env == nil {
+			s.env = map[string]string{}
+		}
+		s.env[key] = value
+	}
+}
+
+// MountRoots declares the roots the upstream may work in (file:// URIs).
+// They are the mount's alone: no caller can widen them. Without them
+// carmy declares no roots to the upstream.
+func MountRoots(uris ...string) MountOption {
+	return func(s *mountSpec) { s.roots = append(s.roots, uris...) }
+}
+
+// MountURLElicitation lets the upstream send the caller's person to a URL
+// (URL elicitation); without it carmy declares forms only.
+func MountURLElicitation() MountOption {
+	return func(s *mountSpec) { s.urlElicitation = true }
+}
+
+// EffectFloor bounds how low the upstream's hints may take the effects of
+// its tools: a tool that says it only reads is still at least floor.
+func EffectFloor(floor Effect) MountOption {
+	return func(s *mountSpec) { s.floor = floor }
+}
+
+// TrustAnnotations(false) ignores the upstream's hints: every tool is
+// [Destructive] unless its [MountTool] override says otherwise. The
+// default trusts them as the mapping of [Builder.Mount] reads them.
+func TrustAnnotations(trust bool) MountOption {
+	return func(s *mountSpec) { s.distrust = !trust }
+}
+
+// MountTool overrides what carmy takes from the upstream about one of its
+// tools, named as the upstream names it.
+func MountTool(name string, o ToolOverride) MountOption {
+	return func(s *mountSpec) {
+		if s.overrides == nil {
+			s.overrides = map[string]ToolOverride{}
+		}
+		s.overrides[name] = o
+	}
+}
+
+// ToolOverride is the operator's word on one upstream tool, over the
+// upstream's. Zero fields leave the tool as the upstream and the mount
+// make it.
+type ToolOverride struct {
+	// Effect replaces the effect read from the hints (and EffectFloor).
+	Effect Effect
+	// Requires lists permissions a call needs, as [Requires] does.
+	Requires []string
+	// RateLimit bounds each principal's calls, as [RateLimit] does.
+	RateLimit store.Rate
+	// Confirm: false lets a Destructive tool run without a person's
+	// confirmation; true asks for one whatever the effect.
+	Confirm *bool
+	// Timeout is the deadline of one call, as [Timeout] is.
+	Timeout time.Duration
+	// Description replaces the upstream's.
+	Description string
+}
+
+// mountSpec is one Mount call, resolved at Build.
+type mountSpec struct {
+	prefix         string
+	up             Upstream
+	site           string
+	env            map[string]string
+	roots          []string
+	urlElicitation bool
+	floor          Effect
+	distrust       bool
+	overrides      map[string]ToolOverride
+}
+
+// Mount puts the tools of a third-party MCP server into the registry,
+// named <prefix>_<name> (the upstream's own name with an empty prefix,
+// allowed for a single mount). A prefix is lower-case letters and digits.
+// Build connects to the upstream and lists its tools; a failure is a
+// Build error naming the mount, as is any name that collides with another
+// tool.
+//
+// A mounted tool is a tool of the registry like any other: permissions,
+// limits, confirmation, request ids, serialization, tasks and audit apply
+// to it as to a compiled one. Its input is checked against the upstream's
+// own schema (JSON Schema 2020-12) before anything is sent, and the
+// upstream receives the canonical form of the input, the bytes a person
+// approved; the request id travels in _meta as carmy/request_id. Its
+// published schemas are the upstream's, byte for byte.
+//
+// Its effect comes from the upstream's hints, safe by default: readOnlyHint
+// is [Read]; otherwise a tool is [Destructive] unless it says
+// destructiveHint false, then [ExternalWrite] (openWorldHint, true by
+// default) or [Write]. [EffectFloor] and [MountTool] overrides change
+// that. A Destructive mounted tool needs a person's confirmation unless
+// its override says Confirm false. An approval binds the tool's
+// definition (description, schemas, annotations) as well as its input.
+func (b *Builder) Mount(prefix string, up Upstream, opts ...MountOption) *Builder {
+	s := &mountSpec{prefix: prefix, up: up, site: callerSite(2)}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	b.mounts = append(b.mounts, s)
+	return b
+}
+
+var mountPrefix = regexp.MustCompile(`^[a-z0-9]+$`)
+
+// mount is one connected upstream of a built registry.
+type mount struct {
+	spec   *mountSpec
+	client *mcpclient.Client
+	r      *Registry
+	tools  map[string]*mountedTool // by upstream name
+	mu     sync.Mutex
+	warned map[string]string // upstream names logged as not served, by hash
+	// ready is closed once Build is over (built or failed): the upstream's
+	// changes wait for it, as they read the registry's tools.
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+func (m *mount) start() { m.readyOnce.Do(func() { close(m.ready) }) }
+
+// startMounts lets the mounts follow their upstreams' changes, once the
+// registry is built.
+func (r *Registry) startMounts() {
+	for _, m := range r.mounts {
+		m.start()
+	}
+}
+
+// mountedTool is the part of a registry's tool that a mount adds: the
+// policy's server attribute is its mount's prefix.
+type mountedTool struct {
+	m          *mount
+	upstream   string // the tool's name upstream
+	hash       string // the definition in force: the one published at Build
+	structured bool   // the upstream declares an output schema
+	state      atomic.Uint32
+}
+
+// The states of a mounted tool.
+const (
+	mountedLive    uint32 = iota
+	mountedGone           // the upstream no longer lists it
+	mountedChanged        // its definition changed; held until a restart
+)
+
+// prefix is the mount the tool comes from: the policy's server attribute.
+func (mt *mountedTool) prefix() string { return mt.m.spec.prefix }
+
+// name is how the mount is named in messages and logs.
+func (s *mountSpec) name() string {
+	if s.prefix == "" {
+		return `""`
+	}
+	return s.prefix
+}
+
+// where says what the mount reaches, for its Build errors.
+func (s *mountSpec) where() string {
+	if len(s.up.command) > 0 {
+		return strings.Join(s.up.command, " ")
+	}
+	return s.up.url
+}
+
+// mountInput is a mounted tool's input: the JSON the upstream's schema
+// admitted, kept as it came.
+type mountInput struct{ raw json.RawMessage }
+
+func (in *mountInput) UnmarshalJSON(b []byte) error {
+	in.raw = append(in.raw[:0], b...)
+	return nil
+}
+
+// mountOutput is a mounted tool's structured output, as the upstream wrote
+// it.
+type mountOutput json.RawMessage
+
+func (o mountOutput) MarshalJSON() ([]byte, error) {
+	if o == nil {
+		return []byte("null"), nil
+	}
+	return o, nil
+}
+
+var (
+	mountInputType  = reflect.TypeFor[mountInput]()
+	mountOutputType = reflect.TypeFor[mountOutput]()
+)
+
+// mountTools connects every mount and declares its tools; the problems are
+// Build errors naming the mount. The clients connected are closed with
+// the registry.
+func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []error) {
+	var defs []*ToolDef
+	var errs []error
+	for _, s := range b.mounts {
+		fail := func(format string, args ...any) {
+			errs = append(errs, &BuildError{Site: s.site, Err: fmt.Errorf("mount %s (%s): "+format, append([]any{s.name(), s.where()}, args...)...)})
+		}
+		switch {
+		case s.prefix != "" && !mountPrefix.MatchString(s.prefix):
+			fail("the prefix must be lower-case letters and digits")
+			continue
+		case s.prefix == "" && len(b.mounts) > 1:
+			fail("an empty prefix is allowed for a single mount only; give each mount a prefix")
+			continue
+		case (len(s.up.command) == 0) == (s.up.url == ""):
+			fail("needs an upstream: carmy.Command or carmy.Endpoint")
+			continue
+		case s.floor != 0 && !s.floor.valid():
+			fail("has an unknown effect floor %d", s.floor)
+			continue
+		}
+		m := &mount{spec: s, r: r, tools: map[string]*mountedTool{}, warned: map[string]string{}, ready: make(chan struct{})}
+		c, err := mcpclient.Connect(ctx, mcpclient.Config{
+			Name: s.name(), Command: s.up.command, Env: s.env, URL: s.up.url, Headers: s.up.headers,
+			Roots: s.roots, URLElicitation: s.urlElicitation, Logger: r.logger, Changed: m.changed,
+		})
+		if err != nil {
+			fail("%v", err)
+			continue
+		}
+		m.client = c
+		r.mounts = append(r.mounts, m)
+		r.closers = append(r.closers, func() error { m.start(); return c.Close() })
+		upstream := map[string]bool{}
+		for _, t := range c.Tools() {
+			upstream[t.Name] = true
+			if d := m.declare(b, t); d != nil {
+				defs = append(defs, d)
+			}
+		}
+		for name := range s.overrides {
+			if !upstream[name] {
+				fail("overrides tool %q, which the upstream does not list", name)
+			}
+		}
+	}
+	return defs, errs
+}
+
+// declare makes the declaration of one upstream tool; nil for a tool
+// carmy leaves out (one that runs only as an upstream task).
+func (m *mount) declare(b *Builder, t mcpclient.Tool) *ToolDef {
+	s := m.spec
+	if t.TaskSupport == "required" {
+		m.r.logger.Warn("carmy: an upstream tool that runs only as a task is left out", "mount", s.name(), "tool", t.Name)
+		return nil
+	}
+	o := s.overrides[t.Name]
+	mt := &mountedTool{m: m, upstream: t.Name, hash: t.Hash, structured: t.OutputSchema != nil}
+	m.tools[t.Name] = mt
+	name := t.Name
+	if s.prefix != "" {
+		name = s.prefix + "_" + t.Name
+	}
+	meta := ToolMetadata{Name: name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+		Timeout: o.Timeout, Requires: o.Requires}
+	meta.Effect = s.effect(t, o)
+	meta.Idempotent = t.Idempotent != nil && *t.Idempotent && !s.distrust
+	meta.ParallelSafe = meta.Effect.ReadOnly()
+	if o.Description != "" {
+		meta.Description = o.Description
+	}
+	if o.Confirm != nil && *o.Confirm || o.Confirm == nil && meta.Effect == Destructive {
+		meta.Confirmation = ConfirmationRequired
+	}
+	d := &ToolDef{site: fmt.Sprintf("mount %s (%s)", s.name(), s.where()), ctxParam: -1, inParam: 0, inType: mountInputType,
+		impl: &implTool{metadata: func() ToolMetadata { return meta }, invoke: mt.invoke}, mount: mt}
+	d.outType = contentType
+	if mt.structured {
+		d.outType = mountOutputType
+	}
+	if o.RateLimit.Calls > 0 {
+		d.opts.rate = o.RateLimit
+	}
+	return d
+}
+
+// effect is a tool's effect: the operator's override, else the hints as
+// MCP defines them, no lower than the mount's floor.
+func (s *mountSpec) effect(t mcpclient.Tool, o ToolOverride) Effect {
+	if o.Effect != 0 {
+		return o.Effect
+	}
+	e := Destructive
+	switch {
+	case s.distrust:
+	case t.ReadOnly != nil && *t.ReadOnly:
+		e = Read
+	case t.Destructive != nil && !*t.Destructive:
+		e = ExternalWrite
+		if t.OpenWorld != nil && !*t.OpenWorld {
+			e = Write
+		}
+	}
+	return max(e, s.floor)
+}
+
+// invoke calls the upstream tool with the canonical form of the validated
+// input: the bytes a person approved.
+func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
+	m := mt.m
+	switch mt.state.Load() {
+	case mountedGone:
+		return nil, mt.unavailable("the upstream no longer lists it", "tool_vanished", false)
+	case mountedChanged:
+		return nil, mt.unavailable("its definition changed upstream; the operator must restart carmy to accept it", "tool_changed", false)
+	}
+	form, err := canon.Form(in.Interface().(*mountInput).raw, nil)
+	if err != nil {
+		return nil, err
+	}
+	req := &mcpclient.Request{Name: mt.upstream, Arguments: form, Progress: cc.Progress,
+		Elicit: func(_ context.Context, message string, schema json.RawMessage) (string, json.RawMessage, error) {
+			answer, ok, err := cc.ElicitSchema(m.label()+message, schema)
+			switch {
+			case err != nil:
+				cc.Log(slog.LevelWarn, "carmy: a question of the upstream was declined: the caller cannot be asked", "mount", m.spec.name(), "error", err)
+				return "decline", nil, nil
+			case !ok:
+				return "decline", nil, nil
+			}
+			return "accept", answer, nil
+		}}
+	if m.spec.urlElicitation {
+		req.ElicitURL = func(_ context.Context, message, url, id string) (string, error) {
+			return cc.elicitURL(m.label()+message, url, id)
+		}
+	}
+	if cc.RequestID != "" {
+		req.Meta = map[string]any{MetaRequestID: cc.RequestID}
+	}
+	res, err := m.client.Call(cc, req)
+	if err != nil {
+		return nil, mt.fault(err)
+	}
+	if res.IsError {
+		return nil, mt.toolError(res.Content)
+	}
+	if mt.structured {
+		return mountOutput(res.Structured), nil
+	}
+	var c Content
+	if err := c.UnmarshalJSON(res.Content); err != nil {
+		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s answered %s with content carmy cannot read", m.spec.name(), mt.upstream),
+			Details: map[string]any{"mount": m.spec.prefix, "reason": "malformed"}, Err: err}
+	}
+	return c, nil
+}
+
+// label is how a question of the upstream is shown: as the mounted
+// server's, not carmy's.
+func (m *mount) label() string {
+	if m.spec.prefix == "" {
+		return "The mounted server asks: "
+	}
+	return "Server " + m.spec.prefix + " asks: "
+}
+
+// unavailable is the refusal of a call the upstream cannot take now.
+func (mt *mountedTool) unavailable(why, reason string, retryable bool) *Error {
+	return &Error{Code: CodeUnavailable, Retryable: retryable,
+		Message: fmt.Sprintf("mount %s cannot call %s: %s", mt.m.spec.name(), mt.upstream, why),
+		Details: map[string]any{"mount": mt.prefix(), "reason": reason}}
+}
+
+// fault is what a failed upstream call means to the caller: never sent,
+// retryable; sent and lost, an outcome unknown that is recorded and never
+// retried by carmy.
+func (mt *mountedTool) fault(err error) error {
+	var e *mcpclient.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	var out *Error
+	switch e.Kind {
+	case mcpclient.NotSent:
+		out = mt.unavailable("the upstream cannot be reached; try again", "upstream_unreachable", true)
+	case mcpclient.OutcomeUnknown:
+		out = mt.unavailable("the call was sent and its answer lost: it may have run; check before calling again", "outcome_unknown", false)
+	case mcpclient.Refused:
+		out = &Error{Code: CodeToolError, Message: fmt.Sprintf("mount %s refused the call of %s: %s", mt.m.spec.name(), mt.upstream, e.Msg),
+			Details: map[string]any{"mount": mt.prefix(), "upstream_code": e.Code}}
+	case mcpclient.TooLarge:
+		out = mt.unavailable("its answer is larger than carmy takes", "output_too_large", false)
+	default:
+		out = mt.unavailable("its answer cannot be read", "malformed", false)
+	}
+	out.Err = err
+	return out
+}
+
+// toolError is the upstream tool's own error: its text is the message.
+func (mt *mountedTool) toolError(content json.RawMessage) *Error {
+	var blocks []struct {
+		Type, Text string
+	}
+	_ = json.Unmarshal(content, &blocks)
+	var text []string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			text = append(text, b.Text)
+		}
+	}
+	msg := strings.Join(text, "\n")
+	if msg == "" {
+		msg = "the tool reported an error"
+	}
+	return &Error{Code: CodeToolError, Message: fmt.Sprintf("%s (mount %s): %s", mt.upstream, mt.m.spec.name(), msg),
+		Details: map[string]any{"mount": mt.prefix(), "content": content}}
+}
+
+// changed follows the upstream's new list: a tool gone answers
+// unavailable, a tool whose definition changed is held (its effect never
+// falls, nor does an approval outlive it) and audited as tool_changed;
+// one back as it was is live again. A new tool is served after a restart.
+func (m *mount) changed(tools []mcpclient.Tool) {
+	<-m.ready
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	moved := false
+	defer func() {
+		if moved {
+			m.r.toolSetChanged()
+		}
+	}()
+	seen := map[string]bool{}
+	for _, t := range tools {
+		seen[t.Name] = true
+		mt, ok := m.tools[t.Name]
+		if !ok {
+			if m.warned[t.Name] != t.Hash {
+				m.warned[t.Name] = t.Hash
+				m.r.logger.Warn("carmy: the upstream lists a new tool; it is served after a restart", "mount", m.spec.name(), "tool", t.Name)
+				m.audit(t.Name, "", AuditToolChanged, t.Hash)
+			}
+			continue
+		}
+		next := mountedLive
+		if t.Hash != mt.hash {
+			next = mountedChanged
+		}
+		prev := mt.state.Swap(next)
+		moved = moved || prev != next
+		if prev != next && next == mountedChanged {
+			m.r.logger.Warn("carmy: an upstream tool's definition changed; it is held until a restart", "mount", m.spec.name(), "tool", t.Name)
+			m.audit(t.Name, m.nameOf(t.Name), AuditToolChanged, t.Hash)
+		}
+	}
+	for name, mt := range m.tools {
+		if !seen[name] && mt.state.Swap(mountedGone) != mountedGone {
+			moved = true
+			m.r.logger.Warn("carmy: an upstream tool vanished; its calls answer unavailable", "mount", m.spec.name(), "tool", name)
+			m.audit(name, m.nameOf(name), AuditToolChanged, "")
+		}
+	}
+}
+
+// live reports a tool whose calls may reach its code: every compiled
+// tool, and a mounted one its upstream lists unchanged. Lists show the
+// live tools only.
+func (t *tool) live() bool {
+	return t.def.mount == nil || t.def.mount.state.Load() == mountedLive
+}
+
+// toolSetChanged is called whenever the set of tools callers may call
+// changes (a mounted tool vanished, was held or came back): what follows
+// the tool set follows it here. MCP clients are told to list again.
+func (r *Registry) toolSetChanged() {
+	r.mcpServer().ToolsChanged()
+}
+
+// nameOf is the registry's name of an upstream tool.
+func (m *mount) nameOf(upstream string) string {
+	if m.spec.prefix == "" {
+		return upstream
+	}
+	return m.spec.prefix + "_" + upstream
+}
+
+// audit writes a record of a change upstream; Digest holds the new
+// definition's hash, "" for a tool that vanished.
+func (m *mount) audit(upstream, name string, d AuditDecision, hash string) {
+	if name == "" {
+		name = m.nameOf(upstream)
+	}
+	rec := AuditRecord{Time: time.Now(), Decision: d, Tool: name, Digest: hash}
+	if t := m.r.tools[name]; t != nil {
+		rec.Effect = t.meta.Effect
+	}
+	_ = m.r.writeAudit(context.Background(), rec)
+}
+
+// digestOf is the digest of a validated input's canonical form, the one a
+// confirmation grant and an approval name; a mounted tool's also binds the
+// tool's definition, so an approval never outlives the definition a
+// person saw.
+func (t *tool) digestOf(form []byte) string {
+	if t.def.mount == nil {
+		return canon.Sum(form)
+	}
+	return canon.Sum(append([]byte(t.def.mount.hash+"\n"), form...))
+}
+
+// configureMounts adds the mounts of carmy.toml's [[mount]] tables, whose
+// values the config package checked.
+func (b *Builder) configureMounts(mounts []config.Mount) {
+	for _, c := range mounts {
+		s := &mountSpec{prefix: c.Prefix, up: Upstream{command: c.Command, url: c.URL, headers: c.Headers}, site: c.Site,
+			env: c.Env, roots: c.Roots, urlElicitation: c.URLElicitation, distrust: c.TrustAnnotations != nil && !*c.TrustAnnotations}
+		s.floor, _ = ParseEffect(c.EffectFloor) // "" leaves no floor
+		for name, o := range c.Tools {
+			if s.overrides == nil {
+				s.overrides = map[string]ToolOverride{}
+			}
+			effect, _ := ParseEffect(o.Effect)
+			s.overrides[name] = ToolOverride{Effect: effect, Requires: o.Requires, Confirm: o.Confirm, Timeout: o.Timeout,
+				Description: o.Description, RateLimit: store.Rate{Calls: o.RateLimit.Calls, Per: o.RateLimit.Per}}
+		}
+		b.mounts = append(b.mounts, s)
+	}
+}

@@ -334,6 +334,9 @@ func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error
 	if a == nil || a.Status != store.ApprovalApproved {
 		return nil
 	}
+	if err := r.policyAgain(ctx, t, req); err != nil {
+		return err
+	}
 	used, err := r.approvals.store.Consume(ctx, a.ID, req.Call.RequestID)
 	if errors.Is(err, store.ErrApprovalState) {
 		return r.refused(ctx, t, &req.Call, &Error{
@@ -421,6 +424,9 @@ func (r *Registry) Decide(ctx context.Context, id string, approve bool, approver
 			Details: map[string]any{"approval_id": id, "reason": "own_call"}}
 	}
 	if err == nil {
+		if e := r.policyApprove(ctx, a, Identity{Principal: approver}, doorOf(ctx)); e != nil {
+			return e
+		}
 		a, err = r.decide(ctx, id, approve, approver)
 	}
 	if err != nil {
@@ -484,7 +490,7 @@ func elicitationApprover(principal string) string { return "elicitation:" + prin
 
 // auditApproval writes the audit record of what happened to approval a:
 // decided, expired, or a refused attempt to decide it by principal.
-func (r *Registry) auditApproval(ctx context.Context, a store.Approval, d AuditDecision, principal string, code Code) {
+func (r *Registry) auditApproval(ctx context.Context, a store.Approval, d AuditDecision, principal string, code Code, with ...func(*AuditRecord)) {
 	if len(r.auditors) == 0 {
 		return
 	}
@@ -493,6 +499,9 @@ func (r *Registry) auditApproval(ctx context.Context, a store.Approval, d AuditD
 	timeout := maxApprovalWait
 	if t, ok := r.tools[a.Tool]; ok {
 		rec.Effect, timeout = t.meta.Effect, t.meta.Timeout
+	}
+	for _, f := range with {
+		f(&rec)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()

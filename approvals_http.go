@@ -229,6 +229,10 @@ func (s *httpServer) serveDecision(approved bool) func(http.ResponseWriter, *htt
 			}
 			return
 		}
+		if e := s.r.policyApprove(req.Context(), a, Identity{Principal: c.Name(), Permissions: c.Permissions}, "http"); e != nil {
+			s.refuse(w, req, c.Principal, http.StatusForbidden, e)
+			return
+		}
 		id := a.ID
 		a, err := s.r.decide(req.Context(), id, approved, c.Name(), slog.String("remote", req.RemoteAddr))
 		if err != nil {

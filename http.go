@@ -98,7 +98,11 @@ func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
 // asks (see [private]).
 func (s *httpServer) serveTools(w http.ResponseWriter, req *http.Request, id Identity) {
 	out := make([]ToolMetadata, 0, len(s.r.names))
-	s.r.eachVisible(req.Context(), id, func(t *tool) { out = append(out, t.meta) }) // written at once: no copy
+	s.r.eachVisible(req.Context(), id, func(t *tool) {
+		m := t.meta // written at once: no deep copy
+		m.Confirmation = s.r.confirmationFor(t)
+		out = append(out, m)
+	})
 	writeJSON(w, http.StatusOK, out)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpserve"
+	"github.com/carmy-dev/carmy/internal/policy"
 )
 
 // Keys of a tools/call request's _meta that carmy reads. Permissions and
@@ -29,7 +30,9 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 		tools := make([]mcpserve.Tool, len(r.names))
 		for i, name := range r.names {
 			t := r.tools[name]
-			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst,
+			meta := t.meta
+			meta.Confirmation = r.confirmationFor(t)
+			tools[i] = mcpserve.Tool{Def: mcpTool(meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst,
 				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 			if t.out != nil {
 				tools[i].Output = t.meta.OutputSchema
@@ -114,7 +117,10 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 		return *refused, nil
 	}
 	v := via{peer: peerOf(mc.Peer)}
-	if t.meta.Confirmation == ConfirmationRequired {
+	if r.policies != nil {
+		ctx = policy.WithDoor(ctx, "mcp") // tasks it starts keep it
+	}
+	if t.meta.Confirmation == ConfirmationRequired || r.policies != nil {
 		v.asker = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
 	}
 	if t.meta.Tasks == TaskRequired && t.askFirst {
@@ -188,6 +194,9 @@ func mcpOutcome(err error) mcpserve.Outcome { return mcpserve.Outcome{Err: publi
 
 // Visible tells which tools id may see in tools/list.
 func (d mcpDoor) Visible(ctx context.Context, id mcpserve.Identity) func(string) bool {
+	if d.r.policies != nil {
+		ctx = policy.WithDoor(ctx, "mcp")
+	}
 	visible := d.r.visibility(ctx, Identity(id))
 	return func(name string) bool { return visible(d.r.tools[name]) }
 }

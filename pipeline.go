@@ -70,6 +70,14 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		cc.RequestID = c.RequestID
 	}
 
+	// Policies, on the validated input, before confirmation: a permit
+	// may ask for a person's approval.
+	if r.policies != nil {
+		if err := r.policyCall(ctx, t, req); err != nil {
+			return Result{}, err
+		}
+	}
+
 	// Confirmation: a grant, or a person's approval.
 	replayOnly, rec, err := r.confirm(ctx, t, req)
 	if rec != nil {
@@ -173,7 +181,7 @@ func (r *Registry) taskRequired(ctx context.Context, t *tool, req *Request) erro
 // run.
 func (r *Registry) confirm(ctx context.Context, t *tool, req *Request) (replayOnly bool, rec *store.Record, err error) {
 	perms := req.exec.c.Permissions
-	if t.meta.Confirmation != ConfirmationRequired || perms.Has(t.confirm) {
+	if t.meta.Confirmation != ConfirmationRequired && (req.policy == nil || !req.policy.confirm) || perms.Has(t.confirm) {
 		return false, nil, nil
 	}
 	_, digest, err := req.canonical(t)

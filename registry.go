@@ -28,12 +28,19 @@ const (
 	// ConfirmationRequired: calls need the permission "confirm:<name>", or
 	// "confirm:<name>:<digest>" for one input.
 	ConfirmationRequired
+	// ConfirmationPossible, in a list: the tool declares none, but a
+	// policy with @confirm may ask a person's approval of a call
+	// ([Builder.Policies]). A tool never declares it.
+	ConfirmationPossible
 )
 
-// String returns "none" or "required".
+// String returns "none", "required" or "possible".
 func (c Confirmation) String() string {
-	if c == ConfirmationRequired {
+	switch c {
+	case ConfirmationRequired:
 		return "required"
+	case ConfirmationPossible:
+		return "possible"
 	}
 	return "none"
 }
@@ -41,15 +48,18 @@ func (c Confirmation) String() string {
 // MarshalText implements [encoding.TextMarshaler].
 func (c Confirmation) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
-// UnmarshalText implements [encoding.TextUnmarshaler]: "none" or "required".
+// UnmarshalText implements [encoding.TextUnmarshaler]: "none", "required"
+// or "possible".
 func (c *Confirmation) UnmarshalText(text []byte) error {
 	switch string(text) {
 	case "none":
 		*c = ConfirmationNone
 	case "required":
 		*c = ConfirmationRequired
+	case "possible":
+		*c = ConfirmationPossible
 	default:
-		return fmt.Errorf("unknown confirmation %q; want none or required", text)
+		return fmt.Errorf("unknown confirmation %q; want none, required or possible", text)
 	}
 	return nil
 }
@@ -127,7 +137,8 @@ type Registry struct {
 	names     []string // sorted
 	logger    *slog.Logger
 	authorize func(Context, ToolMetadata) error
-	requiring bool // some tool requires a permission
+	requiring bool      // some tool requires a permission
+	policies  *policies // the Cedar policies; nil for none
 	store     store.IdempotencyStore
 	locker    store.Locker
 	limiter   store.RateLimiter        // of the tools with a RateLimit

@@ -37,6 +37,9 @@ type tool struct {
 	maxInFlight int
 	// askFirst: its questions come before its task ([TaskAfterInput]).
 	askFirst bool
+	// server is the server the tool is mounted from, "" for the
+	// registry's own: the Tool entity's server attribute for policies.
+	server string
 }
 
 // leaseMargin is added to a tool's timeout to make the leases of its

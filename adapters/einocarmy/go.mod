@@ -8,6 +8,8 @@ require (
 	github.com/eino-contrib/jsonschema v1.0.3
 )
 
+require github.com/cedar-policy/cedar-go v1.9.2 // indirect
+
 require (
 	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

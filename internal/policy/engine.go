@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cedar-policy/cedar-go/types"
 )
 
 // Engine holds the policy set in force, which a reload replaces, and the
@@ -24,6 +26,9 @@ type Engine struct {
 	// permissions and metadata) and door.
 	lists     sync.Map // listKey → bool
 	listCount atomic.Int64
+	// principals caches the Principal entities of callers, by who.
+	principals     sync.Map // string → types.Entity
+	principalCount atomic.Int64
 }
 
 type version struct {
@@ -58,7 +63,21 @@ func (e *Engine) Replace(set *Set) {
 // Decide answers req under the set in force, which it returns.
 func (e *Engine) Decide(req Request) (Decision, *Set) {
 	s := e.cur.Load().set
-	return s.Decide(e.cat, req), s
+	return s.decide(e.cat, req, e.principal(req, who(req))), s
+}
+
+// principal is the caller's entity, made once per caller.
+func (e *Engine) principal(req Request, key string) types.Entity {
+	if p, ok := e.principals.Load(key); ok {
+		return p.(types.Entity)
+	}
+	p := principalEntity(req.Principal, req.Permissions, req.Metadata)
+	if e.principalCount.Add(1) > maxListEntries {
+		e.principals.Clear()
+		e.principalCount.Store(0)
+	}
+	e.principals.Store(key, p)
+	return p
 }
 
 type listKey struct {
@@ -77,7 +96,7 @@ func (e *Engine) Listed(req Request) bool {
 		return ok.(bool)
 	}
 	req.Action = List
-	d := v.set.Decide(e.cat, req)
+	d := v.set.decide(e.cat, req, e.principal(req, k.who))
 	ok := d.Allow && len(d.Errors) == 0
 	if e.listCount.Add(1) > maxListEntries {
 		e.lists.Clear()
@@ -87,8 +106,12 @@ func (e *Engine) Listed(req Request) bool {
 	return ok
 }
 
-// who is a caller as the list decision sees it.
+// who is a caller as the model sees it: its principal, permissions and
+// metadata.
 func who(req Request) string {
+	if len(req.Permissions) == 0 && len(req.Metadata) == 0 {
+		return req.Principal
+	}
 	var b strings.Builder
 	b.WriteString(req.Principal)
 	for _, p := range req.Permissions {

@@ -3,12 +3,15 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math/big"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cedar-policy/cedar-go/types"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // kind is the Cedar type a JSON Schema type maps to.
@@ -138,106 +141,150 @@ func within64(n *json.Number) bool {
 // exactly, are absent (ok false). An array with an absent element is
 // absent.
 func Value(raw []byte) (types.Value, bool) {
-	v, err := decodeJSON(raw)
+	d := decoders.Get().(*jsontext.Decoder)
+	defer decoders.Put(d)
+	d.Reset(bytes.NewReader(raw))
+	v, ok, err := decodeValue(d, anyType, 0)
 	if err != nil {
 		return nil, false
 	}
-	return toCedar(anyType, v, 0)
+	if _, err := d.ReadToken(); err != io.EOF { // one value, and nothing after it
+		return nil, false
+	}
+	return v, ok
 }
 
 var anyType = &typ{kind: kindAny, absent: true}
 
-func decodeJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
+var decoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }} // Reset before each use
 
-// toCedar maps a decoded JSON value by the type t expects; ok is false
-// for a value that maps to nothing.
-func toCedar(t *typ, v any, depth int) (types.Value, bool) {
+// decodeValue reads one JSON value and maps it by the type t expects; ok
+// is false for a value that maps to nothing. Parts deeper than maxDepth
+// are left out.
+func decodeValue(d *jsontext.Decoder, t *typ, depth int) (types.Value, bool, error) {
 	if depth > maxDepth {
-		return nil, false
+		return nil, false, d.SkipValue()
 	}
-	switch v := v.(type) {
-	case nil:
-		return nil, false
-	case string:
+	switch d.PeekKind() {
+	case '[':
+		return decodeSet(d, t, depth)
+	case '{':
+		return decodeRecord(d, t, depth)
+	}
+	tok, err := d.ReadToken()
+	if err != nil {
+		return nil, false, err
+	}
+	switch tok.Kind() {
+	case '"':
 		if t.kind != kindString && t.kind != kindAny {
-			return nil, false
+			return nil, false, nil
 		}
-		return types.String(v), true
-	case bool:
+		return types.String(tok.String()), true, nil
+	case 't', 'f':
 		if t.kind != kindBool && t.kind != kindAny {
-			return nil, false
+			return nil, false, nil
 		}
-		return types.Boolean(v), true
-	case json.Number:
+		return types.Boolean(tok.Bool()), true, nil
+	case '0':
+		n := tok.String()
 		switch t.kind {
 		case kindLong:
-			return long(v)
+			v, ok := long(n)
+			return v, ok, nil
 		case kindDecimal:
-			return decimal(v)
+			v, ok := decimal(n)
+			return v, ok, nil
 		case kindAny:
-			if l, ok := long(v); ok {
-				return l, true
+			if l, ok := long(n); ok {
+				return l, true, nil
 			}
-			return decimal(v)
+			v, ok := decimal(n)
+			return v, ok, nil
 		}
-		return nil, false
-	case []any:
-		if t.kind != kindSet && t.kind != kindAny {
-			return nil, false
-		}
-		items := t.items
-		if items == nil {
-			items = anyType
-		}
-		vals := make([]types.Value, 0, len(v))
-		for _, e := range v {
-			cv, ok := toCedar(items, e, depth+1)
-			if !ok {
-				return nil, false // a set without an element would say something else
-			}
-			vals = append(vals, cv)
-		}
-		return types.NewSet(vals...), true
-	case map[string]any:
-		m := make(types.RecordMap, len(v))
-		switch t.kind {
-		case kindRecord:
-			for _, a := range t.attrs {
-				if e, ok := v[a.name]; ok {
-					if cv, ok := toCedar(a.t, e, depth+1); ok {
-						m[types.String(a.name)] = cv
-					}
-				}
-			}
-		case kindMap, kindAny:
-			for k, e := range v {
-				if cv, ok := toCedar(anyType, e, depth+1); ok {
-					m[types.String(k)] = cv
-				}
-			}
-		default:
-			return nil, false
-		}
-		return types.NewRecord(m), true
 	}
-	return nil, false
+	return nil, false, nil // null, or not of the declared type
+}
+
+func decodeSet(d *jsontext.Decoder, t *typ, depth int) (types.Value, bool, error) {
+	if t.kind != kindSet && t.kind != kindAny {
+		return nil, false, d.SkipValue()
+	}
+	items := t.items
+	if items == nil {
+		items = anyType
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, false, err
+	}
+	var vals []types.Value
+	all := true
+	for d.PeekKind() != ']' {
+		v, ok, err := decodeValue(d, items, depth+1)
+		if err != nil {
+			return nil, false, err
+		}
+		// A set without one of its elements would say something else.
+		all = all && ok
+		if all {
+			vals = append(vals, v)
+		}
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, false, err
+	}
+	if !all {
+		return nil, false, nil
+	}
+	return types.NewSet(vals...), true, nil
+}
+
+func decodeRecord(d *jsontext.Decoder, t *typ, depth int) (types.Value, bool, error) {
+	if t.kind != kindRecord && t.kind != kindMap && t.kind != kindAny {
+		return nil, false, d.SkipValue()
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, false, err
+	}
+	m := types.RecordMap{}
+	for d.PeekKind() != '}' {
+		name, err := d.ReadToken()
+		if err != nil {
+			return nil, false, err
+		}
+		key := name.String()
+		at := anyType
+		if t.kind == kindRecord {
+			i, found := slices.BinarySearchFunc(t.attrs, key, func(a attr, k string) int { return strings.Compare(a.name, k) })
+			if !found {
+				if err := d.SkipValue(); err != nil {
+					return nil, false, err
+				}
+				continue
+			}
+			at = t.attrs[i].t
+		}
+		v, ok, err := decodeValue(d, at, depth+1)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			m[types.String(key)] = v
+		}
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, false, err
+	}
+	return types.NewRecord(m), true, nil
 }
 
 // long is an integer within int64, written in any JSON form ("5", "5.0",
 // "5e0").
-func long(n json.Number) (types.Value, bool) {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+func long(n string) (types.Value, bool) {
+	if i, err := strconv.ParseInt(n, 10, 64); err == nil {
 		return types.Long(i), true
 	}
-	r, ok := new(big.Rat).SetString(string(n))
+	r, ok := new(big.Rat).SetString(n)
 	if !ok || !r.IsInt() || !r.Num().IsInt64() {
 		return nil, false
 	}
@@ -249,8 +296,7 @@ var decimalScale = big.NewInt(10_000)
 
 // decimal is a number that Cedar's decimal holds exactly: at most four
 // digits after the point, within its range.
-func decimal(n json.Number) (types.Value, bool) {
-	s := string(n)
+func decimal(s string) (types.Value, bool) {
 	if !strings.ContainsAny(s, "eE") {
 		whole, frac, _ := strings.Cut(s, ".")
 		frac = strings.TrimRight(frac, "0")
@@ -274,26 +320,22 @@ func decimal(n json.Number) (types.Value, bool) {
 	return d, err == nil
 }
 
-// input is a tool input's Cedar record: the decoded, validated JSON input
-// mapped by the tool's type. An input that is not a JSON object is an
-// empty record.
+// input is a tool input's Cedar record: the validated JSON input mapped
+// by the tool's type. An input that is not a JSON object is an empty
+// record.
 func input(t *typ, raw []byte) types.Record {
-	if len(bytes.TrimSpace(raw)) == 0 {
+	d := decoders.Get().(*jsontext.Decoder)
+	defer decoders.Put(d)
+	d.Reset(bytes.NewReader(raw))
+	if d.PeekKind() != '{' {
 		return types.Record{}
 	}
-	v, err := decodeJSON(raw)
-	if err != nil {
-		return types.Record{}
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return types.Record{}
-	}
-	if t.kind != kindRecord && t.kind != kindMap {
+	if t.kind != kindRecord {
 		t = &typ{kind: kindMap}
 	}
-	cv, ok := toCedar(t, v, 0)
-	if !ok {
+	v, ok, err := decodeValue(d, t, 0)
+	if err != nil || !ok {
 		return types.Record{}
 	}
-	return cv.(types.Record)
+	return v.(types.Record)
 }

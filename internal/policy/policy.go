@@ -402,7 +402,11 @@ var actions = map[string]types.EntityUID{
 // Decide answers one request; it fails closed: an evaluation error
 // refuses whatever the other policies say, and no permit refuses.
 func (s *Set) Decide(cat *Catalog, req Request) Decision {
-	ents := &entities{principal: principalEntity(req.Principal, req.Permissions, req.Metadata)}
+	return s.decide(cat, req, principalEntity(req.Principal, req.Permissions, req.Metadata))
+}
+
+func (s *Set) decide(cat *Catalog, req Request, principal types.Entity) Decision {
+	ents := &entities{principal: principal}
 	policies, ok := s.byTool[req.Tool]
 	e := cat.tools[req.Tool]
 	var in *typ

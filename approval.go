@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -138,233 +137,6 @@ func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) str
 		}
 	}
 	return linkWithCode(base, c, url.Values{"approval": {id}})
-}
-
-// confirmByApproval decides a call that needs confirmation and holds no
-// grant, by the approval of a person: it records a pending approval, or
-// finds the one recorded for this principal, tool and input. A call with
-// an approved one goes on, and uses it up as its execution starts
-// (useApproval), so that a call that never starts (busy,
-// cancelled while waiting for its turn) leaves it for the next.
-// replayOnly reports an approval used by an earlier call with this call's
-// request id: this call is that call's retry, which may get its recorded
-// outcome but not run.
-func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request) (replayOnly bool, err error) {
-	c := &req.Call
-	if req.asker != nil {
-		// Made before: the confirmation stage checks for a grant of it.
-		_, digest, _ := req.canonical(t)
-		if a, ok := req.asker.confirmedBefore(ctx, req.Call, digest); ok {
-			req.approval = &a
-			return false, nil
-		}
-	}
-	form, digest, err := req.canonical(t)
-	if err != nil {
-		return false, r.internal(t, "", err, "cannot make the canonical form of a validated input")
-	}
-	id, err := newExecutionID()
-	if err != nil {
-		return false, r.internal(t, "", err, "cannot make an approval id")
-	}
-	now := time.Now()
-	a, err := r.approvals.store.Create(ctx, store.Approval{
-		ID: id, Tool: t.meta.Name, Principal: c.Principal, Input: form, Digest: digest, RequestID: c.RequestID,
-		Status: store.ApprovalPending, Created: now, Expires: now.Add(r.approvals.timeout),
-	})
-	if err != nil {
-		return false, r.storeError(ctx, t, err)
-	}
-	req.approval = &a // for the audit record, refused or not
-	if a.ID == id {
-		r.auditExpiry(a)
-	}
-	switch a.Status {
-	case store.ApprovalApproved:
-		return false, nil
-	case store.ApprovalUsed:
-		return true, nil
-	case store.ApprovalDenied:
-		return false, r.refused(ctx, t, c, deniedRefusal(t, a))
-	}
-	if req.asker != nil {
-		// Logged as refused only if asking the person in-band does not
-		// decide it (askInBand).
-		return false, r.approvalRefusal(ctx, t, a)
-	}
-	return false, r.refused(ctx, t, c, r.approvalRefusal(ctx, t, a))
-}
-
-// deniedRefusal is the refusal of a call whose approval a a person denied.
-func deniedRefusal(t *tool, a store.Approval) *Error {
-	return &Error{
-		Code:    CodePermissionDenied,
-		Message: fmt.Sprintf("a person denied this call of %s (approval %s); do not retry it: ask the user what to do instead", t.meta.Name, a.ID),
-		Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
-	}
-}
-
-// personAsker asks the person at the client of a door that reaches them
-// in-band (an MCP client that elicits) to decide a call's pending
-// approval, within the call's one pass through the pipeline: once the
-// person approves, the call goes on from the confirmation stage, and the
-// middleware and the audit see it once. The door puts one on the call's
-// [Request], and a task waits for the person through one (taskAsker);
-// calls over the HTTP API and in process have none.
-type personAsker interface {
-	// confirmedBefore returns the approval that confirmed an earlier
-	// round of this very call, if the call carries such a confirmation
-	// (the sessionless protocol, where a tool's own questions add rounds
-	// after the person confirmed).
-	confirmedBefore(ctx context.Context, c Call, digest string) (store.Approval, bool)
-	// ask asks the person to decide pending, the approval that refusal
-	// (confirmation_required) waits for, and returns it once a person
-	// approved it; otherwise the refusal that stands: the person declined
-	// or dismissed the question, the client cannot ask, or the question
-	// goes back to the client in the round's result. form and digest are
-	// the call's canonical input and its digest.
-	ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error)
-}
-
-// askInBand asks the person, through the door's asker, to decide the
-// pending approval that refused a call; approved, the call goes on in the
-// same pass, and uses the approval up as its execution starts. Any other
-// refusal, and a call with no asker, keeps err.
-func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err error) error {
-	var e *Error
-	var pending *approve.Pending
-	if req.asker == nil || !errors.As(err, &e) || e.Code != CodeConfirmationRequired || !errors.As(err, &pending) {
-		return err
-	}
-	form, digest, _ := req.canonical(t) // made before the approval was
-	// A task waiting for a person is not running: it gives up its place
-	// under MaxInFlight while it waits, and takes one again once approved.
-	waits := req.task != nil && req.held.slot != nil
-	if waits {
-		r.freeSlot(ctx, t, req)
-	}
-	a, err := req.asker.ask(ctx, t, req.Call, form, digest, e, pending)
-	if err == nil && waits {
-		if busy, serr := r.takeSlot(ctx, t, req); busy != nil {
-			err = busy
-		} else if serr != nil {
-			err = serr
-		}
-	}
-	if err != nil {
-		if errors.As(err, &e) {
-			r.refused(ctx, t, &req.Call, e)
-		}
-		return err
-	}
-	req.approval = &a
-	return nil
-}
-
-// decided is what a call waiting for approval a, now decided, gets:
-// approved, it goes on (nil); denied, the denial; used by another call or
-// expired, refusal.
-func decided(t *tool, a store.Approval, refusal error) error {
-	switch a.Status {
-	case store.ApprovalApproved:
-		return nil
-	case store.ApprovalDenied:
-		return deniedRefusal(t, a)
-	}
-	return refusal
-}
-
-// approvalRefusal is the confirmation_required refusal of a call that
-// waits for a person's approval a. Its message is for the model: short,
-// saying what to tell the user and what to do next. What only a host can
-// do (grant a permission) is in its details.
-func (r *Registry) approvalRefusal(ctx context.Context, t *tool, a store.Approval) *Error {
-	expires := a.Expires.UTC().Format(time.RFC3339)
-	grant := t.confirm + ":" + a.Digest
-	details := map[string]any{
-		"tool": t.meta.Name, "digest": a.Digest, "permission": grant, "tool_permission": t.confirm,
-		"approval_id": a.ID, "status": string(a.Status), "expires": expires,
-		"host_help": fmt.Sprintf("a person approves or denies approval %s in the console (or at GET/POST /approvals); a host may instead grant the permission %q, for this input only, or %q", a.ID, grant, t.confirm),
-	}
-	msg := fmt.Sprintf("%s needs a person's approval, and this connection cannot ask them. Tell the user this call waits for their approval (approval %s) and do not retry it until they say they gave it, before %s.",
-		t.meta.Name, a.ID, expires)
-	link := r.approvalURL(ctx, a.ID)
-	if link != "" {
-		details["approval_url"] = link
-		msg = fmt.Sprintf("%s needs a person's approval. Ask the user to approve or deny it at %s, then make the same call again, with the same input, before %s.",
-			t.meta.Name, link, expires)
-	}
-	// The doors that reach a person read the approval from Err; the
-	// details are the caller's copy.
-	pending := &approve.Pending{ID: a.ID, Tool: t.meta.Name, URL: link, Digest: a.Digest, Permission: grant, Expires: a.Expires}
-	return &Error{Code: CodeConfirmationRequired, Message: msg, Details: details, Err: pending}
-}
-
-// recordedOutcome finds the recorded outcome of a call that needs an
-// approval it does not have: the retry, with its request id, of a call
-// that ran under an approval since used up gets that call's outcome,
-// whatever approval the same input waits for now. A call without a
-// request id, or whose request id has no record, has none.
-func (r *Registry) recordedOutcome(ctx context.Context, t *tool, req *Request) (*store.Record, bool) {
-	c := &req.Call
-	if c.RequestID == "" {
-		return nil, false
-	}
-	_, digest, err := req.canonical(t)
-	if err != nil {
-		return nil, false
-	}
-	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
-	res, err := r.find(ctx, t, key, digest)
-	switch {
-	case err != nil:
-		return nil, false // the refusal stands
-	case res.Record != nil && res.Digest == digest:
-		return res.Record, true
-	}
-	return nil, false
-}
-
-// useApproval uses up the approval a call runs by, as its execution
-// starts: it holds its tool's turn, if any, and its request id's
-// reservation, so it runs next. Of two calls that found one approval, the
-// one that uses it runs; the other is refused.
-func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error {
-	a := req.approval
-	if a == nil || a.Status != store.ApprovalApproved {
-		return nil
-	}
-	if err := r.policyAgain(ctx, t, req); err != nil {
-		return err
-	}
-	used, err := r.approvals.store.Consume(ctx, a.ID, req.Call.RequestID)
-	if errors.Is(err, store.ErrApprovalState) {
-		return r.refused(ctx, t, &req.Call, &Error{
-			Code:    CodeConfirmationRequired,
-			Message: fmt.Sprintf("approval %s of %s was used by another call, or expired; make the call again to ask for a new approval", a.ID, t.meta.Name),
-			Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(used.Status)},
-		})
-	}
-	if err != nil {
-		return r.storeError(ctx, t, err)
-	}
-	req.approval = &used
-	r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: approved call runs",
-		slog.String("approval_id", used.ID), slog.String("tool", used.Tool), slog.String("principal", used.Principal),
-		slog.String("approver", used.Approver), slog.String("request_id", req.Call.RequestID))
-	return nil
-}
-
-// replayOnlyError refuses to run the retry of a call that ran by an
-// approval when its outcome is no longer recorded: the approval let one
-// call run, and it did.
-func (r *Registry) replayOnlyError(ctx context.Context, t *tool, req *Request) error {
-	a := req.approval
-	return r.refused(ctx, t, &req.Call, &Error{
-		Code:    CodeConfirmationRequired,
-		Message: fmt.Sprintf("approval %s of %s was used by an earlier call with this request id, whose outcome is no longer kept; send a new request id to ask for a new approval", a.ID, t.meta.Name),
-		Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
-	})
 }
 
 // awaitDecision returns approval id once it is no longer pending, or when
@@ -525,4 +297,14 @@ func (r *Registry) auditExpiry(a store.Approval) {
 			r.auditApproval(ctx, got, AuditExpired, got.Principal, "")
 		}
 	})
+}
+
+// maxApprovalWait bounds how long GET /approvals/{id}?wait= holds a
+// request open.
+const maxApprovalWait = time.Minute
+
+// approvalStoreError explains a failure of the approval store.
+func (r *Registry) approvalStoreError(err error) *Error {
+	r.logger.Error("carmy: approval store failed", "error", err)
+	return &Error{Code: CodeUnavailable, Message: "approvals are unavailable now; try again", Retryable: true, Err: err}
 }

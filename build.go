@@ -2,9 +2,16 @@ package carmy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"reflect"
+	"runtime"
+	"strings"
 
+	"github.com/carmy-dev/carmy/internal/config"
+	"github.com/carmy-dev/carmy/internal/guard"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
 
@@ -191,4 +198,175 @@ func funcComment(fn reflect.Value) string {
 		return ""
 	}
 	return shape.Comment(name)
+}
+
+// commentsFor re-keys, for the binary that runs, the comments a package
+// main registers. carmy gen keys a command's declarations "main.Greet",
+// "main.greet", as the command's binary knows them; a test binary of the
+// same package (go test, carmy schema) knows them by the package's import
+// path instead, "example.com/hello.Greet". pkg is the registering
+// package's path as that binary knows it; no other package can reach the
+// types of a package main, so every "main." key is its own.
+func commentsFor(pkg string, comments map[string]string) map[string]string {
+	if pkg == "" || pkg == "main" {
+		return comments
+	}
+	out := make(map[string]string, len(comments))
+	for k, v := range comments {
+		if rest, ok := strings.CutPrefix(k, "main."); ok {
+			k = pkg + "." + rest
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// callerPackage returns the import path of the package of the function
+// that called its caller; "" when unknown.
+func callerPackage() string {
+	var pcs [1]uintptr
+	if runtime.Callers(3, pcs[:]) == 0 { // runtime.Callers, callerPackage, its caller
+		return ""
+	}
+	frame, _ := runtime.CallersFrames(pcs[:]).Next()
+	return funcPackage(frame.Function)
+}
+
+// funcPackage is the package path of a function's full name:
+// "example.com/hello" for "example.com/hello.init.0".
+func funcPackage(name string) string {
+	slash := strings.LastIndexByte(name, '/') + 1
+	dot := strings.IndexByte(name[slash:], '.')
+	if dot < 0 {
+		return ""
+	}
+	return unescapeFuncName(name[:slash+dot])
+}
+
+// unescapeFuncName writes a function's full name with its package's import
+// path as reflect and carmy gen spell it: the runtime escapes a dot in the
+// path's last element as %2e ("example.com/my%2etool.greet").
+func unescapeFuncName(name string) string {
+	slash := strings.LastIndexByte(name, '/') + 1
+	return name[:slash] + strings.ReplaceAll(name[slash:], "%2e", ".")
+}
+
+// configure applies the configuration of App (carmy.toml and CARMY_*
+// variables) to the builder; problems are reported by Build, Listen and
+// Run, each a *BuildError whose Site is the file and line or the variable.
+func (b *Builder) configure() {
+	c, err := config.FromEnv()
+	for _, e := range flatten(err) {
+		var p *config.Problem
+		if errors.As(e, &p) {
+			e = &BuildError{Site: p.Site, Err: p.Err}
+		}
+		b.errs = append(b.errs, e)
+	}
+	if c.Listen != "" {
+		b.addr = c.Listen
+	}
+	if c.BodyLimit > 0 {
+		b.bodyLimit = c.BodyLimit
+	}
+	if c.Timeout > 0 {
+		b.timeout = c.Timeout
+	}
+	if c.DrainTimeout > 0 {
+		b.drain = c.DrainTimeout
+	}
+	if c.LogLevel != "" {
+		var level slog.Level
+		_ = level.UnmarshalText([]byte(c.LogLevel)) // checked by the config package
+		b.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	if c.AllowUnauthenticated {
+		b.allowAnonymous = true
+	}
+	if c.StoreURL != "" {
+		b.storeURL = c.StoreURL
+	}
+	if c.AuditFile != "" {
+		b.AuditFile(c.AuditFile)
+	}
+	if c.AuditURL != "" {
+		b.AuditURL(c.AuditURL)
+	}
+	if len(c.Tokens) > 0 {
+		tokens := make([]Token, len(c.Tokens))
+		for i, t := range c.Tokens {
+			tokens[i] = Token{SHA256: t.SHA256, Principal: t.Principal, Permissions: t.Permissions}
+		}
+		b.auth = BearerTokens(tokens...) // the tokens that passed the checks
+	}
+	for _, h := range c.AllowedHosts.Values {
+		k, err := guard.ParseHost(h)
+		if err != nil {
+			b.errs = append(b.errs, &BuildError{Site: c.AllowedHosts.Site, Err: fmt.Errorf("allowed host %q: %v", h, err)})
+			continue
+		}
+		b.allowHosts = append(b.allowHosts, k)
+	}
+	for _, o := range c.AllowedOrigins.Values {
+		if err := guard.CheckOrigin(o); err != nil {
+			b.errs = append(b.errs, &BuildError{Site: c.AllowedOrigins.Site, Err: fmt.Errorf("allowed origin %q: %v", o, err)})
+			continue
+		}
+		b.allowOrigins = append(b.allowOrigins, o)
+	}
+	if c.SessionTimeout > 0 {
+		b.sessionTimeout = c.SessionTimeout
+	}
+	if c.MaxSessions > 0 {
+		b.maxSessions = c.MaxSessions
+	}
+	if e := c.EffectPermissions; e.ByEffect != nil {
+		perms := map[Effect]string{}
+		for name, p := range e.ByEffect {
+			effect, _ := ParseEffect(name) // the names were checked
+			perms[effect] = p
+		}
+		b.effectPerms, b.effectPermsSite = perms, e.Site
+	}
+	b.configureRateLimits(c.RateLimits)
+	if c.IdempotencyWindow > 0 {
+		b.window = c.IdempotencyWindow
+	}
+	if c.PublicURL != "" {
+		b.publicURL = c.PublicURL
+	}
+	if c.StateKey != nil {
+		b.StateKey(c.StateKey)
+	}
+	if c.TaskTTL > 0 {
+		b.taskTTL = c.TaskTTL
+	}
+	if c.PolicyShadow {
+		b.policy.shadow = true
+	}
+	if c.PolicyPoll > 0 {
+		b.policy.poll = c.PolicyPoll
+	}
+	if c.PolicyFile != "" {
+		b.PolicyFile(c.PolicyFile)
+	}
+	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
+		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}
+	}
+}
+
+// flatten undoes errors.Join, so that the builder holds one error per
+// problem.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }

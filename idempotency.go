@@ -213,3 +213,122 @@ func storeRefusal(t *tool, err error) *Error {
 func requestIDConflict(t *tool, requestID string) *Error {
 	return Errorf(CodeConflict, "request id %q was already used with a different input for %s; send a new request id for a new call", requestID, t.meta.Name)
 }
+
+// leaseMargin is added to a tool's timeout to make the leases of its
+// idempotency reservations and locks. A shared store renews them while the
+// execution lives, so the lease only decides how soon the key of a host
+// that died is freed.
+const leaseMargin = 30 * time.Second
+
+// reservationLease is how long a call's idempotency reservation lasts
+// unless renewed: the longest a healthy call holds it. That is the wait
+// for the tool's turn, which is bounded by the tool's timeout, then the
+// execution under that timeout, then the margin.
+func (t *tool) reservationLease() time.Duration {
+	if t.meta.ParallelSafe {
+		return t.meta.Timeout + leaseMargin
+	}
+	return 2*t.meta.Timeout + leaseMargin
+}
+
+// storeError explains a failure of the store (idempotency, limits) or the
+// locker.
+func (r *Registry) storeError(ctx context.Context, t *tool, err error) error {
+	if ctx.Err() != nil {
+		return stopError(ctx, t)
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if e := storeRefusal(t, err); e != nil {
+		r.logger.Warn("carmy: call refused by the idempotency store", "tool", t.meta.Name, "reason", e.Details["reason"])
+		return e
+	}
+	r.logger.Error("carmy: the store or locker failed", "tool", t.meta.Name, "error", err)
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s cannot run now: a service it depends on is unavailable; try again", t.meta.Name), Retryable: true, Err: err}
+}
+
+// replayed answers the call with a recorded outcome, under the execution
+// id of the call that ran.
+func (req *Request) replayed(rec *store.Record) (Result, error) {
+	req.ExecutionID, req.Replayed = rec.ExecutionID, true
+	return replay(rec)
+}
+
+// checkReservation asks a store whose reservations can lapse
+// ([store.Checker]) whether this call's reservation still holds its
+// request id, just before the tool starts: a host that was paused or cut
+// off for longer than the lease, while another host took the request id
+// over, refuses the call rather than run it a second time. The refusal is
+// retryable: the retry waits for the execution that holds the request id
+// now, and gets its outcome. The check narrows the window; the fence
+// closes it, for a tool whose resource remembers fences. What the call
+// holds is released by the pipeline (release): the reservation ends this
+// host's renewal of a key that is another's now.
+func (r *Registry) checkReservation(ctx context.Context, t *tool, req *Request) error {
+	c, ok := r.store.(store.Checker)
+	resv := req.held.resv
+	if resv == nil || !ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	err := c.Check(cctx, resv.key, resv.token)
+	cancel()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrLostReservation):
+		r.logger.Warn("carmy: refused a call whose request id's reservation passed on before its tool started: its host was paused or cut off for longer than the lease", "tool", t.meta.Name, "request_id", resv.key.RequestID)
+		return r.refused(ctx, t, &req.Call, &Error{
+			Code:      CodeUnavailable,
+			Message:   fmt.Sprintf("%s did not run: another execution took this request id over while this server was unresponsive; try again to get its outcome", t.meta.Name),
+			Retryable: true,
+			Details:   map[string]any{"reason": "reservation_lost"},
+			Err:       err,
+		})
+	}
+	return r.storeError(ctx, t, err)
+}
+
+// find reports what holds a request id's key without running anything:
+// through the store's lookup ([store.Finder]) when it has one, and
+// otherwise with a Begin whose reservation, if it gets one, is released at
+// once.
+func (r *Registry) find(ctx context.Context, t *tool, key store.Key, digest string) (store.Reservation, error) {
+	if f, ok := r.store.(store.Finder); ok {
+		res, _, err := f.Find(ctx, key)
+		return res, err
+	}
+	res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
+	if err == nil && res.Owned {
+		if err := r.store.Release(context.WithoutCancel(ctx), key, res.Token); err != nil {
+			r.logger.Error("carmy: cannot release a request id's reservation", "tool", t.meta.Name, "request_id", key.RequestID, "error", err)
+		}
+		res = store.Reservation{}
+	}
+	return res, err
+}
+
+// useOnce records the nonce of a request state as used, in the
+// idempotency store so that every host sees it, and reports whether this
+// was its first use: through the store's nonces ([store.NonceStore]) when
+// it has them, and otherwise as a record under a request id with a space,
+// which no call's request id has.
+func (r *Registry) useOnce(ctx context.Context, c Call, nonce string, ttl time.Duration) bool {
+	ttl = max(ttl, time.Second)
+	if n, ok := r.store.(store.NonceStore); ok {
+		first, err := n.UseNonce(ctx, c.Principal, nonce, ttl)
+		return err == nil && first // a store that cannot tell refuses the state
+	}
+	key := store.Key{Principal: c.Principal, Tool: c.Tool, RequestID: "confirmed " + nonce}
+	res, err := r.store.Begin(ctx, key, "", time.Minute)
+	if err != nil || !res.Owned {
+		return false
+	}
+	if err := r.store.Complete(ctx, key, res.Token, store.Record{}, ttl); err != nil {
+		r.logger.Error("carmy: cannot record a confirmation's use", "tool", c.Tool, "error", err)
+		return false
+	}
+	return true
+}

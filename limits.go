@@ -11,55 +11,6 @@ import (
 	"github.com/carmy-dev/carmy/store"
 )
 
-// A principal's calls of a tool can be limited in rate ([RateLimit],
-// [Builder.RateLimit], carmy.toml's [rate_limits]) and in number at once
-// ([MaxInFlight]). The limits are checked in the call's pipeline once the
-// caller may call the tool and before its input is read, and they live in
-// the store when it keeps them ([store.RateLimiter],
-// [store.ConcurrencyLimiter]), so that hosts sharing a store share the
-// limits too.
-
-// RateLimit bounds each principal's calls of the tool to n per period
-// per, with a burst of n: a principal that made no call for a period may
-// make n at once, and then one every per/n. A call past the limit is
-// refused with [CodeRateLimited], retryable, its details.retry_after_ms
-// saying when the next call would be allowed; it runs nothing, its input
-// is not read, and it is not counted. Every call allowed counts, one that
-// replays a recorded outcome too. n and per must be positive.
-//
-// The limit is this tool's own: it replaces the one [Builder.RateLimit]
-// gives every tool, and an entry for the tool in carmy.toml's
-// [rate_limits] replaces it.
-func RateLimit(n int, per time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if err := naming.CheckRate(int64(n), per); err != nil {
-			o.conflicts = append(o.conflicts, fmt.Errorf("RateLimit(%d, %v): %w", n, per, err))
-			return
-		}
-		if o.record("RateLimit", store.Rate{Calls: n, Per: per}) {
-			o.rate = store.Rate{Calls: n, Per: per}
-		}
-	})
-}
-
-// MaxInFlight bounds how many calls of the tool one principal has running
-// at once, across every host that shares the store: a call past it is
-// refused with [CodeRateLimited], retryable, before its input is read. A
-// call holds its place from the limit check until its tool's code
-// returns, a call answered at its deadline while its code runs on
-// included. n must be positive.
-func MaxInFlight(n int) Option {
-	return optionFunc(func(o *options) {
-		if n <= 0 {
-			o.conflicts = append(o.conflicts, fmt.Errorf("MaxInFlight(%d) must be positive", n))
-			return
-		}
-		if o.record("MaxInFlight", n) {
-			o.maxInFlight = n
-		}
-	})
-}
-
 // RateLimit bounds each principal's calls of every tool to n per period
 // per, as the tool option [RateLimit] does, for the tools that set no
 // limit of their own. It is the default of carmy.toml's [rate_limits].
@@ -262,4 +213,11 @@ func (b *Builder) configureRateLimits(c config.RateLimits) {
 			b.toolRates[name] = toolRate{rate: r, site: t.Site}
 		}
 	}
+}
+
+// freeSlot gives up the call's place under its tool's MaxInFlight.
+func (r *Registry) freeSlot(ctx context.Context, t *tool, req *Request) {
+	held := holds{slot: req.held.slot}
+	req.held.slot = nil
+	r.release(ctx, t, &held)
 }

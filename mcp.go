@@ -3,6 +3,7 @@ package carmy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -11,8 +12,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/policy"
+	"github.com/carmy-dev/carmy/store"
 )
 
 // Keys of a tools/call request's _meta that carmy reads. Permissions and
@@ -244,41 +247,6 @@ func mcpBlock(b Block) mcp.Content {
 	return nil // Block's method is unexported: no other type implements it
 }
 
-// Defaults of the MCP endpoint's sessions.
-const (
-	// DefaultSessionTimeout is how long an MCP session may stay idle before
-	// the server closes it.
-	DefaultSessionTimeout = 10 * time.Minute
-	// DefaultMaxSessions is how many MCP sessions one principal may hold
-	// open at once.
-	DefaultMaxSessions = 64
-)
-
-// SessionTimeout sets how long an MCP session over HTTP may stay idle (no
-// request of its client in progress, a GET stream counting as one) before
-// the server closes it; the client then gets 404 and starts a new session,
-// as MCP clients do. The default is [DefaultSessionTimeout].
-func (b *Builder) SessionTimeout(d time.Duration) *Builder {
-	if d <= 0 {
-		b.misuse("Builder.SessionTimeout(%v) must be positive", d)
-		return b
-	}
-	b.sessionTimeout = d
-	return b
-}
-
-// MaxSessions sets how many MCP sessions over HTTP one principal may hold
-// open at once: opening one more closes that principal's least recently
-// used session. The default is [DefaultMaxSessions].
-func (b *Builder) MaxSessions(n int) *Builder {
-	if n <= 0 {
-		b.misuse("Builder.MaxSessions(%d) must be positive", n)
-		return b
-	}
-	b.maxSessions = n
-	return b
-}
-
 // newSessionTable is the session table of a registry, with the defaults
 // for what the builder left unset.
 func newSessionTable(timeout time.Duration, max int) *mcpserve.Sessions {
@@ -340,3 +308,417 @@ type mcpConfig struct {
 func (c mcpConfig) clone() mcpConfig {
 	return mcpConfig{options: slices.Clone(c.options), server: slices.Clone(c.server)}
 }
+
+// mcpAsker asks the person at an MCP client to confirm a call in-band
+// (a [personAsker]), and decides the call's approval by the answer. Where
+// form confirmation applies (by default over a single-client transport;
+// everywhere with [Builder.ElicitConfirmation], nowhere with
+// [Builder.NoFormConfirmation]) a client that can show its user a form is
+// asked to confirm with one that shows the call's canonical input:
+// accepted, the approval is approved and the call goes on, using it up;
+// declined, the approval is denied and the call refused as declined;
+// dismissed, the refusal stands; an answer that breaks the form is
+// invalid input. Otherwise a client that supports URL elicitation is sent
+// the approval's page: once the user opened it, the call waits for a
+// person's decision there (until the approval expires or the client gives
+// up), and goes on by it. Over a single-client transport that page is a
+// console that carmy serves on a loopback port, and its URL carries a
+// one-time code for that console's secret, for the person at the client;
+// other clients there get a refusal that names what the person can use
+// (personRefusal). Other clients get the refusal.
+//
+// In the sessionless protocol the question goes back in the round's
+// result, and the answer counts in the next round of the same call; a
+// confirmation given holds, once each, for the rounds that the tool's own
+// questions add, until the approval would have expired (confirmedBefore).
+type mcpAsker struct {
+	r *Registry
+	p *mcpserve.Peer
+}
+
+func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+	r, p := m.r, m.p
+	id := pending.ID
+	q := mcpserve.Confirmation{Tool: t.meta.Name, Approval: id, Form: p.ConfirmsByForm(), URL: pending.URL}
+	// personal is the refusal that stands: over a single-client
+	// transport, one that names what the person can use, and says whether
+	// they were asked.
+	personal := func(asked bool) error {
+		if p.Single() {
+			return r.personRefusal(ctx, refusal, pending, asked)
+		}
+		return refusal
+	}
+	if q.Form {
+		var err error
+		if q.Input, err = promptInput(form); err != nil {
+			return store.Approval{}, refusal
+		}
+	} else if p.Single() {
+		q.URL = r.personalApprovalURL(ctx, id, pending.URL)
+	}
+	answer, err := p.Confirm(ctx, q)
+	switch answer {
+	case mcpserve.NotAsked:
+		if err != nil && p.Sessionless() {
+			return store.Approval{}, r.storeError(ctx, t, err) // the key that signs its state
+		}
+		if err != nil {
+			return store.Approval{}, refusal
+		}
+		return store.Approval{}, personal(false)
+	case mcpserve.Asking:
+		return store.Approval{}, refusal // the question goes back in the round's result
+	case mcpserve.Broken:
+		var bad *mcpserve.BadAnswer
+		errors.As(err, &bad)
+		f := FieldError{Path: bad.Field, Message: bad.Message}
+		return store.Approval{}, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the confirmation form: " + describe(f), Fields: []FieldError{f}}
+	case mcpserve.Declined:
+		return store.Approval{}, r.declined(ctx, t, c, id)
+	case mcpserve.Confirmed:
+		a, err := r.decideByElicitation(ctx, id, true, c.Principal)
+		if err != nil {
+			return store.Approval{}, r.storeError(ctx, t, err)
+		}
+		if a.Status == store.ApprovalApproved { // not when another person decided otherwise first
+			p.Confirmed(ctx, digest, id, time.Now().Add(r.approvals.timeout))
+		}
+		return a, decided(t, a, refusal)
+	case mcpserve.Opened:
+		a, err := r.awaitDecision(ctx, id)
+		if err != nil || a.Status == store.ApprovalPending {
+			return store.Approval{}, personal(true)
+		}
+		p.ElicitationComplete(ctx, id)
+		if a.Status != store.ApprovalApproved && a.Status != store.ApprovalDenied {
+			return store.Approval{}, personal(true) // used by another call, or expired
+		}
+		return a, decided(t, a, nil)
+	}
+	return store.Approval{}, personal(true) // dismissed: the call still needs a person's confirmation
+}
+
+// confirmedBefore returns the approval of a confirmation that the server
+// gave, in an earlier round of the sessionless protocol, this principal
+// for this tool and input, when the call carries its state, not expired
+// and not used before; it uses that state up, and hands the next round a
+// new one. The call's records name that approval and its approver, as
+// those of the round that used it do.
+func (m mcpAsker) confirmedBefore(ctx context.Context, c Call, digest string) (store.Approval, bool) {
+	r, p := m.r, m.p
+	if !p.Sessionless() || !p.ConfirmsByForm() {
+		return store.Approval{}, false
+	}
+	id, ok := p.ConfirmedBefore(ctx, digest)
+	if !ok {
+		return store.Approval{}, false
+	}
+	a, err := r.approvals.store.Get(ctx, id)
+	if err != nil || a.Approver == "" {
+		// Gone, or kept by another host alone: the state was handed on
+		// only after the person at this client confirmed.
+		a = store.Approval{ID: id, Approver: elicitationApprover(c.Principal)}
+	}
+	return a, true
+}
+
+// needsInput is the error that ends a run of a tool whose question the
+// client of the sessionless protocol has not answered yet, as the tool and
+// the runtime see it: retryable, so that an idempotency record never keeps
+// it. The client gets the question and calls again with the answer, and
+// the tool runs again from the start.
+func needsInput() *Error {
+	return &Error{
+		Code:      CodeUnavailable,
+		Message:   "the tool needs an answer from the user first; the client asks them and calls again with the answer",
+		Retryable: true,
+		Err:       mcpserve.ErrNeedsInput,
+	}
+}
+
+// ServeMCP serves MCP over any transport of the official SDK
+// (github.com/modelcontextprotocol/go-sdk/mcp): the registry's MCP server,
+// the one that [Registry.Handler] serves at /mcp and [Registry.ServeStdio]
+// over streams, connected to t. It serves one session, with the identity
+// of a stdio client (the builder's stdio identity, if any), until ctx is
+// done or the client closes the connection; it returns nil then.
+//
+// An in-memory pair (mcp.NewInMemoryTransports) connects a client in the
+// same process, for tests and benchmarks:
+//
+//	serverT, clientT := mcp.NewInMemoryTransports()
+//	go reg.ServeMCP(ctx, serverT)
+//	session, err := mcp.NewClient(impl, nil).Connect(ctx, clientT, nil)
+func (r *Registry) ServeMCP(ctx context.Context, t mcp.Transport) error {
+	return r.mcpServer().Serve(ctx, t)
+}
+
+// withMCPTrace is withTrace for a tools/call request: the trace context
+// comes from its _meta, else from the headers of the HTTP request that
+// carried it (nil over other transports).
+func withMCPTrace(md map[string]string, meta mcp.Meta, header http.Header) map[string]string {
+	if p, ok := meta[MetaTraceparent].(string); ok {
+		s, _ := meta[MetaTracestate].(string)
+		return withTrace(md, p, s)
+	}
+	if header != nil {
+		return withTrace(md, header.Get(MetaTraceparent), header.Get(MetaTracestate))
+	}
+	return md
+}
+
+// mcpPeer is an MCP client as the runtime sees it (a [taskPeer]): the
+// door's answers (a client that cannot elicit, a question that waits for
+// the next round of the sessionless protocol) are made here, as the
+// errors the tool returns.
+type mcpPeer struct{ *mcpserve.Peer } // one pointer: held in an interface without an allocation
+
+// peerOf is client p as the runtime holds it: nil for none, never an
+// interface holding a nil pointer.
+func peerOf(p *mcpserve.Peer) taskPeer {
+	if p == nil {
+		return nil
+	}
+	return mcpPeer{p}
+}
+
+func (p mcpPeer) elicitable() error {
+	if !p.CanElicit() {
+		return &Error{Code: CodeUnavailable, Message: "the client cannot ask its user for input: it did not declare elicitation",
+			Err: &mcpserve.MissingCapability{Capability: "elicitation"}}
+	}
+	return nil
+}
+
+func (p mcpPeer) Elicit(ctx context.Context, name string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	res, err := p.Peer.Elicit(ctx, name, params)
+	if errors.Is(err, mcpserve.ErrNeedsInput) {
+		return nil, needsInput()
+	}
+	return res, err
+}
+
+// missingCapability is the protocol error of a sessionless call that ended
+// with a question its client cannot answer, if err is one.
+func missingCapability(p *mcpserve.Peer, err error) (*jsonrpc.Error, bool) {
+	var m *mcpserve.MissingCapability
+	if !p.Sessionless() || !errors.As(err, &m) {
+		return nil, false
+	}
+	return m.RPCError(), true
+}
+
+// Over MCP (the tasks extension of the sessionless protocol), a call of a
+// tool that supports tasks, from a client that declared the extension, is
+// answered at once with its task, which the client reads (tasks/get, the
+// result inlined once it ended), answers (tasks/update) and cancels
+// (tasks/cancel). A tool's failure is a completed task whose result is an
+// error, as a call's is; a failed task is one that ran into a failure of
+// the server's (a panic, a host lost). A question the tool asks with
+// Context.Elicit makes the task input_required until tasks/update answers
+// it; so does a pending approval, until a person decides.
+
+// reasonTaskRequired is the reason of the refusal of a synchronous call of
+// a tool that runs only as a task, which MCP answers with its own error.
+const reasonTaskRequired = "task_required"
+
+// taskRequired is the protocol error of a synchronous call that err
+// refused because its tool runs only as a task, if it is one: in a
+// session, whose tasks are asked for with params.task, method not found.
+func taskRequired(p *mcpserve.Peer, tool string, err error) (*jsonrpc.Error, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.Details["reason"] != reasonTaskRequired {
+		return nil, false
+	}
+	if !p.Sessionless() {
+		return mcpserve.SessionTaskSupportError(tool, true), true
+	}
+	return mcpserve.TaskRequiredError(tool), true
+}
+
+// StartTask starts the call of mc as a task: its checks run first, as
+// [Registry.Start]'s do, and a call they refuse is answered as a call.
+func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.TaskState, mcpserve.Outcome, error) {
+	r := d.r
+	t := r.tools[mc.Tool]
+	ctx, c, refused := d.callOf(ctx, mc)
+	if refused != nil {
+		return nil, *refused, nil
+	}
+	if err := checkRequestID(c.RequestID); err != nil {
+		return nil, mcpOutcome(err), nil
+	}
+	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) taskPeer {
+		return peerOf(mcpserve.TaskPeer(mc.Peer, func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
+	})
+	if err != nil {
+		return nil, mcpOutcome(err), nil
+	}
+	return d.taskState(ctx, task.rec), mcpserve.Outcome{}, nil
+}
+
+// GetTask reads id's task.
+func (d mcpDoor) GetTask(ctx context.Context, id mcpserve.Identity, task string) (*mcpserve.TaskState, bool, error) {
+	rec, err := d.r.readTask(ctx, task, id.Principal)
+	if CodeOf(err) == CodeNotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if req := mcpserve.RequestOf(ctx); req != nil {
+		ctx = withHTTPRequest(ctx, req) // for the approval's link
+	}
+	return d.taskState(ctx, rec), true, nil
+}
+
+// UpdateTask hands id's task the answers to its questions, on any host:
+// they reach the host that runs the task through the store.
+func (d mcpDoor) UpdateTask(ctx context.Context, id mcpserve.Identity, task string, answers map[string]*mcp.ElicitResult) (bool, error) {
+	raw := make(map[string]json.RawMessage, len(answers))
+	for q, a := range answers {
+		if a == nil {
+			continue
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			return false, err
+		}
+		raw[q] = b
+	}
+	err := d.r.answerTask(ctx, task, id.Principal, raw)
+	if CodeOf(err) == CodeNotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// CancelTask asks id's task to stop; one that ended is left as it is.
+func (d mcpDoor) CancelTask(ctx context.Context, id mcpserve.Identity, task string) (bool, error) {
+	_, err := d.r.cancelTask(ctx, task, id.Principal)
+	switch CodeOf(err) {
+	case "", CodeConflict: // a final task: nothing to cancel, which the protocol acknowledges all the same
+		return true, nil
+	case CodeNotFound:
+		return false, nil
+	}
+	return false, err
+}
+
+// taskState is a task as the MCP door answers for it.
+func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskState {
+	r := d.r
+	st := &mcpserve.TaskState{ID: rec.ID, Tool: rec.Tool, Status: string(rec.Status), Created: rec.Created, Updated: rec.Updated, TTL: rec.TTL, Version: rec.Version}
+	t, known := r.tools[rec.Tool]
+	switch rec.Status {
+	case store.TaskCompleted:
+		res, _ := taskOutcome(rec)
+		out, err := mcpserve.Outcome{Output: res.Output, ExecutionID: res.ExecutionID}, error(nil)
+		if known {
+			out, err = d.outcome(t, res)
+		}
+		if err != nil {
+			st.Status, st.Error = string(store.TaskFailed), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task's output cannot be read"}
+			break
+		}
+		st.Outcome = &out
+	case store.TaskFailed:
+		e := taskError(rec)
+		st.Message = e.Message
+		if !serverFailure(rec, e) {
+			// The tool failed: a result, as a call's failure is.
+			st.Status, st.Outcome = string(store.TaskCompleted), &mcpserve.Outcome{Err: e}
+			break
+		}
+		data, _ := jsonv2.Marshal(e)
+		st.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Message, Data: data}
+	case store.TaskCancelled:
+		st.Message = "the task was cancelled"
+	case store.TaskInputRequired:
+		if len(rec.Questions) > 2 { // more than {}
+			var q mcp.InputRequestMap
+			if err := json.Unmarshal(rec.Questions, &q); err == nil && len(q) > 0 {
+				st.Questions = q
+			}
+		}
+		if rec.ApprovalID != "" {
+			st.Message = "waiting for a person to approve the call (approval " + rec.ApprovalID + ")"
+			if u := r.approvalURL(ctx, rec.ApprovalID); u != "" {
+				if st.Questions == nil {
+					st.Questions = mcp.InputRequestMap{}
+				}
+				st.Questions["approval"] = &mcp.ElicitParams{Mode: "url", URL: u, ElicitationID: rec.ApprovalID,
+					Message: "A person must approve this call of " + rec.Tool + " before it runs: open the link to decide."}
+			}
+		}
+	}
+	return st
+}
+
+// In a session (2025-11-25), MCP's tasks are experimental and take their
+// own methods: a tools/call with params.task answers with the task,
+// tasks/get reads it, tasks/result waits for its end and answers the
+// call's result, tasks/list pages the caller's tasks and tasks/cancel
+// stops one. A question the tool asks goes to the session as an
+// elicitation, and the task is input_required until it is answered, as it
+// is while its approval waits for a person.
+
+// ListTasks returns a page of id's tasks, newest first, after the task
+// whose id is cursor; an id that is none of the caller's tasks is no
+// cursor.
+func (d mcpDoor) ListTasks(ctx context.Context, id mcpserve.Identity, cursor string, limit int) ([]*mcpserve.TaskState, string, error) {
+	if cursor != "" {
+		if _, err := d.r.readTask(ctx, cursor, id.Principal); CodeOf(err) == CodeNotFound {
+			return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: cursor " + cursor + " is not one this server gave"}
+		} else if err != nil {
+			return nil, "", err
+		}
+	}
+	page, err := d.r.tasks.store.ListTasks(ctx, id.Principal, cursor, limit+1)
+	if err != nil {
+		return nil, "", d.r.taskStoreError(ctx, err)
+	}
+	next := ""
+	if len(page) > limit {
+		page, next = page[:limit], page[limit-1].ID
+	}
+	out := make([]*mcpserve.TaskState, len(page))
+	for i, rec := range page {
+		out[i] = d.taskState(ctx, rec)
+	}
+	return out, next, nil
+}
+
+// WaitTask waits for id's task to end, or for ctx.
+func (d mcpDoor) WaitTask(ctx context.Context, id mcpserve.Identity, task string) (*mcpserve.TaskState, bool, error) {
+	rec, err := d.r.readTask(ctx, task, id.Principal)
+	for err == nil && !rec.Status.Final() {
+		rec, err = d.r.awaitTask(ctx, rec)
+	}
+	return d.awaited(ctx, rec, err)
+}
+
+// AwaitTask returns id's task once it changed from its version, or ctx's
+// error.
+func (d mcpDoor) AwaitTask(ctx context.Context, id mcpserve.Identity, task string, version int64) (*mcpserve.TaskState, bool, error) {
+	rec, err := d.r.readTask(ctx, task, id.Principal)
+	if err == nil && rec.Version == version && !rec.Status.Final() {
+		rec, err = d.r.awaitTask(ctx, rec)
+	}
+	return d.awaited(ctx, rec, err)
+}
+
+// awaited is the door's answer for a task read or awaited: its state, not
+// found, or the error.
+func (d mcpDoor) awaited(ctx context.Context, rec store.Task, err error) (*mcpserve.TaskState, bool, error) {
+	switch CodeOf(err) {
+	case "":
+		return d.taskState(ctx, rec), true, nil
+	case CodeNotFound:
+		return nil, false, nil
+	}
+	return nil, false, err
+}
+
+var _ mcpserve.SessionTasks = mcpDoor{}

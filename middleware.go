@@ -88,3 +88,14 @@ func Logging(l *slog.Logger) Middleware {
 		}
 	}
 }
+
+// handlerFor builds a tool's middleware chain once.
+func (r *Registry) handlerFor(t *tool, mw []Middleware) CallFunc {
+	t.confirm = "confirm:" + t.meta.Name
+	t.direct = len(mw) == 0
+	h := CallFunc(func(ctx context.Context, req *Request) (Result, error) { return r.call(ctx, t, req) })
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
+}

@@ -19,7 +19,7 @@ func TestRuntimeReachesDoorsThroughPeer(t *testing.T) {
 		wire = "github.com/carmy-dev/carmy/internal/mcpwire"
 		door = "github.com/carmy-dev/carmy/internal/mcpserve"
 	)
-	runtime := map[string]bool{"pipeline.go": true, "runtime.go": true, "middleware.go": true, "context.go": true, "approval.go": true, "peer.go": true}
+	runtime := map[string]bool{"pipeline.go": true, "execute.go": true, "call.go": true, "input.go": true, "confirm.go": true, "outcome.go": true, "idempotency.go": true, "middleware.go": true, "context.go": true, "approval.go": true, "peer.go": true}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)

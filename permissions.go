@@ -12,30 +12,6 @@ import (
 	"github.com/carmy-dev/carmy/internal/naming"
 )
 
-// Requires makes every call of the tool need each of the given
-// permissions, granted by the host (a bearer token's permissions, an
-// OAuth token's scopes): a caller that lacks one is refused with
-// [CodePermissionDenied], naming what is missing, and the tool is left
-// out of the lists that caller sees. Given more than once, a call needs
-// every permission named. A permission is what an OAuth scope may be: 1
-// to 128 printable ASCII characters other than space, '"' and '\'.
-//
-// [Builder.EffectPermissions] adds the permission of the tool's effect;
-// [ToolMetadata.Requires] lists both.
-func Requires(perms ...string) Option {
-	return optionFunc(func(o *options) {
-		for _, p := range perms {
-			if err := naming.CheckPermission(p); err != nil {
-				o.conflicts = append(o.conflicts, fmt.Errorf("Requires: %w", err))
-				continue
-			}
-			if !slices.Contains(o.requires, p) {
-				o.requires = append(o.requires, p)
-			}
-		}
-	})
-}
-
 // EffectPermissions says which permission a call of a tool needs by the
 // tool's effect, in addition to those the tool declares with [Requires]:
 // for hosts whose identity provider grants scopes by kind of action. An

@@ -3,9 +3,6 @@ package carmy
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"sync/atomic"
-	"time"
 
 	"github.com/carmy-dev/carmy/store"
 )
@@ -172,45 +169,6 @@ func (r *Registry) taskRequired(ctx context.Context, t *tool, req *Request) erro
 		Message: fmt.Sprintf("%s runs only as a task: start it as one (over HTTP, send Prefer: respond-async)", t.meta.Name)})
 }
 
-// confirm is the confirmation stage of a tool that needs one: a grant for
-// the tool, or for this input, lets the call on; otherwise a person's
-// approval decides (confirmByApproval), asked in-band where the call's
-// door can (askInBand). A call refused here that retries,
-// with its request id, a call that ran gets that call's recorded outcome
-// (rec). replayOnly reports a call that may get such an outcome but not
-// run.
-func (r *Registry) confirm(ctx context.Context, t *tool, req *Request) (replayOnly bool, rec *store.Record, err error) {
-	perms := req.exec.c.Permissions
-	if t.meta.Confirmation != ConfirmationRequired && (req.policy == nil || !req.policy.confirm) || perms.Has(t.confirm) {
-		return false, nil, nil
-	}
-	_, digest, err := req.canonical(t)
-	if err != nil {
-		return false, nil, r.internal(t, "", err, "cannot digest a validated input")
-	}
-	if perms.Has(t.confirm + ":" + digest) {
-		return false, nil, nil
-	}
-	if replayOnly, err = r.confirmByApproval(ctx, t, req); err != nil {
-		if rec, ok := r.recordedOutcome(ctx, t, req); ok {
-			return false, rec, nil
-		}
-		// A door that can ask the person in-band does so here, and an
-		// approval given goes on in this same pass.
-		if err = r.askInBand(ctx, t, req, err); err != nil {
-			return false, nil, err
-		}
-	}
-	return replayOnly, nil, nil
-}
-
-// replayed answers the call with a recorded outcome, under the execution
-// id of the call that ran.
-func (req *Request) replayed(rec *store.Record) (Result, error) {
-	req.ExecutionID, req.Replayed = rec.ExecutionID, true
-	return replay(rec)
-}
-
 // holds is what a call holds on its way through the pipeline, each until
 // release frees it: the call's, until its execution takes it over. An
 // approval is never held: it is used up only as the execution starts
@@ -243,79 +201,4 @@ func (r *Registry) release(ctx context.Context, t *tool, h *holds) {
 		}
 	}
 	*h = holds{}
-}
-
-// execute is the execution stage: the tool runs on input in (decoded and
-// validated) under its deadline on a worker, which takes over what the
-// call holds, records the outcome and releases it when the tool's code
-// returns. The caller is answered then, or at the deadline (after a short
-// grace) if the code has not returned.
-func (r *Registry) execute(ctx context.Context, t *tool, req *Request, in reflect.Value) (Result, error) {
-	ev := req.exec
-	cc := &ev.c
-	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
-	defer cancel()
-	ev.Context = execCtx
-	cc.Context = ev
-	req.ExecutionID = cc.ExecutionID
-	if req.task != nil {
-		req.task.started()
-	}
-	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, held: req.held, done: make(chan outcome, 1)}
-	req.held = holds{} // the execution's now
-	r.workers.run(j)
-	select {
-	case o := <-j.done:
-		return o.res, o.err
-	case <-execCtx.Done():
-		// A tool that honours its context returns within moments; only one
-		// that does not is left behind.
-		grace := time.NewTimer(deadlineGrace)
-		defer grace.Stop()
-		select {
-		case o := <-j.done:
-			return o.res, o.err
-		case <-grace.C:
-			j.abandoned.Store(true)
-			return Result{}, stopError(ctx, t)
-		}
-	}
-}
-
-// job is one execution handed to a worker.
-type job struct {
-	r         *Registry
-	t         *tool
-	cc        *Context
-	in        reflect.Value
-	execCtx   context.Context
-	ctx       context.Context
-	held      holds        // taken over from the call
-	done      chan outcome // buffered: the worker never waits for the caller
-	abandoned atomic.Bool
-}
-
-// run calls the tool, then records its outcome and releases what the call
-// held, before it answers the caller, if the caller still waits.
-func (j *job) run() {
-	r, t, cc := j.r, j.t, j.cc
-	var o outcome
-	returned := false
-	// Deferred, so that a tool that ends its goroutine with
-	// runtime.Goexit still answers, records and releases.
-	defer func() {
-		if !returned {
-			r.logger.Error("carmy: tool exited its goroutine (runtime.Goexit) without returning", "tool", t.meta.Name, "execution_id", cc.ExecutionID)
-			o = outcome{err: &Error{Code: CodeInternal, Message: fmt.Sprintf("internal error in %s (execution %s)", t.meta.Name, cc.ExecutionID), Retryable: true, Details: map[string]any{"execution_id": cc.ExecutionID}}}
-		}
-		if j.abandoned.Load() {
-			r.overruns.Add(1)
-			r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
-		}
-		r.record(t, &j.held, cc.ExecutionID, o)
-		r.release(j.ctx, t, &j.held)
-		j.done <- o
-	}()
-	o = r.invoke(j.ctx, j.execCtx, t, cc, j.in)
-	returned = true
 }

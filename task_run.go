@@ -9,8 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A task is a call run by the runtime on its own goroutine, detached from
@@ -371,4 +374,251 @@ func (r *Registry) cancelTask(ctx context.Context, id, principal string) (store.
 	}
 	r.logger.InfoContext(ctx, "carmy: task cancel requested", "task_id", id, "tool", rec.Tool, "principal", principal)
 	return rec, nil
+}
+
+// A question a task's tool asks with Context.Elicit waits on the host that
+// runs the task, but is kept on the task in the store, with the answers
+// given to it: any host shows the question, and takes an answer, which
+// reaches the host running the task through the store's notifications, as
+// a cancel does.
+
+// inboxOf makes the peer of a task of no MCP client (over HTTP, in Go),
+// started with ctx: its tool's questions wait on the task, kept in the
+// store for any host to show and answer.
+func inboxOf(ctx context.Context) func(*taskRun) taskPeer {
+	return func(run *taskRun) taskPeer {
+		return peerOf(mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
+	}
+}
+
+// askFailed is the error of Context.Elicit whose question got no answer:
+// the call stopped while it waited (its deadline passed, or it was
+// cancelled, as a task is), or the client could not ask.
+func askFailed(ctx context.Context, err error) *Error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &Error{Code: CodeTimeout, Message: "the call's deadline passed while it waited for its user's answer", Err: err}
+	case ctx.Err() != nil:
+		return &Error{Code: CodeCancelled, Message: "the call was cancelled while it waited for its user's answer", Err: err}
+	}
+	return &Error{Code: CodeUnavailable, Message: "the client could not ask its user for input", Retryable: true, Err: err}
+}
+
+// answerTask gives principal's task id answers, by question id, to the
+// questions it waits for: each answer is kept on the task, for the host
+// that runs it to take. An answer to a question the task does not wait
+// for is ignored, as are all of them once the task moved on.
+func (r *Registry) answerTask(ctx context.Context, id, principal string, answers map[string]json.RawMessage) error {
+	_, err := r.keepAnswers(ctx, id, principal, answers)
+	return err
+}
+
+// keepAnswers is answerTask, saying whether it kept any answer.
+func (r *Registry) keepAnswers(ctx context.Context, id, principal string, answers map[string]json.RawMessage) (taken bool, err error) {
+	rec, err := r.readTask(ctx, id, principal)
+	if err != nil {
+		return false, err
+	}
+	var asked map[string]json.RawMessage
+	if rec.Status != store.TaskInputRequired || len(rec.Questions) == 0 || json.Unmarshal(rec.Questions, &asked) != nil {
+		return false, nil
+	}
+	kept := map[string][]byte{}
+	for q, a := range answers {
+		if _, ok := asked[q]; ok && len(a) > 0 {
+			kept[q] = a
+		}
+	}
+	if len(kept) == 0 {
+		return false, nil
+	}
+	_, err = r.tasks.store.UpdateTask(ctx, id, store.TaskUpdate{Answers: kept})
+	switch {
+	case errors.Is(err, store.ErrTaskState): // it ended meanwhile: nothing waits for the answers
+		return false, nil
+	case errors.Is(err, store.ErrTaskNotFound):
+		return false, Errorf(CodeNotFound, "no task %q is visible to you", id)
+	case err != nil:
+		return false, r.taskStoreError(ctx, err)
+	}
+	return true, nil
+}
+
+// deliver hands the questions of the task's tool the answers kept on rec;
+// those it already took, or to questions it did not ask, are ignored.
+func (run *taskRun) deliver(rec store.Task) {
+	if run.peer == nil || len(rec.Answers) == 0 {
+		return
+	}
+	answers := make(map[string]*mcp.ElicitResult, len(rec.Answers))
+	for q, b := range rec.Answers {
+		var a mcp.ElicitResult
+		if json.Unmarshal(b, &a) == nil {
+			answers[q] = &a
+		}
+	}
+	run.peer.Deliver(answers)
+}
+
+// asking records the questions the task's tool waits for (nil for none):
+// the task is input_required while any waits.
+func (run *taskRun) asking(ctx context.Context, questions mcp.InputRequestMap) {
+	u := store.TaskUpdate{Status: store.TaskWorking, Questions: []byte("{}")}
+	if questions != nil {
+		u.Status = store.TaskInputRequired
+		if len(questions) > 0 {
+			b, err := json.Marshal(questions)
+			if err != nil {
+				run.r.logger.Warn("carmy: cannot record a task's questions", "task_id", run.id, "error", err)
+			} else {
+				u.Questions = b
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := run.update(ctx, u); err != nil {
+		run.r.logger.Warn("carmy: cannot record a task's wait for input", "task_id", run.id, "error", err)
+	}
+}
+
+// taskAsker lets a task wait for a person's approval within its call's one
+// pass through the pipeline (a [personAsker]): the task is input_required,
+// naming the approval, until a person decides it on any host; approved,
+// the call goes on from the confirmation stage, so that the middleware and
+// the audit see it once; denied, the task fails with the denial, as the
+// call would be refused. Nobody deciding before the approval expires
+// leaves the refusal that stands. While it waits, it holds no place under
+// the tool's MaxInFlight (askInBand).
+type taskAsker struct{ run *taskRun } // one pointer: held in an interface without an allocation
+
+// confirmedBefore is never true: a task's call comes in one request.
+func (taskAsker) confirmedBefore(context.Context, Call, string) (store.Approval, bool) {
+	return store.Approval{}, false
+}
+
+func (a taskAsker) ask(ctx context.Context, t *tool, _ Call, _ []byte, _ string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+	run, r := a.run, a.run.r
+	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: pending.ID}); err != nil {
+		return store.Approval{}, err
+	}
+	run.waited = true
+	run.begin() // Start returns: the task waits for a person
+	got, err := r.awaitDecision(ctx, pending.ID)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return store.Approval{}, stopError(ctx, t)
+	case err != nil:
+		return store.Approval{}, r.approvalStoreError(err)
+	case got.Status == store.ApprovalExpired || got.Status == store.ApprovalPending:
+		return store.Approval{}, refusal // nobody decided in time
+	}
+	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskWorking}); err != nil {
+		return store.Approval{}, err
+	}
+	return got, decided(t, got, refusal)
+}
+
+// A server that shuts down lets its tasks finish, within the same drain
+// timeout as its calls; a task still running when the timeout passes is
+// stopped and failed at once, details.reason "shutdown", rather than left
+// for its lease to lapse (host_lost). A registry that closes without a
+// shutdown stops its tasks as a host that dies does.
+
+// reasonShutdown is the details.reason of a task that the server's
+// shutdown stopped.
+const reasonShutdown = "shutdown"
+
+// taskRuns are the tasks a registry runs.
+type taskRuns struct {
+	mu   sync.Mutex
+	runs map[*taskRun]struct{}
+	// ended is closed, and replaced, each time a task ends.
+	ended chan struct{}
+}
+
+// newTasks is what a registry needs for tasks kept in s.
+func newTasks(s store.TaskStore, ttl, lease time.Duration) tasks {
+	life, end := context.WithCancel(context.Background())
+	return tasks{store: s, ttl: ttl, lease: lease, life: life, end: end,
+		running: &taskRuns{runs: map[*taskRun]struct{}{}, ended: make(chan struct{})}}
+}
+
+func (t *taskRuns) add(run *taskRun) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.runs[run] = struct{}{}
+}
+
+func (t *taskRuns) remove(run *taskRun) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.runs, run)
+	close(t.ended)
+	t.ended = make(chan struct{})
+}
+
+// drainTasks waits for the tasks the registry runs to end, until ctx is
+// done; those still running then are stopped and failed with reason
+// shutdown.
+func (r *Registry) drainTasks(ctx context.Context) {
+	t := r.tasks.running
+	for {
+		t.mu.Lock()
+		n, ended := len(t.runs), t.ended
+		left := make([]*taskRun, 0, n)
+		if ctx.Err() != nil {
+			for run := range t.runs {
+				left = append(left, run)
+			}
+		}
+		t.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			for _, run := range left {
+				run.shutDown()
+			}
+			return
+		}
+		select {
+		case <-ended:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// shutDown fails the task, reason shutdown, and stops its call. A task
+// whose tool never started is released: it did not run, and a retry with
+// its request id starts anew. The outcome is written before the call is
+// stopped, so that the call's own end (cancelled) is not taken for it.
+func (run *taskRun) shutDown() {
+	run.shut.Store(true)
+	e := &Error{Code: CodeUnavailable, Details: map[string]any{"reason": reasonShutdown, "task_id": run.id}}
+	u := store.TaskUpdate{Status: store.TaskFailed, Progress: run.lastProgress()}
+	if run.executed.Load() {
+		e.Message = fmt.Sprintf("the server shut down while task %s of %s ran; the call was stopped, and whether it took effect is unknown", run.id, run.t.meta.Name)
+	} else {
+		e.Message = fmt.Sprintf("the server shut down before task %s of %s ran; it did not run, and may be started again", run.id, run.t.meta.Name)
+		e.Retryable, u.Release = true, true
+	}
+	u.Error = recordError(e)
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	_, err := run.r.tasks.store.UpdateTask(ctx, run.id, u)
+	switch {
+	case errors.Is(err, store.ErrTaskState): // it ended meanwhile, as it ended
+	case err != nil:
+		run.r.logger.Error("carmy: cannot record that the shutdown stopped a task; it fails once its lease lapses", "task_id", run.id, "tool", run.t.meta.Name, "error", err)
+	default:
+		run.r.logger.Warn("carmy: the shutdown stopped a task still running after the drain timeout", "task_id", run.id, "tool", run.t.meta.Name)
+	}
+	run.stop()
+}
+
+// serverFailure reports whether a failed task's error is the server's
+// (a panic, a host lost, a shutdown) rather than the tool's.
+func serverFailure(rec store.Task, e *Error) bool {
+	return rec.Lost || e.Code == CodeInternal || e.Details["reason"] == reasonShutdown
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/shape"
@@ -39,114 +38,6 @@ type ToolDef struct {
 
 	// A hand-written tool.
 	impl *implTool
-}
-
-// Option configures a tool declared with [Tool].
-type Option interface {
-	apply(*options)
-}
-
-type optionFunc func(*options)
-
-func (f optionFunc) apply(o *options) { f(o) }
-
-// options records what each option set, and every conflict.
-type options struct {
-	name, description        string
-	named                    bool // Name was given, even as ""
-	idempotent, parallelSafe bool
-	confirm                  bool
-	timeout                  time.Duration
-	tasks                    TaskSupport
-	taskAfterInput           bool
-	register                 bool
-	requires                 []string
-	rate                     store.Rate // RateLimit
-	maxInFlight              int
-	set                      map[string]any
-	conflicts                []error
-}
-
-// record notes that option key was given value v, and reports a conflict
-// when it was given another value before.
-func (o *options) record(key string, v any) bool {
-	if o.set == nil {
-		o.set = map[string]any{}
-	}
-	if prev, ok := o.set[key]; ok && prev != v {
-		o.conflicts = append(o.conflicts, fmt.Errorf("option %s is given twice with different values (%v and %v); keep one", key, prev, v))
-		return false
-	}
-	o.set[key] = v
-	return true
-}
-
-// Name sets the tool's name: 1 to 128 ASCII letters, digits, '_', '-' and
-// '.'. Without it the name is derived from the function's: createOrder
-// becomes create_order, getHTTPStatus get_http_status.
-func Name(s string) Option {
-	return optionFunc(func(o *options) {
-		if o.record("Name", s) {
-			o.name, o.named = s, true
-		}
-	})
-}
-
-// Description tells the model what the tool does and when to use it.
-// Without it the function's doc comment is used, when `carmy gen` has
-// extracted it.
-func Description(s string) Option {
-	return optionFunc(func(o *options) {
-		if o.record("Description", s) {
-			o.description = s
-		}
-	})
-}
-
-// Idempotent declares that calling the tool twice with the same input has
-// the effect of calling it once. A tool whose effect is [None] or [Read] is
-// idempotent without it: its [ToolMetadata], GET /tools and MCP's
-// idempotentHint say so.
-func Idempotent() Option {
-	return optionFunc(func(o *options) { o.record("Idempotent", true); o.idempotent = true })
-}
-
-// ParallelSafe declares that executions of the tool may overlap. Without
-// it, carmy runs at most one execution of the tool at a time.
-func ParallelSafe() Option {
-	return optionFunc(func(o *options) { o.record("ParallelSafe", true); o.parallelSafe = true })
-}
-
-// RequireConfirmation makes every call of the tool need the permission
-// "confirm:<name>", or "confirm:<name>:<digest>" bound to one input, granted
-// by the host.
-func RequireConfirmation() Option {
-	return optionFunc(func(o *options) { o.record("RequireConfirmation", true); o.confirm = true })
-}
-
-// Timeout sets the deadline of one execution of the tool, overriding the
-// builder's default. It must be positive.
-func Timeout(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d <= 0 {
-			o.conflicts = append(o.conflicts, fmt.Errorf("Timeout(%v) must be positive", d))
-			return
-		}
-		if o.record("Timeout", d) {
-			o.timeout = d
-		}
-	})
-}
-
-// Register(false) keeps the tool out of the automatic registry that
-// [App] starts from. Tools declared inside functions, such as tests,
-// should say it.
-func Register(register bool) Option {
-	return optionFunc(func(o *options) {
-		if o.record("Register", register) {
-			o.register = register
-		}
-	})
 }
 
 // autoRegistry holds every tool declared without Register(false).
@@ -375,4 +266,30 @@ func SchemaFor[T any]() json.RawMessage {
 // concurrent use.
 func RegisterComments(comments map[string]string) {
 	shape.AddComments(commentsFor(callerPackage(), comments))
+}
+
+// tool is a prepared, runnable tool.
+type tool struct {
+	meta    ToolMetadata
+	def     *ToolDef
+	inType  reflect.Type // the input struct, struct{} for tools without one
+	in      *shape.Node
+	out     *shape.Node // nil for tools that return error alone
+	args    []reflect.Value
+	invoke  func(c *Context, in reflect.Value) (any, error)
+	handler CallFunc // the middleware chain around Registry.call
+	direct  bool     // no middleware: dispatch calls Registry.call itself
+	confirm string   // "confirm:<name>"
+	content bool     // the output is Content: MCP content blocks
+	// requestID is the input field tagged carmy:"request_id", if any.
+	requestID *shape.Field
+	// rate and maxInFlight are the tool's limits per principal; zero for
+	// none.
+	rate        store.Rate
+	maxInFlight int
+	// askFirst: its questions come before its task ([TaskAfterInput]).
+	askFirst bool
+	// server is the server the tool is mounted from, "" for the
+	// registry's own: the Tool entity's server attribute for policies.
+	server string
 }

@@ -2,9 +2,6 @@ package carmy
 
 import (
 	"maps"
-	"net/http"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Keys of [Call].Metadata that carry the caller's W3C trace context, so
@@ -44,20 +41,6 @@ func withTrace(md map[string]string, parent, state string) map[string]string {
 		out[MetaTracestate] = state
 	}
 	return out
-}
-
-// withMCPTrace is withTrace for a tools/call request: the trace context
-// comes from its _meta, else from the headers of the HTTP request that
-// carried it (nil over other transports).
-func withMCPTrace(md map[string]string, meta mcp.Meta, header http.Header) map[string]string {
-	if p, ok := meta[MetaTraceparent].(string); ok {
-		s, _ := meta[MetaTracestate].(string)
-		return withTrace(md, p, s)
-	}
-	if header != nil {
-		return withTrace(md, header.Get(MetaTraceparent), header.Get(MetaTracestate))
-	}
-	return md
 }
 
 // printable reports whether s is printable ASCII, as every valid trace

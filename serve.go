@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/carmy-dev/carmy/internal/guard"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 )
 
@@ -65,49 +67,6 @@ func (b *Builder) DrainTimeout(d time.Duration) *Builder {
 	b.drain = d
 	return b
 }
-
-// ElicitConfirmation lets MCP clients over HTTP, too, be asked to confirm
-// a call that needs confirmation, with a form that shows the person at the
-// client the call's input: accepted, the call runs once; declined, it is
-// refused. Clients of a single-client transport (stdio, [Registry.ServeMCP])
-// are asked by default, as their application is the person's own channel;
-// over HTTP it is off by default, because a client there may answer forms
-// on its own, which would hand the decision to the client instead of a
-// person. [Builder.NoFormConfirmation] turns forms off on every transport;
-// the two contradict each other.
-func (b *Builder) ElicitConfirmation() *Builder {
-	if b.elicit == formNever {
-		b.misuse("Builder.ElicitConfirmation contradicts Builder.NoFormConfirmation")
-		return b
-	}
-	b.elicit = formEverywhere
-	return b
-}
-
-// NoFormConfirmation turns confirmation by form elicitation off on every
-// transport, stdio included, for a host that cannot trust its clients to
-// show a form to a person (a client that answers forms by itself could
-// confirm anything it is shown). A call that needs confirmation then waits
-// for a person's approval in the console: a client that can open a page for
-// its user (URL elicitation) is sent there, and a host may still grant
-// confirmation by permission. It contradicts [Builder.ElicitConfirmation].
-func (b *Builder) NoFormConfirmation() *Builder {
-	if b.elicit == formEverywhere {
-		b.misuse("Builder.NoFormConfirmation contradicts Builder.ElicitConfirmation")
-		return b
-	}
-	b.elicit = formNever
-	return b
-}
-
-// formConfirmation is where calls are confirmed by form elicitation.
-type formConfirmation int8
-
-const (
-	formSingleClient formConfirmation = iota // the default: stdio and other single-client transports
-	formEverywhere                           // ElicitConfirmation: over HTTP too
-	formNever                                // NoFormConfirmation
-)
 
 // StdioIdentity sets who calls through [Builder.RunStdio]: the local user
 // who started the server. The default is the anonymous principal "".
@@ -232,23 +191,6 @@ func (b *Builder) checkExposure(addr string) error {
 	return fmt.Errorf("carmy: refusing to listen on %s without authentication: anyone who reaches it could call every tool; set an Authenticator (or tokens in carmy.toml), listen on 127.0.0.1, or call AllowUnauthenticated", addr)
 }
 
-// ServeMCP serves MCP over any transport of the official SDK
-// (github.com/modelcontextprotocol/go-sdk/mcp): the registry's MCP server,
-// the one that [Registry.Handler] serves at /mcp and [Registry.ServeStdio]
-// over streams, connected to t. It serves one session, with the identity
-// of a stdio client (the builder's stdio identity, if any), until ctx is
-// done or the client closes the connection; it returns nil then.
-//
-// An in-memory pair (mcp.NewInMemoryTransports) connects a client in the
-// same process, for tests and benchmarks:
-//
-//	serverT, clientT := mcp.NewInMemoryTransports()
-//	go reg.ServeMCP(ctx, serverT)
-//	session, err := mcp.NewClient(impl, nil).Connect(ctx, clientT, nil)
-func (r *Registry) ServeMCP(ctx context.Context, t mcp.Transport) error {
-	return r.mcpServer().Serve(ctx, t)
-}
-
 // tuning holds the serving settings that no option sets, because their
 // defaults suit every host: the server's timeouts against slow clients and
 // where the console URL is announced. Tests shorten the timeouts and catch
@@ -301,4 +243,177 @@ func (t *tuning) console() (w io.Writer, terminal bool) {
 		return t.consoleOut, t.consoleTerminal
 	}
 	return os.Stderr, isTerminal(os.Stderr)
+}
+
+// MinStateKeySize is the shortest key [Builder.StateKey] takes, in bytes.
+const MinStateKeySize = 32
+
+// The MCP door makes and takes signing keys of the size the builder takes
+// (this index is out of range, and does not compile, otherwise).
+var _ = [1]struct{}{}[MinStateKeySize-mcpserve.MinKeySize]
+
+// StateKey sets the key that signs the request state the registry hands
+// clients of the sessionless MCP protocol (2026-07-28): a confirmation a
+// person gave in one round of a call, and the question asked of them, are
+// honoured in the next round only when signed with this key. State signed
+// by one registry never verifies in another, so a confirmation given to a
+// staging registry is never taken by a production one in the same process.
+//
+// Without StateKey, a registry whose idempotency store keeps shared keys
+// ([store.KeyStore]: the in-memory store, redisstore) takes the store's
+// key, made at random once: the hosts of one deployment share it, and a
+// call's next round verifies on whichever host it lands; registries that
+// share no store share no key. Give every host of a deployment the same
+// key here (or state_key in carmy.toml, CARMY_STATE_KEY) when their store
+// keeps none. The key must be at least [MinStateKeySize] random bytes,
+// kept secret; the builder keeps its own copy.
+func (b *Builder) StateKey(key []byte) *Builder {
+	if len(key) < MinStateKeySize {
+		b.misuse("Builder.StateKey was given %d bytes; give at least %d random bytes", len(key), MinStateKeySize)
+		return b
+	}
+	b.stateKey = slices.Clone(key)
+	return b
+}
+
+// AllowHosts adds names that a request may carry in its Host header,
+// besides localhost, 127.0.0.1 and [::1]: the names under which a reverse
+// proxy forwards to the server, or under which its callers reach it. A
+// server without an [Authenticator] checks the Host of every request,
+// wherever it arrived (in a container, requests published on the host's
+// 127.0.0.1 arrive on the container's own address); one with an
+// authenticator checks requests that arrived on a loopback address. A
+// name without a port, "tools.example.com", matches any port;
+// "tools.example.com:8443" matches that port only. Every other Host is
+// refused with 403 on every route but the health checks (/healthz,
+// /readyz, /livez), so that a web page whose
+// domain an attacker rebinds to the server's address cannot reach the
+// tools.
+func (b *Builder) AllowHosts(hosts ...string) *Builder {
+	for _, h := range hosts {
+		k, err := guard.ParseHost(h)
+		if err != nil {
+			b.misuse("Builder.AllowHosts(%q): %v", h, err)
+			continue
+		}
+		b.allowHosts = append(b.allowHosts, k)
+	}
+	return b
+}
+
+// AllowOrigins adds browser origins, "scheme://host[:port]" exactly as a
+// browser sends them in its Origin header, whose pages may call the
+// server. Every other cross-origin request from a browser (an Origin that
+// is not the server's own, or Sec-Fetch-Site other than same-origin or
+// none) is refused with 403 on every route, /mcp included. Requests from
+// programs, which send neither header, are not affected.
+//
+// The pages of an allowed origin get CORS: their preflight requests are
+// answered, and they may send the Authorization, Content-Type,
+// Idempotency-Key and MCP headers, and read the answers.
+func (b *Builder) AllowOrigins(origins ...string) *Builder {
+	for _, o := range origins {
+		if err := guard.CheckOrigin(o); err != nil {
+			b.misuse("Builder.AllowOrigins(%q): %v", o, err)
+			continue
+		}
+		b.allowOrigins = append(b.allowOrigins, o)
+	}
+	return b
+}
+
+// DefaultBodyLimit is the largest message carmy reads by default: see
+// [Builder.BodyLimit].
+const DefaultBodyLimit = 1 << 20
+
+// PublicURL names the address clients reach the server at, such as
+// "https://tools.example.com", when it is not the one requests arrive
+// with: behind a reverse proxy that rewrites Host or terminates TLS.
+// Approval links (approval_url, and the page sent by MCP URL elicitation)
+// and the OAuth protected-resource metadata, when [OAuthConfig].Audience
+// is not a URL, are then built from it instead of the request's Host and
+// scheme. Request headers such as X-Forwarded-Host are never trusted for
+// this. It is public_url in carmy.toml and CARMY_PUBLIC_URL.
+func (b *Builder) PublicURL(u string) *Builder {
+	base, err := checkPublicURL(u)
+	if err != nil {
+		b.misuse("Builder.PublicURL: %v", err)
+		return b
+	}
+	b.publicURL = base
+	return b
+}
+
+// checkPublicURL returns an absolute http(s) URL with a host, without its
+// trailing slash, or says why it is not one.
+func checkPublicURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%q is not an http or https URL with a host and no query, such as \"https://tools.example.com\"", s)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// Defaults of the MCP endpoint's sessions.
+const (
+	// DefaultSessionTimeout is how long an MCP session may stay idle before
+	// the server closes it.
+	DefaultSessionTimeout = 10 * time.Minute
+	// DefaultMaxSessions is how many MCP sessions one principal may hold
+	// open at once.
+	DefaultMaxSessions = 64
+)
+
+// SessionTimeout sets how long an MCP session over HTTP may stay idle (no
+// request of its client in progress, a GET stream counting as one) before
+// the server closes it; the client then gets 404 and starts a new session,
+// as MCP clients do. The default is [DefaultSessionTimeout].
+func (b *Builder) SessionTimeout(d time.Duration) *Builder {
+	if d <= 0 {
+		b.misuse("Builder.SessionTimeout(%v) must be positive", d)
+		return b
+	}
+	b.sessionTimeout = d
+	return b
+}
+
+// MaxSessions sets how many MCP sessions over HTTP one principal may hold
+// open at once: opening one more closes that principal's least recently
+// used session. The default is [DefaultMaxSessions].
+func (b *Builder) MaxSessions(n int) *Builder {
+	if n <= 0 {
+		b.misuse("Builder.MaxSessions(%d) must be positive", n)
+		return b
+	}
+	b.maxSessions = n
+	return b
+}
+
+// DefaultHealthGrace is how long a host may be unable to reach its store
+// before its health and readiness checks fail, unless the host sets
+// another ([Builder.HealthGrace]).
+const DefaultHealthGrace = 5 * time.Second
+
+// HealthGrace sets how long the store ([Builder.Store], [Builder.Locker],
+// [Builder.StoreURL]) may be out of reach, as seen by the health checks,
+// before GET /healthz and GET /readyz answer 503: a short blip does not
+// drain the host, a partition does, so that the load balancer sends calls
+// to the hosts that can keep their promises. The default is
+// [DefaultHealthGrace]; 0 fails the checks at the first failed ping. A
+// store reports its reachability by implementing [store.Pinger]; the
+// in-memory default is always reachable.
+func (b *Builder) HealthGrace(d time.Duration) *Builder {
+	if d < 0 {
+		b.misuse("Builder.HealthGrace(%v): the grace must not be negative", d)
+		return b
+	}
+	b.healthGrace = &d
+	return b
+}
+
+func (b *Builder) healthGraceOrDefault() time.Duration {
+	if b.healthGrace == nil {
+		return DefaultHealthGrace
+	}
+	return *b.healthGrace
 }

@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/internal/shape"
 )
 
 // maxRequestIDLen is the longest request id a call may carry. A request id
@@ -129,4 +132,106 @@ func (r *randomBlocks) v7time() (milli, seq int64) {
 	}
 	r.last = now
 	return milli, seq
+}
+
+// canonical returns the canonical form of the call's validated input and
+// its hex SHA-256, which confirmations, approvals, request ids and audit
+// records compare. It is made once per call, when first needed.
+func (req *Request) canonical(t *tool) (form []byte, digest string, err error) {
+	if req.digest == "" {
+		if req.form, err = t.canonicalInput(req.Call.Input); err != nil {
+			return nil, "", err
+		}
+		req.digest = canon.Sum(req.form)
+	}
+	return req.form, req.digest, nil
+}
+
+// canonicalInput returns the canonical form of a validated input: the
+// form its digest is taken over, for showing a person what they approve.
+// One validated input has one form: key order, white space and number
+// notation aside, and an optional member sent as null the same as one left
+// out. Numbers are kept exact.
+func (t *tool) canonicalInput(input []byte) ([]byte, error) {
+	return canon.Form(input, inputModel(t.in))
+}
+
+// inputModel is the type model as the canonical form reads it; nil where
+// nothing below can be dropped.
+func inputModel(n *shape.Node) canon.Model {
+	if n == nil {
+		return nil
+	}
+	switch n.Deref().Kind {
+	case shape.KindStruct, shape.KindMap, shape.KindSlice, shape.KindArray:
+		return canonModel{n.Deref()}
+	}
+	return nil
+}
+
+// canonModel is a struct, map or array node as a [canon.Model]: a member
+// that is not required may be null or absent, one input either way.
+type canonModel struct{ n *shape.Node }
+
+func (m canonModel) Member(name string) (canon.Model, bool) {
+	switch m.n.Kind {
+	case shape.KindStruct:
+		if f, ok := m.n.Lookup(name); ok {
+			return inputModel(f.Node), !f.Required
+		}
+	case shape.KindMap:
+		return inputModel(m.n.Elem), false
+	}
+	return nil, false
+}
+
+func (m canonModel) Items() canon.Model {
+	if m.n.Kind == shape.KindSlice || m.n.Kind == shape.KindArray {
+		return inputModel(m.n.Elem)
+	}
+	return nil
+}
+
+// decode decodes and validates an input into a new value of the input
+// type, returned as a pointer.
+func (t *tool) decode(input []byte) (reflect.Value, error) {
+	in, fields := decodeValid(t.in, t.inType, input)
+	if fields == nil {
+		return in, nil
+	}
+	e := &Error{Code: CodeInvalidInput, Fields: limitFields(fields)}
+	if len(fields) == 1 {
+		e.Message = fmt.Sprintf("invalid input for %s: %s", t.meta.Name, describe(fields[0]))
+	} else {
+		e.Message = fmt.Sprintf("invalid input for %s: %d problems; fix each field listed", t.meta.Name, len(fields))
+	}
+	return reflect.Value{}, e
+}
+
+// decodeValid decodes data into a new value of typ by node's rules and
+// checks it by them: a tool's input and the answer to a tool's question
+// pass the same checks. It returns a pointer to the value, or every
+// problem found and no value; the caller counts them all, and bounds
+// what it sends with limitFields.
+func decodeValid(node *shape.Node, typ reflect.Type, data []byte) (reflect.Value, []FieldError) {
+	v := reflect.New(typ)
+	problems, fatal := shape.Decode(node, data, v.Elem())
+	if !fatal {
+		problems = append(problems, shape.Check(node, v.Elem(), problems)...)
+	}
+	if len(problems) == 0 {
+		return v, nil
+	}
+	fields := make([]FieldError, len(problems))
+	for i, p := range problems {
+		fields[i] = FieldError(p)
+	}
+	return reflect.Value{}, fields
+}
+
+func describe(f FieldError) string {
+	if f.Path == "" {
+		return f.Message
+	}
+	return f.Path + " " + f.Message
 }

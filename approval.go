@@ -67,6 +67,9 @@ type approvals struct {
 
 	mu      sync.Mutex
 	decided chan struct{} // closed and replaced when a decision is made here
+	// tasks are the approvals that a task of this host waits for, which
+	// resumes once approved: the approvals API says so to the person.
+	tasks sync.Map // approval id → struct{}
 }
 
 func newApprovals(s store.ApprovalStore, timeout time.Duration) *approvals {
@@ -288,7 +291,7 @@ func (r *Registry) auditExpiry(a store.Approval) {
 		return
 	}
 	time.AfterFunc(time.Until(a.Expires), func() {
-		if r.streams.Err() != nil {
+		if r.life.Err() != nil {
 			return
 		}
 		ctx := context.Background()

@@ -103,7 +103,8 @@ type AuditRecord struct {
 // called concurrently. For a record of a destructive tool, Audit returns
 // only once the record is durable, since the tool runs only after it
 // returns; other records it may buffer. An error means the record may be
-// lost: a destructive tool then does not run.
+// lost: a destructive tool then does not run. Package audittest checks
+// that a sink keeps these promises.
 type Auditor interface {
 	Audit(ctx context.Context, rec AuditRecord) error
 }
@@ -224,39 +225,96 @@ func (b *Builder) openAuditors(closers *[]func() error) ([]Auditor, []error) {
 }
 
 // NewJSONLinesAuditor returns a sink that writes every record to w as one
-// line of JSON, one record at a time. When w has a Sync method, as an
-// *os.File does, a destructive tool's records are synced before Audit
-// returns, and a failed sync is the record's failure.
+// line of JSON. Records that arrive while an earlier write is under way
+// share the next write (group commit); Audit returns once its record is
+// written, so a record still reaches w before its caller is answered. When
+// w has a Sync method, as an *os.File does, a write that holds a
+// destructive tool's record is synced before Audit returns, and a failed
+// write or sync is the failure of every record it held.
 func NewJSONLinesAuditor(w io.Writer) Auditor {
 	j := &jsonLines{w: w}
 	j.sync, _ = w.(interface{ Sync() error })
+	j.written.L = &j.mu
 	return j
 }
 
 type jsonLines struct {
-	mu   sync.Mutex
 	w    io.Writer
 	sync interface{ Sync() error }
-	torn bool // a write failed part way: the next record starts a new line
+
+	mu      sync.Mutex
+	written sync.Cond   // a batch was written
+	pending []byte      // the lines of the open batch
+	spare   []byte      // the buffer of the last batch written, for the next
+	open    *auditBatch // the batch records join, nil when none waits
+	writing bool        // a caller is writing batches
+	torn    bool        // a write failed part way: the next batch starts a new line
 }
+
+// auditBatch is the records one write holds.
+type auditBatch struct {
+	sync bool // one of them is a destructive tool's: sync after writing
+	done bool
+	err  error
+}
+
+// localSink is a sink that writes where no deadline is needed (a local
+// file): the runtime gives it no timer.
+func (j *jsonLines) localSink() {}
 
 func (j *jsonLines) Audit(_ context.Context, rec AuditRecord) error {
 	line, err := jsonv2.Marshal(rec, encodeOptions)
 	if err != nil {
 		return err
 	}
-	line = append(line, '\n')
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.torn {
-		line = append([]byte{'\n'}, line...)
+	b := j.open
+	if b == nil {
+		b = &auditBatch{}
+		j.open = b
 	}
-	n, err := j.w.Write(line)
-	j.torn = err != nil && (n > 0 || j.torn)
+	j.pending = append(append(j.pending, line...), '\n')
+	b.sync = b.sync || rec.Effect == Destructive && j.sync != nil
+	if j.writing {
+		for !b.done {
+			j.written.Wait()
+		}
+		j.mu.Unlock()
+		return b.err
+	}
+	// This caller writes: every batch that opens while it writes, until
+	// none is left, then the waiters of each are woken.
+	j.writing = true
+	for j.open != nil {
+		batch, buf := j.open, j.pending
+		j.open, j.pending = nil, j.spare[:0]
+		j.mu.Unlock()
+		err := j.write(buf, batch.sync)
+		j.mu.Lock()
+		j.spare = buf
+		batch.done, batch.err = true, err
+		j.written.Broadcast()
+	}
+	j.writing = false
+	j.mu.Unlock()
+	return b.err
+}
+
+// write writes one batch, and syncs it when it holds a destructive tool's
+// record. Only the caller that writes calls it.
+func (j *jsonLines) write(buf []byte, sync bool) error {
+	if j.torn {
+		if _, err := j.w.Write([]byte{'\n'}); err != nil {
+			return err
+		}
+		j.torn = false
+	}
+	n, err := j.w.Write(buf)
+	j.torn = err != nil && n > 0
 	if err != nil {
 		return err
 	}
-	if rec.Effect == Destructive && j.sync != nil {
+	if sync {
 		return j.sync.Sync()
 	}
 	return nil
@@ -274,10 +332,25 @@ func (a auditing) observe(ctx context.Context, rec AuditRecord, _ time.Duration)
 	if rec.Decision != AuditRefused && rec.Effect < Write {
 		return
 	}
-	timeout := a.r.tools[rec.Tool].meta.Timeout
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	actx := context.WithoutCancel(ctx)
+	if !a.r.auditLocal() {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(actx, a.r.tools[rec.Tool].meta.Timeout)
+		defer cancel()
+	}
 	_ = a.r.writeAudit(actx, rec)
-	cancel()
+}
+
+// auditLocal reports whether every sink writes where no deadline is needed
+// (files), so that a record needs no timer: those sinks do not read the
+// context they are given.
+func (r *Registry) auditLocal() bool {
+	for _, a := range r.auditors {
+		if _, ok := a.(interface{ localSink() }); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // auditStart writes the started record of a destructive tool that is about

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -302,6 +303,78 @@ func TestJSONLinesAuditorSyncsDestructiveRecords(t *testing.T) {
 	f.failSync = true
 	if _, err := reg.Execute(ctx, carmy.Call{Tool: "wipe", Input: json.RawMessage(`{"id":"b"}`)}); carmy.CodeOf(err) != carmy.CodeUnavailable {
 		t.Fatalf("destructive with a failing sync: %v", err)
+	}
+}
+
+// gate is a writer whose first write waits until it is opened, so that
+// records arriving meanwhile queue behind it.
+type gate struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+	first  chan struct{} // closed when the first write starts
+	open   chan struct{}
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	g.writes++
+	n := g.writes
+	g.mu.Unlock()
+	if n == 1 {
+		close(g.first)
+		<-g.open
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.Write(p)
+}
+
+// Records that arrive while a write is under way share the next write
+// (group commit), and each Audit returns only once its own record is
+// written.
+func TestJSONLinesAuditorGroupCommit(t *testing.T) {
+	t.Parallel()
+	g := &gate{first: make(chan struct{}), open: make(chan struct{})}
+	a := carmy.NewJSONLinesAuditor(g)
+	ctx := context.Background()
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- a.Audit(ctx, carmy.AuditRecord{Tool: "first", Effect: carmy.Write}) }()
+	<-g.first
+	const queued = 8
+	var wg sync.WaitGroup
+	for i := range queued {
+		wg.Go(func() {
+			if err := a.Audit(ctx, carmy.AuditRecord{Tool: "queued", Effect: carmy.Write, RequestID: strconv.Itoa(i)}); err != nil {
+				t.Error(err)
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if !strings.Contains(g.buf.String(), `"request_id":"`+strconv.Itoa(i)+`"`) {
+				t.Errorf("Audit of record %d returned before it was written", i)
+			}
+		})
+	}
+	// Let the queued records join the open batch before the first write
+	// finishes: a record that cannot join waits for the write under way.
+	time.Sleep(50 * time.Millisecond)
+	close(g.open)
+	wg.Wait()
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(g.buf.String(), "\n"), "\n")
+	if len(lines) != queued+1 {
+		t.Fatalf("%d lines, want %d: %q", len(lines), queued+1, g.buf.String())
+	}
+	for _, l := range lines {
+		var rec carmy.AuditRecord
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+	}
+	if g.writes >= queued+1 {
+		t.Errorf("%d writes for %d records: no record shared a write", g.writes, queued+1)
 	}
 }
 

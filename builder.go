@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"reflect"
@@ -359,7 +360,7 @@ func (b *Builder) Build() (*Registry, error) {
 	if len(auditors) > 0 {
 		r.observers = append(r.observers, auditing{r})
 	}
-	r.streams, r.endStreams = context.WithCancel(context.Background())
+	r.life, r.end = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
 	r.mcpConfig = b.mcpConfig.clone()
 	r.tuning = b.tuning
@@ -386,6 +387,7 @@ func (b *Builder) Build() (*Registry, error) {
 		r.names = append(r.names, t.meta.Name)
 	}
 	errs = append(errs, b.checkToolRates(r)...)
+	errs = append(errs, r.mcpConfig.loadSkills()...)
 	errs = append(errs, b.buildPolicies(r)...)
 	if err := errors.Join(errs...); err != nil {
 		for _, c := range storeClosers {
@@ -424,6 +426,29 @@ func (b *Builder) Build() (*Registry, error) {
 	}
 	b.watchPolicies(r)
 	return r, nil
+}
+
+// Skills serves the skills a host ships, with MCP's skills extension
+// (SEP-2640, io.modelcontextprotocol/skills): each directory of fsys that
+// holds a SKILL.md is a skill, named by its front matter's name (which
+// must be its directory's name and follow the Agent Skills naming rules)
+// and described by its description; every other file of fsys belongs to
+// the skill whose directory holds it. MCP clients list them (skills/list),
+// get one's entry (skills/get), and read each file as a resource at
+// skill://<directory>/<file>, with its sha256 digest and size.
+//
+// carmy also serves a skill of its own, skill://carmy/tool-rules/SKILL.md,
+// written for each caller from the tools that caller may list: which need
+// a person and how to wait, limits and how to back off, tasks, and request
+// ids for safe retries. fsys may be nil to serve that skill alone.
+//
+// Build checks the folder: a skill without a valid SKILL.md, a name the
+// extension refuses, a skill over 512 files or 16 MiB, or a file that
+// belongs to no skill is a [*BuildError] naming the file. The files are
+// read once, at Build.
+func (b *Builder) Skills(fsys fs.FS) *Builder {
+	b.mcpConfig.skillsOn, b.mcpConfig.skillsFS = true, fsys
+	return b
 }
 
 // redactedError is an error of opening the store URL, which may hold a

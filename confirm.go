@@ -236,6 +236,14 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 		r.freeSlot(ctx, t, req)
 	}
 	a, err := req.asker.ask(ctx, t, req.Call, form, digest, e, pending)
+	if err == nil {
+		// The wait may have lasted as long as the approval lives: the
+		// caller's permission (the tool's Requires, the Authorize policy)
+		// is checked again before the tool starts, as of now.
+		if pe := r.permit(&req.exec.c, t); pe != nil {
+			err = pe
+		}
+	}
 	if err == nil && waits {
 		if busy, serr := r.takeSlot(ctx, t, req); busy != nil {
 			err = busy
@@ -367,7 +375,7 @@ func (r *Registry) replayOnlyError(ctx context.Context, t *tool, req *Request) e
 // (asked: they closed the page or the form without deciding). Without a
 // console, e stands.
 func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve.Pending, asked bool) error {
-	base, c, err := r.http.localConsole(ctx)
+	base, _, err := r.http.localConsole(ctx)
 	if err != nil {
 		return e
 	}
@@ -380,20 +388,11 @@ func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve
 	}
 	details := maps.Clone(e.Details)
 	details["console"] = page
-	details["host_help"] = fmt.Sprintf("a person approves or denies approval %s with `carmy approvals` in a terminal, or in the console at %s%s; a host may instead grant the permission %q, for this input only, or %q",
-		pending.ID, page, linkIn(c.fileName()), pending.Permission, details["tool_permission"])
+	details["host_help"] = fmt.Sprintf("a person approves or denies approval %s with `carmy approvals` in a terminal, or in the console at %s; a host may instead grant the permission %q, for this input only, or %q",
+		pending.ID, page, pending.Permission, details["tool_permission"])
 	out := *e
 	out.Message, out.Details = msg, details
 	return &out
-}
-
-// linkIn says where the console link with the secret is: in the file, if
-// one was written.
-func linkIn(file string) string {
-	if file == "" {
-		return ""
-	}
-	return " (its link with the secret is in " + file + ")"
 }
 
 // declined denies the approval of a call whose confirmation the person

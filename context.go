@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/carmy-dev/carmy/internal/mcpform"
 	"github.com/carmy-dev/carmy/internal/naming"
 	"github.com/carmy-dev/carmy/internal/shape"
@@ -218,7 +216,7 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 	if err != nil {
 		return false, &Error{Code: CodeInternal, Message: "Elicit cannot ask for these fields: a form holds strings, numbers, booleans and lists of choices", Err: err}
 	}
-	res, err := p.Elicit(c.Context, questionName(v.Elem().Type()), &mcp.ElicitParams{Message: message, RequestedSchema: form})
+	res, err := p.Elicit(c.Context, questionName(v.Elem().Type()), question{Message: message, Form: form})
 	var refusal *Error
 	if errors.As(err, &refusal) { // the door's own answer
 		return false, refusal

@@ -120,6 +120,17 @@
 // [TaskAfterInput] has a tool's questions asked before its task starts,
 // where MCP lets a call do both.
 //
+// # Skills
+//
+// [Builder.Skills] serves the skills a host ships (directories that each
+// hold a SKILL.md, with their files) over MCP's skills extension:
+// skills/list and skills/get give each skill's front matter and every
+// file's sha256 digest and size, and resources/read gives the files at
+// skill://<directory>/<file>. carmy adds skill://carmy/tool-rules/SKILL.md,
+// written for each caller from the tools that caller may list: which need
+// a person and how to wait, limits and how to back off, tasks, and request
+// ids for safe retries. Build refuses a bad folder, naming the file.
+//
 // # Concurrency
 //
 // A [Registry] is immutable and safe for concurrent use. A tool without

@@ -30,7 +30,6 @@ import (
 	"github.com/carmy-dev/carmy/internal/oauthrs"
 	"github.com/carmy-dev/carmy/store"
 	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Handler returns the registry's HTTP API:
@@ -355,7 +354,7 @@ type streamsKey struct{}
 func (s *httpServer) streaming(ctx context.Context) (context.Context, context.CancelFunc) {
 	ends, ok := ctx.Value(streamsKey{}).(context.Context)
 	if !ok {
-		ends = s.r.streams
+		ends = s.r.life
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(ends, cancel)
@@ -383,7 +382,7 @@ func (s *httpServer) longPoll(req *http.Request, wait string, limit time.Duratio
 // [Registry.Close].
 func (s *httpServer) serve(ctx context.Context, ln net.Listener, drain time.Duration, host bool) error {
 	// Ended by this server's shutdown, and by the registry's closing.
-	streams, endStreams := context.WithCancel(s.r.streams)
+	streams, endStreams := context.WithCancel(s.r.life)
 	defer endStreams()
 	srv := &http.Server{
 		Handler: s.routes(),
@@ -874,7 +873,7 @@ func taskAnswers(body []byte) (map[string]json.RawMessage, error) {
 	}
 	out := make(map[string]json.RawMessage, len(raw))
 	for _, q := range slices.Sorted(maps.Keys(raw)) { // the first problem, the same each time
-		var a mcp.ElicitResult
+		var a answer
 		if err := json.Unmarshal(raw[q], &a); err != nil {
 			return nil, Errorf(CodeInvalidInput, "the answer to %q is not an object with an action and its content", q)
 		}
@@ -917,6 +916,9 @@ type wireSummary struct {
 	URL       string    `json:"url"`
 	// MayDecide: the caller may approve or deny it.
 	MayDecide bool `json:"may_decide"`
+	// TaskWaits: a task waits for it on this server, and resumes once it
+	// is approved (no call needs to be made again).
+	TaskWaits bool `json:"task_waits,omitempty"`
 }
 
 // wireApproval is one approval as the HTTP API shows it, with its input.
@@ -931,7 +933,13 @@ type wireApproval struct {
 func (s *httpServer) wireSummary(ctx context.Context, a store.Approval, c approve.Who) wireSummary {
 	return wireSummary{a.ID, a.Tool, a.Principal, a.Digest, a.RequestID, string(a.Status),
 		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, s.r.approvalURL(ctx, a.ID),
-		a.Status == store.ApprovalPending && c.MayDecide(a) == nil}
+		a.Status == store.ApprovalPending && c.MayDecide(a) == nil, s.r.taskWaits(a.ID)}
+}
+
+// taskWaits reports whether a task of this host waits for approval id.
+func (r *Registry) taskWaits(id string) bool {
+	_, ok := r.approvals.tasks.Load(id)
+	return ok
 }
 
 func (s *httpServer) wireApproval(ctx context.Context, a store.Approval, c approve.Who) wireApproval {
@@ -1089,9 +1097,10 @@ func (s *httpServer) serveDecision(approved bool) func(http.ResponseWriter, *htt
 					Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",
 					Details: map[string]any{"approval_id": a.ID, "reason": "own_call"}})
 			case s.auth == nil:
-				// No permission exists here: say where the approver's link is.
+				// No permission exists here: say how the person decides,
+				// never where the secret is (an agent reads this).
 				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
-					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal%s", linkIn(s.console.fileName())))
+					"deciding approvals here needs the console secret: open the console link the server printed when it started, or run `carmy approvals` in a terminal"))
 			default:
 				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
 					"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
@@ -1168,9 +1177,6 @@ const consoleHeader = console.Header
 type consoleAuth struct {
 	secret string // "" with an authenticator
 	codes  console.Codes
-	// file is where the link with the secret was written, once it was:
-	// the page tells a person without the secret where it is.
-	file atomic.Pointer[string]
 }
 
 func newConsoleAuth(authenticated bool) *consoleAuth {
@@ -1180,14 +1186,6 @@ func newConsoleAuth(authenticated bool) *consoleAuth {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // never fails
 	return &consoleAuth{secret: hex.EncodeToString(b[:])}
-}
-
-// fileName is the path of the file that holds the link, or "".
-func (c *consoleAuth) fileName() string {
-	if p := c.file.Load(); p != nil {
-		return *p
-	}
-	return ""
 }
 
 // holds reports whether a request carries the console secret, in its
@@ -1221,6 +1219,7 @@ func (r *Registry) ConsoleURL(base string) string {
 func (s *httpServer) mountConsole(mux *http.ServeMux) {
 	mountPage(mux)
 	mux.HandleFunc("POST /console/exchange", s.serveExchange(s.console))
+	mux.HandleFunc("POST "+console.ChallengePath, serveChallenge(s.console))
 	mux.HandleFunc("GET /console/session", authenticated(s, s.caller, s.serveConsoleSession))
 	mux.HandleFunc("GET /console/executions", authenticated(s, s.caller, s.serveExecutions))
 }
@@ -1295,6 +1294,30 @@ func (s *httpServer) serveExchange(c *consoleAuth) http.HandlerFunc {
 	}
 }
 
+// serveChallenge answers the challenge of `carmy approvals`, which makes
+// sure that the server behind a console file is the one that wrote it
+// before it sends that file's secret anywhere: the proof (an HMAC of the
+// nonce, keyed by c's secret) shows that the server knows the secret, and
+// never reveals it.
+func serveChallenge(c *consoleAuth) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if c.secret == "" {
+			writeError(w, Errorf(CodeNotFound, "this server has no console secret"))
+			return
+		}
+		var body struct {
+			Nonce string `json:"nonce"`
+		}
+		raw, err := io.ReadAll(req.Body) // bounded by the body limit
+		if err != nil || jsonv2.Unmarshal(raw, &body) != nil || len(body.Nonce) < console.MinNonce || len(body.Nonce) > console.MaxNonce {
+			writeError(w, Errorf(CodeInvalidInput, `send {"nonce": "..."}: %d to %d random characters`, console.MinNonce, console.MaxNonce))
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, map[string]string{"proof": console.Proof(c.secret, body.Nonce)})
+	}
+}
+
 // linkWithCode is the console link at base that a client is sent, with a
 // one-time code of c instead of its secret, and the query q.
 func linkWithCode(base string, c *consoleAuth, q url.Values) string {
@@ -1318,15 +1341,11 @@ type consoleSession struct {
 	// ApprovalsOnly: this console serves a person's approvals and nothing
 	// else (the console of a single-client session).
 	ApprovalsOnly bool `json:"approvals_only"`
-	// LinkFile is the file, only the user may read it, that holds the
-	// console's link with its secret, where the page sends a person who
-	// opened it without the secret.
-	LinkFile string `json:"link_file,omitempty"`
 }
 
 func (s *httpServer) serveConsoleSession(w http.ResponseWriter, req *http.Request, c approve.Who) {
 	writeJSON(w, http.StatusOK, consoleSession{Principal: c.Principal, Approver: c.DecidesSome(), Authenticated: s.auth != nil,
-		Console: s.console.secret != "", LinkFile: s.console.fileName()})
+		Console: s.console.secret != ""})
 }
 
 // recentSize is how many executions the console shows.
@@ -1433,7 +1452,6 @@ func (s *httpServer) writeConsoleFile(c *consoleAuth, link string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	c.file.Store(&path)
 	s.consoleFiles.add(path)
 	return path, nil
 }
@@ -1484,6 +1502,8 @@ type loopbackConsole struct {
 	base string
 	auth *consoleAuth
 	err  error
+	// open is base once the console serves, read without the once.
+	open atomic.Pointer[string]
 }
 
 // localConsole returns the base URL and the secret of the registry's
@@ -1493,7 +1513,7 @@ type loopbackConsole struct {
 func (s *httpServer) localConsole(ctx context.Context) (string, *consoleAuth, error) {
 	r, lc := s.r, &s.loopback
 	lc.once.Do(func() {
-		if r.streams.Err() != nil {
+		if r.life.Err() != nil {
 			lc.err = errors.New("the registry is closed")
 			return
 		}
@@ -1507,8 +1527,9 @@ func (s *httpServer) localConsole(ctx context.Context) (string, *consoleAuth, er
 		srv := &http.Server{Handler: s.loopbackHandler(lc.auth), ReadHeaderTimeout: s.limits.readHeader, IdleTimeout: s.limits.idle,
 			MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(r.logger.Handler(), slog.LevelWarn)}
 		go func() { _ = srv.Serve(ln) }()
-		context.AfterFunc(r.streams, func() { _ = srv.Close() })
+		context.AfterFunc(r.life, func() { _ = srv.Close() })
 		lc.base = "http://" + ln.Addr().String()
+		lc.open.Store(&lc.base)
 		path, err := s.writeConsoleFile(lc.auth, lc.base+"/console?token="+lc.auth.secret)
 		if err != nil {
 			r.logger.Error("carmy: cannot write the console's link to a file: carmy approvals cannot find this server", "error", err)
@@ -1516,6 +1537,19 @@ func (s *httpServer) localConsole(ctx context.Context) (string, *consoleAuth, er
 		r.logger.LogAttrs(ctx, slog.LevelInfo, "carmy: serving the console for approvals", slog.String("addr", ln.Addr().String()), slog.String("path", path))
 	})
 	return lc.base, lc.auth, lc.err
+}
+
+// loopbackLink is the link to approval id on the loopback console, if it
+// serves: the page alone, with neither its secret nor a one-time code, so
+// that a model that reads it (in a task's status message) gains nothing;
+// the person opens it with the secret that `carmy approvals` and the
+// server's own output give them. It is "" before the console opens.
+func (s *httpServer) loopbackLink(id string) string {
+	base := s.loopback.open.Load()
+	if base == nil {
+		return ""
+	}
+	return *base + "/console?approval=" + url.QueryEscape(id)
 }
 
 // personKey is the context key of the person a loopback console's request
@@ -1530,8 +1564,8 @@ func (s *httpServer) loopbackHandler(c *consoleAuth) http.Handler {
 		return func(w http.ResponseWriter, req *http.Request) {
 			if !c.holds(req) {
 				s.refuse(w, req, "", http.StatusForbidden, &Error{Code: CodePermissionDenied,
-					Message: "this console is the person's at the MCP client: open the link their client showed (it works once), or run `carmy approvals` in a terminal" + linkIn(c.fileName()),
-					Details: map[string]any{"reason": "console_secret", "link_file": c.fileName()}})
+					Message: "this console is the person's at the MCP client: open the link their client showed (it works once), or run `carmy approvals` in a terminal",
+					Details: map[string]any{"reason": "console_secret"}})
 				return
 			}
 			h(w, req.WithContext(context.WithValue(req.Context(), personKey{}, who)))
@@ -1540,8 +1574,9 @@ func (s *httpServer) loopbackHandler(c *consoleAuth) http.Handler {
 	mux := http.NewServeMux()
 	mountPage(mux)
 	mux.HandleFunc("POST /console/exchange", s.serveExchange(c))
+	mux.HandleFunc("POST "+console.ChallengePath, serveChallenge(c))
 	mux.HandleFunc("GET /console/session", func(w http.ResponseWriter, req *http.Request) {
-		s := consoleSession{Console: true, ApprovalsOnly: true, LinkFile: c.fileName()}
+		s := consoleSession{Console: true, ApprovalsOnly: true}
 		if c.holds(req) {
 			s.Principal, s.Approver = who.Principal, true
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -288,5 +289,76 @@ func TestDecisionWithoutSecretSaysWhere(t *testing.T) {
 	status, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/approvals/"+detail(body, "approval_id")+"/approve", "")
 	if msg, _ := errObj(body)["message"].(string); status != http.StatusForbidden || !strings.Contains(msg, "console secret") || !strings.Contains(msg, "`carmy approvals`") {
 		t.Fatalf("%d %v; want 403 saying where the approver's link is", status, body)
+	}
+}
+
+// TestNoPathReachesTheModel: no text a model or client reads names the
+// file that holds a console's secret, or any path: an agent with a shell
+// that ran as the same user would read the file and approve its own call.
+// Checked: the refusal over stdio (message and details, host_help
+// included), a stdio task's status, the loopback console's 403 and
+// session, and, on a server that wrote its console file, the refusal, the
+// approvals route's 403 and the console's session.
+func TestNoPathReachesTheModel(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", dir) // serial: where every console file goes
+	var texts []string
+	keep := func(what string, v any) {
+		b, _ := json.Marshal(v)
+		texts = append(texts, what+": "+string(b))
+	}
+
+	_, reg, _ := approvalServer(t, carmy.New())
+	s := singleClient(t, reg, "stdio", "2025-11-25", &mcp.ClientOptions{})
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal := errorObject(t, res)
+	keep("the refusal over stdio", refusal)
+	keep("its _meta", res.Meta)
+	base := consolePage.FindString(refusal["message"].(string))
+	if base == "" {
+		t.Fatalf("refusal %v; want the loopback console named", refusal)
+	}
+	approval, _ := obj(refusal["details"])["approval_id"].(string)
+	for _, path := range []string{"/approvals", "/approvals/" + approval, "/console/session"} {
+		_, body := httpDo(t, http.DefaultClient, "GET", strings.TrimSuffix(base, "/console")+path, "")
+		keep("the loopback console's "+path, body)
+	}
+	_, body := httpDo(t, http.DefaultClient, "POST", strings.TrimSuffix(base, "/console")+"/approvals/"+approval+"/approve", "{}")
+	keep("the loopback console's decision", body)
+
+	_, reg2, _ := approvalServer(t, carmy.New())
+	_, call, _, _ := stdioTasksSession(t, reg2)
+	id := startSessionTask(t, call, "delete_note", `{"id":8}`)
+	waitFor(t, "the task to wait for its person", func() bool {
+		r, _ := call("tasks/get", `{"taskId":"`+id+`"}`)
+		keep("the stdio task", r)
+		return r["status"] == "input_required"
+	})
+
+	del := carmy.Tool(func(DeleteNote) error { return nil }, carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))
+	printed, _ := listen(t, carmy.New().Tool(del))
+	link := consoleURLPattern.FindString(printed)
+	if link == "" {
+		t.Fatalf("printed %q; want the console URL", printed)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "carmy-console-*.url")); len(files) < 2 {
+		t.Fatalf("console files %v; want the loopback console's and the HTTP server's", files)
+	}
+	httpBase := link[:strings.Index(link, "/console")]
+	_, body = httpDo(t, http.DefaultClient, "POST", httpBase+"/tools/delete_note", `{"id":1}`)
+	keep("the HTTP refusal", body)
+	_, body = httpDo(t, http.DefaultClient, "POST", httpBase+"/approvals/"+detail(body, "approval_id")+"/approve", "{}")
+	keep("the approvals route's 403", body)
+	_, body = httpDo(t, http.DefaultClient, "GET", httpBase+"/console/session", "")
+	keep("the console's session", body)
+
+	path := regexp.MustCompile(`(^|[^:/\w.])/(tmp|run|home|var|Users|private)/`)
+	for _, text := range texts {
+		if strings.Contains(text, dir) || strings.Contains(text, "carmy-console") || strings.Contains(text, ".url") || path.MatchString(text) {
+			t.Errorf("%s\nnames a path; want none", text)
+		}
 	}
 }

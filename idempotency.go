@@ -155,7 +155,7 @@ func (r *Registry) recordLater(t *tool, resv *reservation, rec *store.Record) {
 	delay := recordRetryFirst
 	for attempt := 2; ; attempt++ {
 		select {
-		case <-r.streams.Done():
+		case <-r.life.Done():
 			r.logger.Error("carmy: the registry closed before the outcome of a request id could be recorded; its reservation lapses with its lease", "tool", t.meta.Name, "request_id", resv.key.RequestID)
 			if a, ok := r.store.(store.ReservationAbandoner); ok {
 				a.AbandonReservation(resv.key, resv.token)

@@ -1,9 +1,12 @@
 package carmy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"slices"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/policy"
+	"github.com/carmy-dev/carmy/internal/skills"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -41,7 +45,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 				tools[i].Output = t.meta.OutputSchema
 			}
 		}
-		r.mcp = mcpserve.New(mcpserve.Config{
+		cfg := mcpserve.Config{
 			Host:     mcpDoor{r},
 			Tools:    tools,
 			Version:  Version,
@@ -54,10 +58,15 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 				}},
 			FormConfirmation: formConfirmations[r.elicit],
 			BodyLimit:        r.bodyLimit,
-			Streams:          r.streams,
+			Streams:          r.life,
 			Options:          r.mcpConfig.options,
 			Configure:        r.mcpConfig.server,
-		})
+			Skills:           r.mcpConfig.skills,
+		}
+		if r.mcpConfig.skillsOn {
+			cfg.Rules = mcpDoor{r}.skillRules
+		}
+		r.mcp = mcpserve.New(cfg)
 	})
 	return r.mcp
 }
@@ -98,6 +107,21 @@ func mcpTool(m ToolMetadata) *mcp.Tool {
 	return tool
 }
 
+// MCPRequest describes the MCP request that carried a call, for middleware
+// that reports it, such as OpenTelemetry's MCP conventions; see
+// [Request.MCP].
+type MCPRequest struct {
+	Method          string          // the JSON-RPC method, "tools/call"; "" for a call that did not come over MCP
+	ID              json.RawMessage // the JSON-RPC request id as sent; nil when the MCP SDK decoded the request
+	ProtocolVersion string          // the protocol version the request is served under
+	SessionID       string          // the MCP session's id; "" without a session
+	Transport       string          // "tcp" for streamable HTTP, "pipe" for stdio
+}
+
+// MCP describes the MCP request that carried the call; its Method is ""
+// for a call that came another way (the HTTP API, Execute, a task's run).
+func (req *Request) MCP() MCPRequest { return req.mcp }
+
 // mcpDoor is the registry as the MCP door sees it.
 type mcpDoor struct{ r *Registry }
 
@@ -119,7 +143,8 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	if refused != nil {
 		return *refused, nil
 	}
-	v := via{peer: peerOf(mc.Peer)}
+	w := &mc.Wire
+	v := via{peer: peerOf(mc.Peer), mcp: MCPRequest{Method: "tools/call", ID: json.RawMessage(w.ID), ProtocolVersion: w.ProtocolVersion, SessionID: w.SessionID, Transport: w.Transport}}
 	if r.policies != nil {
 		ctx = policy.WithDoor(ctx, "mcp") // tasks it starts keep it
 	}
@@ -299,14 +324,65 @@ func (b *Builder) ConfigureMCPOptions(configure func(*mcp.ServerOptions)) *Build
 	return b
 }
 
-// mcpConfig is what the host adds to the MCP server.
+// mcpConfig is what the host adds to the MCP server: the SDK's additions,
+// and the skills of [Builder.Skills], read at Build.
 type mcpConfig struct {
-	options []func(*mcp.ServerOptions)
-	server  []func(*mcp.Server)
+	options  []func(*mcp.ServerOptions)
+	server   []func(*mcp.Server)
+	skillsOn bool
+	skillsFS fs.FS
+	skills   []*skills.Skill
 }
 
 func (c mcpConfig) clone() mcpConfig {
-	return mcpConfig{options: slices.Clone(c.options), server: slices.Clone(c.server)}
+	c.options, c.server = slices.Clone(c.options), slices.Clone(c.server)
+	return c
+}
+
+// loadSkills reads the skills folder, when there is one, and returns its
+// problems, each naming its file.
+func (c *mcpConfig) loadSkills() []error {
+	if c.skillsFS == nil {
+		return nil
+	}
+	loaded, problems := skills.Load(c.skillsFS)
+	errs := make([]error, 0, len(problems))
+	for _, p := range problems {
+		var e *skills.Error
+		if errors.As(p, &e) {
+			errs = append(errs, &BuildError{Site: e.File, Err: fmt.Errorf("skills folder: %w", e.Err)})
+			continue
+		}
+		errs = append(errs, &BuildError{Err: fmt.Errorf("skills folder: %w", p)})
+	}
+	for _, s := range loaded {
+		if s.Path == skills.RulesPath {
+			errs = append(errs, &BuildError{Site: s.Path + "/" + skills.Manifest, Err: errors.New("skills folder: this is where carmy serves its generated skill of the server's rules: move the skill")})
+		}
+	}
+	c.skills = loaded
+	return errs
+}
+
+// skillRules are the rules of the generated skill for id: the tools id
+// may list, with what each asks of a caller.
+func (d mcpDoor) skillRules(ctx context.Context, id mcpserve.Identity) skills.Rules {
+	r := d.r
+	visible := r.visibility(ctx, Identity(id))
+	rules := skills.Rules{RequestIDMeta: MetaRequestID, ApprovalTimeout: r.approvals.timeout}
+	for _, name := range r.names {
+		t := r.tools[name]
+		if !visible(t) {
+			continue
+		}
+		st := skills.Tool{Name: name, Effect: t.meta.Effect.String(), Idempotent: t.meta.Idempotent, Confirmation: t.meta.Confirmation.String(),
+			Tasks: t.meta.Tasks.String(), MaxInFlight: t.maxInFlight, Timeout: t.meta.Timeout}
+		if t.rate.Calls > 0 {
+			st.Rate = describeRate(t.rate)
+		}
+		rules.Tools = append(rules.Tools, st)
+	}
+	return rules
 }
 
 // mcpAsker asks the person at an MCP client to confirm a call in-band
@@ -357,6 +433,7 @@ func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest 
 	} else if p.Single() {
 		q.URL = r.personalApprovalURL(ctx, id, pending.URL)
 	}
+	defer r.keepWaiting(ctx, p, t.meta.Name)()
 	answer, err := p.Confirm(ctx, q)
 	switch answer {
 	case mcpserve.NotAsked:
@@ -397,6 +474,43 @@ func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest 
 		return a, decided(t, a, nil)
 	}
 	return store.Approval{}, personal(true) // dismissed: the call still needs a person's confirmation
+}
+
+// personProgressEvery is how often a call that waits for a person over a
+// connection sends its client progress: well within the 30 or 60 seconds
+// after which clients give up on a request by default, unless progress
+// resets their timeout.
+const personProgressEvery = 5 * time.Second
+
+// keepWaiting sends the client of p progress, while a call of tool waits
+// for a person (a form the client shows, a page the person opens, their
+// decision there), when the client gave the call a progress token, so
+// that a client that resets its timeout on progress keeps waiting. The
+// function it returns stops it, once the wait is over.
+func (r *Registry) keepWaiting(ctx context.Context, p *mcpserve.Peer, tool string) (stop func()) {
+	if !p.WantsProgress() {
+		return func() {}
+	}
+	every := cmp.Or(r.tuning.personProgress, personProgressEvery)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			p.Progress(ctx, float64(n), 0, "waiting for a person to decide on this call of "+tool)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // confirmedBefore returns the approval of a confirmation that the server
@@ -491,12 +605,53 @@ func (p mcpPeer) elicitable() error {
 	return nil
 }
 
-func (p mcpPeer) Elicit(ctx context.Context, name string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	res, err := p.Peer.Elicit(ctx, name, params)
+func (p mcpPeer) Elicit(ctx context.Context, name string, q question) (answer, error) {
+	res, err := p.Peer.Elicit(ctx, name, &mcp.ElicitParams{Message: q.Message, RequestedSchema: q.Form})
 	if errors.Is(err, mcpserve.ErrNeedsInput) {
-		return nil, needsInput()
+		return answer{}, needsInput()
 	}
-	return res, err
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{Action: res.Action, Content: res.Content}, nil
+}
+
+// Deliver hands the task's questions their answers.
+func (p mcpPeer) Deliver(answers map[string]answer) {
+	out := make(map[string]*mcp.ElicitResult, len(answers))
+	for q, a := range answers {
+		out[q] = &mcp.ElicitResult{Action: a.Action, Content: a.Content, Meta: a.Meta}
+	}
+	p.Peer.Deliver(out)
+}
+
+// inboxOf makes the peer of a task of no MCP client (over HTTP, in Go),
+// started with ctx: its tool's questions wait on the task, kept in the
+// store for any host to show and answer.
+func inboxOf(ctx context.Context) func(*taskRun) taskPeer {
+	return func(run *taskRun) taskPeer {
+		return peerOf(mcpserve.InboxPeer(asking(ctx, run)))
+	}
+}
+
+// asking tells run the questions its tool waits for (nil for none), as the
+// task keeps them: the inputRequests of MCP's tasks, by question id.
+func asking(ctx context.Context, run *taskRun) func(mcp.InputRequestMap) {
+	return func(questions mcp.InputRequestMap) {
+		if questions == nil {
+			run.asking(ctx, nil)
+			return
+		}
+		b := []byte("{}")
+		if len(questions) > 0 {
+			var err error
+			if b, err = json.Marshal(questions); err != nil {
+				run.r.logger.Warn("carmy: cannot record a task's questions", "task_id", run.id, "error", err)
+				b = []byte("{}")
+			}
+		}
+		run.asking(ctx, b)
+	}
 }
 
 // missingCapability is the protocol error of a sessionless call that ended
@@ -550,7 +705,7 @@ func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.Ta
 		return nil, mcpOutcome(err), nil
 	}
 	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) taskPeer {
-		return peerOf(mcpserve.TaskPeer(mc.Peer, func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
+		return peerOf(mcpserve.TaskPeer(mc.Peer, asking(ctx, run)))
 	})
 	if err != nil {
 		return nil, mcpOutcome(err), nil
@@ -644,7 +799,15 @@ func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskSt
 		}
 		if rec.ApprovalID != "" {
 			st.Message = "waiting for a person to approve the call (approval " + rec.ApprovalID + ")"
-			if u := r.approvalURL(ctx, rec.ApprovalID); u != "" {
+			u := r.approvalURL(ctx, rec.ApprovalID)
+			if u == "" {
+				// The loopback console's page, if it serves, which grants
+				// nothing by itself: the person decides there with its
+				// secret, or with `carmy approvals`.
+				if u = r.http.loopbackLink(rec.ApprovalID); u != "" {
+					st.Message += ": the user decides with `carmy approvals` in a terminal, or at " + u
+				}
+			} else {
 				if st.Questions == nil {
 					st.Questions = mcp.InputRequestMap{}
 				}

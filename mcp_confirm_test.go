@@ -178,3 +178,60 @@ func TestConfirmationInBandIsOnePass(t *testing.T) {
 		pc.check(t, 2, 1)
 	})
 }
+
+// TestConfirmWaitSendsProgress: over HTTP, a session's call that waits for
+// a person's decision at the page URL elicitation sent sends its client
+// progress while it waits, when the client gave a progress token, so a
+// client that resets its request timeout on progress keeps waiting; the
+// call runs once approved. Without a token, no progress is sent.
+func TestConfirmWaitSendsProgress(t *testing.T) {
+	t.Parallel()
+	for _, token := range []bool{true, false} {
+		t.Run(map[bool]string{true: "progress token", false: "no token"}[token], func(t *testing.T) {
+			t.Parallel()
+			srv, reg, runs := approvalServer(t, carmy.SetPersonProgress(carmy.New(), 10*time.Millisecond))
+			person := consoleClient(t, srv, reg)
+			progress := make(chan *mcp.ProgressNotificationParams, 100)
+			opts := &mcp.ClientOptions{
+				Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					go func() {
+						time.Sleep(200 * time.Millisecond) // the person takes their time
+						httpDo(t, person, "POST", srv.URL+"/approvals/"+req.Params.ElicitationID+"/approve", "")
+					}()
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+					progress <- req.Params
+				},
+			}
+			s := mcpConnect(t, srv.URL, "2025-11-25", opts)
+			params := &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 7}}
+			if token {
+				params.SetProgressToken("wait-1")
+			}
+			res, err := s.CallTool(context.Background(), params)
+			if err != nil || res.IsError || runs.Load() != 1 {
+				t.Fatalf("result %+v, %v, runs %d; want one run", res, err, runs.Load())
+			}
+			got := len(progress)
+			if !token {
+				if got != 0 {
+					t.Fatalf("%d progress notifications without a progress token; want none", got)
+				}
+				return
+			}
+			if got < 2 {
+				t.Fatalf("%d progress notifications while the call waited for a person; want several", got)
+			}
+			last := 0.0
+			for range got {
+				p := <-progress
+				if p.ProgressToken != "wait-1" || p.Progress <= last || p.Message == "" {
+					t.Fatalf("progress %+v after %v; want the call's token, increasing, with a message", p, last)
+				}
+				last = p.Progress
+			}
+		})
+	}
+}

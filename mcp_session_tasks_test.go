@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/console"
 )
 
 // sessionTasksClient sends one request of an MCP session (2025-11-25) and
@@ -323,5 +326,59 @@ func TestMCPSessionTasksListPages(t *testing.T) {
 	}
 	if pages != 2 || len(listed) != len(started) {
 		t.Fatalf("tasks/list gave %d tasks in %d pages; want all %d in 2", len(listed), pages, len(started))
+	}
+}
+
+// TestStdioTaskWaitsForThePerson: over stdio, a destructive call started
+// as a task, the first thing of the process that needs a person, can be
+// approved: the loopback console and its owner-only file exist at once;
+// the task's status message ends with the console's page for the
+// approval, which carries neither the secret nor a one-time code and
+// reads nothing without the secret; the approvals API behind the file's
+// secret says a task waits for it; approved there, the task resumes and
+// completes.
+func TestStdioTaskWaitsForThePerson(t *testing.T) {
+	t.Parallel()
+	_, reg, runs := approvalServer(t, carmy.New())
+	_, call, _, _ := stdioTasksSession(t, reg)
+	id := startSessionTask(t, call, "delete_note", `{"id":9}`)
+	var r map[string]any
+	waitFor(t, "the task to wait for its person", func() bool {
+		r, _ = call("tasks/get", `{"taskId":"`+id+`"}`)
+		return r["status"] == "input_required"
+	})
+	msg, _ := r["statusMessage"].(string)
+	link := regexp.MustCompile(`http://127\.0\.0\.1:\d+/console\?approval=([0-9a-f-]{36})$`).FindStringSubmatch(msg)
+	if link == nil || runs.Load() != 0 {
+		t.Fatalf("waiting task = %v; want a status message that ends with the loopback console's page for the approval", r)
+	}
+	if strings.Contains(msg, "token=") || strings.Contains(msg, "code=") || !strings.Contains(msg, "carmy approvals") {
+		t.Fatalf("status message %q; want `carmy approvals` named, and no secret nor one-time code", msg)
+	}
+	u, _ := url.Parse(link[0])
+	base, approval := u.Scheme+"://"+u.Host, link[1]
+	if status, _ := httpDo(t, http.DefaultClient, "GET", base+"/approvals/"+approval, ""); status != http.StatusForbidden {
+		t.Fatalf("the approval read without the console's secret: %d; want 403", status)
+	}
+	var local *console.Local
+	found, _ := console.Find()
+	for i := range found {
+		if found[i].Base == base {
+			local = &found[i]
+		}
+	}
+	if local == nil {
+		t.Fatalf("no console file for %s among %v; want one written when the task began to wait", base, found)
+	}
+	person := headerClient(carmy.ConsoleHeader, local.Secret)
+	if status, body := httpDo(t, person, "GET", base+"/approvals/"+approval, ""); status != http.StatusOK || obj(body)["task_waits"] != true {
+		t.Fatalf("the approval through the file's secret: %d %v; want it, saying a task waits for it", status, body)
+	}
+	if status, body := httpDo(t, person, "POST", base+"/approvals/"+approval+"/approve", "{}"); status != http.StatusOK {
+		t.Fatalf("approve: %d %v", status, body)
+	}
+	r, code := call("tasks/result", `{"taskId":"`+id+`"}`)
+	if code != 0 || r["isError"] == true || runs.Load() != 1 {
+		t.Fatalf("the approved task's result = %v (error %d), runs %d; want it run once", r, code, runs.Load())
 	}
 }

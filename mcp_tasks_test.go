@@ -1,10 +1,15 @@
 package carmy_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -308,4 +313,117 @@ func TestMCPTasksRequiredStdio(t *testing.T) {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestMCPTasksSessionlessOverStdio: over stdio, a sessionless request
+// that declares the tasks extension in its _meta client capabilities
+// starts a task for a tool that runs only as a task, as over HTTP, and
+// tasks/get reads it; one that does not declare it is refused, naming the
+// extension.
+func TestMCPTasksSessionlessOverStdio(t *testing.T) {
+	t.Parallel()
+	reg := taskRegistry(t, carmy.New(), carmy.Tool(func(in DeleteNote) (uint64, error) { return in.ID, nil }, carmy.Read,
+		carmy.Name("report"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)))
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		_ = reg.ServeStdio(context.Background(), inR, outW)
+		outW.Close()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+		<-done
+	})
+	out := bufio.NewReader(outR)
+	n := 0
+	send := func(method, params string) (map[string]any, int) {
+		t.Helper()
+		n++
+		if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","id":`+itoa(n)+`,"method":"`+method+`","params":`+params+"}\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := out.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rawAnswer(t, line)
+	}
+	meta := func(tasks bool) string {
+		caps := `{}`
+		if tasks {
+			caps = `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+		}
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `,"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+	}
+	if _, code := send("server/discover", `{`+meta(true)+`}`); code != 0 {
+		t.Fatalf("server/discover: error %d", code)
+	}
+	if r, code := send("tools/call", `{"name":"report","arguments":{"id":4},`+meta(false)+`}`); code != -32021 {
+		t.Fatalf("a call that does not declare tasks = %v (error %d); want -32021", r, code)
+	}
+	r, code := send("tools/call", `{"name":"report","arguments":{"id":4},`+meta(true)+`}`)
+	id, _ := r["taskId"].(string)
+	if code != 0 || r["resultType"] != "task" || id == "" {
+		t.Fatalf("a call that declares tasks = %v (error %d); want a task", r, code)
+	}
+	waitFor(t, "the task to complete", func() bool {
+		r, code = send("tasks/get", `{"taskId":"`+id+`",`+meta(true)+`}`)
+		return code == 0 && r["status"] == "completed"
+	})
+	if !strings.Contains(jsonText(r), "4") {
+		t.Fatalf("tasks/get of the completed task = %v; want its result inlined", r)
+	}
+	if _, code := send("tasks/get", `{"taskId":"`+id+`",`+meta(false)+`}`); code != -32021 {
+		t.Fatalf("tasks/get without declaring tasks: error %d; want -32021", code)
+	}
+}
+
+// TestTaskServerProcess is the stdio server that
+// TestInspectorCLITaskOverStdio runs in a process of its own: report,
+// which runs only as a task.
+func TestTaskServerProcess(t *testing.T) {
+	if os.Getenv("CARMY_TEST_TASK_SERVER") != "1" {
+		t.Skip("run by TestInspectorCLITaskOverStdio in a process of its own")
+	}
+	report := carmy.Tool(func(in DeleteNote) (uint64, error) { return in.ID, nil }, carmy.Read, carmy.Name("report"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false))
+	if err := carmy.New().Tool(report).Logger(quietLogger()).RunStdio(context.Background()); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestInspectorCLITaskOverStdio: the MCP Inspector's CLI, in the protocol
+// era it calls modern (2026-07-28), declares the tasks extension in each
+// request's _meta; over stdio, its call of a tool that runs only as a task
+// starts the task, as over HTTP, instead of being refused for not
+// declaring the extension. The Inspector needs Node 22.19 or later (the
+// one .ci/run installs in .ci/node22).
+func TestInspectorCLITaskOverStdio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	node := filepath.Join(".ci", "node22", "node_modules", "node", "bin", "node")
+	launcher := filepath.Join("interop", "inspector", "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
+	if _, err := os.Stat(node); err != nil {
+		t.Skip("skipping: .ci/node22 does not hold Node 22, which the Inspector needs (.ci/run installs it)")
+	}
+	if _, err := os.Stat(launcher); err != nil {
+		t.Skip("skipping: interop/inspector/node_modules does not hold the Inspector (run: npm ci --prefix interop/inspector)")
+	}
+	cmd := exec.Command(node, launcher, "--cli", "-e", "CARMY_TEST_TASK_SERVER=1", os.Args[0], "-test.run=^TestTaskServerProcess$", "-test.count=1",
+		"--protocol-era", "modern", "--method", "tools/call", "--tool-name", "report", "--tool-args-json", `{"id":4}`, "--format", "json", "--quiet")
+	out, err := cmd.Output()
+	var res struct {
+		Result struct {
+			StructuredContent struct {
+				Result int `json:"result"`
+			} `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err != nil || json.Unmarshal(out, &res) != nil || res.Result.StructuredContent.Result != 4 {
+		t.Fatalf("inspector --cli: %v\n%s\nwant the task's result, 4", err, out)
+	}
 }

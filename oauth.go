@@ -6,9 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
 	"github.com/carmy-dev/carmy/internal/oauthrs"
 )
 
@@ -113,8 +110,9 @@ func (o *oauthAuthenticator) Authenticate(r *http.Request) (Identity, error) {
 	return Identity{Principal: sub, Permissions: perms}, nil
 }
 
-func (o *oauthAuthenticator) metadata(req *http.Request, path string) *oauthex.ProtectedResourceMetadata {
-	return o.v.Metadata(req, path)
+func (o *oauthAuthenticator) serveMetadata(w http.ResponseWriter, req *http.Request, path string, declared []string) {
+	// The permissions tools require are scopes a client may ask for.
+	o.v.ServeMetadata(w, req, path, union(o.v.Scopes(), declared))
 }
 
 func (o *oauthAuthenticator) challenge(req *http.Request, err error) string {
@@ -125,9 +123,10 @@ func (o *oauthAuthenticator) challenge(req *http.Request, err error) string {
 // server: [Registry.Handler] publishes its metadata and its refusals tell
 // the caller where to get a token.
 type resourceServer interface {
-	// metadata describes the protected resource at path ("" for the
-	// server's root, or "/mcp") as the request reached it.
-	metadata(req *http.Request, path string) *oauthex.ProtectedResourceMetadata
+	// serveMetadata answers a request for the metadata of the protected
+	// resource at path ("" for the server's root, or "/mcp") as the
+	// request reached it, the declared permissions among its scopes.
+	serveMetadata(w http.ResponseWriter, req *http.Request, path string, declared []string)
 	// challenge is the WWW-Authenticate value of a request the
 	// authenticator refused with err.
 	challenge(req *http.Request, err error) string
@@ -143,10 +142,7 @@ func (s *httpServer) mountWellKnown(mux *http.ServeMux) {
 	declared := s.r.declaredPermissions()
 	for pattern, path := range map[string]string{oauthrs.WellKnown: "", oauthrs.WellKnownMCP: "/mcp"} {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
-			m := rs.metadata(req, path)
-			// The permissions tools require are scopes a client may ask for.
-			m.ScopesSupported = union(m.ScopesSupported, declared)
-			auth.ProtectedResourceMetadataHandler(m).ServeHTTP(w, req)
+			rs.serveMetadata(w, req, path, declared)
 		})
 	}
 }

@@ -3,8 +3,6 @@ package carmy
 import (
 	"context"
 	"log/slog"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // peer is what a tool's [Context] reaches of the client of its call, the
@@ -21,14 +19,29 @@ type peer interface {
 	// name in the sessionless protocol. An [*Error] it returns is the
 	// door's answer for the tool to return as it is (a question that
 	// waits for the client's next round).
-	Elicit(ctx context.Context, name string, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	Elicit(ctx context.Context, name string, q question) (answer, error)
+}
+
+// question is what a tool asks the user at its client ([Context.Elicit]):
+// a message, and the form of the fields it asks for.
+type question struct {
+	Message string
+	Form    map[string]any // a form's schema: flat, of strings, numbers, booleans and lists of choices
+}
+
+// answer is the user's answer to a question, as a task keeps it: accepted
+// with the form's fields, declined, or dismissed.
+type answer struct {
+	Action  string         `json:"action"` // "accept", "decline" or "cancel"
+	Content map[string]any `json:"content,omitempty"`
+	Meta    map[string]any `json:"_meta,omitempty"`
 }
 
 // taskPeer is the client of a call run as a task: a peer whose questions
 // wait on the task, and which takes their answers as they reach the task.
 type taskPeer interface {
 	peer
-	Deliver(answers map[string]*mcp.ElicitResult)
+	Deliver(answers map[string]answer)
 }
 
 // via is what the door a call came through hands the runtime with it; the
@@ -43,4 +56,6 @@ type via struct {
 	// questions are answered, which a tool that runs only as a task may
 	// then ask first.
 	takesTasks bool
+	// mcp describes the MCP request that carried the call ([Request.MCP]).
+	mcp MCPRequest
 }

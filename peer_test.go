@@ -1,52 +1,82 @@
 package carmy_test
 
 import (
+	"bufio"
+	"bytes"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestRuntimeReachesDoorsThroughPeer keeps the doors' wire code out of the
-// root: no root file imports the MCP wire package, and the runtime's files
-// (the pipeline, the tool's Context, approvals) reach an MCP client only
-// through the little the root declares of a peer, never the door's own
-// types.
-func TestRuntimeReachesDoorsThroughPeer(t *testing.T) {
+// TestSDKStaysInTheMCPAdapter holds the module's layers to a rule per
+// package, so that a new file or package cannot slip past it: the MCP
+// SDK's types appear only in the root's MCP adapter (mcp.go, which
+// translates and decides nothing, and holds the builder's ConfigureMCP)
+// and in the door's own packages; the runtime reaches an MCP client
+// through the little peer.go declares of one, questions and answers in
+// carmy's own types. The MCP door (internal/mcpserve) is built, held and
+// served by the registry's files alone, and its wire code
+// (internal/mcpwire) is the door's own. Programs that use carmy's public
+// API (examples) may use the SDK, as a host does.
+func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	const (
-		wire = "github.com/carmy-dev/carmy/internal/mcpwire"
-		door = "github.com/carmy-dev/carmy/internal/mcpserve"
+		module = "github.com/carmy-dev/carmy"
+		sdk    = "github.com/modelcontextprotocol/go-sdk"
+		door   = module + "/internal/mcpserve"
+		wire   = module + "/internal/mcpwire"
 	)
-	runtime := map[string]bool{"pipeline.go": true, "execute.go": true, "call.go": true, "input.go": true, "confirm.go": true, "outcome.go": true, "idempotency.go": true, "middleware.go": true, "context.go": true, "approval.go": true, "peer.go": true}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+	// The door's packages, which speak the SDK.
+	doorPackages := map[string]bool{door: true, wire: true, module + "/internal/oauthrs": true}
+	// The root's files that may import the door: the adapter, and the
+	// files that build, hold and serve it.
+	rootDoorFiles := map[string]bool{"mcp.go": true, "builder.go": true, "registry.go": true, "serve.go": true}
+
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH:", err)
 	}
-	seen := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	packages := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) != 3 {
+			t.Fatalf("go list printed %q", sc.Text())
 		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			switch {
-			case path == wire:
-				t.Errorf("%s imports %s: the MCP wire code is the door's, in internal/mcpserve", name, wire)
-			case path == door && runtime[name]:
-				t.Errorf("%s imports %s: the runtime reaches an MCP client through the peer interfaces of peer.go", name, door)
+		pkg, dir := fields[0], fields[1]
+		packages++
+		for _, name := range strings.Fields(fields[2]) {
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				where := pkg + " " + name
+				switch {
+				case path == sdk || strings.HasPrefix(path, sdk+"/"):
+					if !doorPackages[pkg] && !(pkg == module && name == "mcp.go") && !strings.HasPrefix(pkg, module+"/examples/") {
+						t.Errorf("%s imports %s: the SDK's types stay in the root's MCP adapter (mcp.go) and the door's packages", where, path)
+					}
+				case path == wire:
+					if pkg != door {
+						t.Errorf("%s imports %s: the MCP wire code is the door's own, in internal/mcpserve", where, path)
+					}
+				case path == door:
+					if pkg != module || !rootDoorFiles[name] {
+						t.Errorf("%s imports %s: the runtime reaches an MCP client through the peer interfaces of peer.go, and the registry's files alone build and serve the door", where, path)
+					}
+				}
 			}
 		}
-		if runtime[name] {
-			seen++
-		}
 	}
-	if seen != len(runtime) {
-		t.Fatalf("found %d of the %d runtime files; update the list when a file is renamed", seen, len(runtime))
+	if packages < 10 {
+		t.Fatalf("go list found %d packages of %s; the rule checked too little", packages, module)
 	}
 }

@@ -48,10 +48,14 @@ type Registry struct {
 	sessions      *mcpserve.Sessions // MCP sessions over HTTP
 	mcpOnce       sync.Once
 	mcp           *mcpserve.Server
-	mcpConfig     mcpConfig       // the host's additions to the MCP server
-	streams       context.Context // done once the registry closes, never before: a server's shutdown ends its own
-	endStreams    context.CancelFunc
+	mcpConfig     mcpConfig // the host's additions to the MCP server
 	tuning        tuning
+
+	// life is done once the registry closes, never before: its streams
+	// end (a server's shutdown ends its own), and its tasks stop, as a
+	// dying host's do.
+	life context.Context
+	end  context.CancelFunc
 
 	closers   []func() error
 	closeOnce sync.Once
@@ -85,8 +89,7 @@ func (r *Registry) Lookup(name string) (ToolMetadata, bool) {
 func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
 		r.workers.close()
-		r.endStreams()
-		r.tasks.end()
+		r.end()
 		r.sessions.CloseAll()
 		errs := []error{r.http.consoleFiles.remove()}
 		for _, c := range r.closers {

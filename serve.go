@@ -213,6 +213,9 @@ type tuning struct {
 	// use; 0 is console.CodeTTL.
 	codeTTL   time.Duration
 	taskLease time.Duration // 0: defaultTaskLease
+	// personProgress is how often a call that waits for a person over a
+	// connection sends its client progress; 0 is personProgressEvery.
+	personProgress time.Duration
 }
 
 func (t *tuning) bodyRead() time.Duration {

@@ -53,3 +53,10 @@ func SetTaskLease(b *Builder, d time.Duration) *Builder {
 	b.tuning.taskLease = d
 	return b
 }
+
+// SetPersonProgress sets how often a call of b's registry that waits for
+// a person over a connection sends its client progress.
+func SetPersonProgress(b *Builder, d time.Duration) *Builder {
+	b.tuning.personProgress = d
+	return b
+}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/store"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TaskSupport says whether a tool's calls may run as tasks: calls that
@@ -76,21 +75,20 @@ func (b *Builder) TaskTTL(d time.Duration) *Builder {
 	return b
 }
 
-// TaskStatus is where a [Task] stands.
-type TaskStatus string
+// TaskStatus is where a [Task] stands: the store's [store.TaskStatus],
+// one type for a task's state wherever it is read. Its Final method
+// reports whether the status is completed, failed or cancelled.
+type TaskStatus = store.TaskStatus
 
 // The states of a task: working, waiting for a person (input_required),
 // then completed, failed or cancelled, which are final.
 const (
-	TaskWorking       TaskStatus = "working"
-	TaskInputRequired TaskStatus = "input_required"
-	TaskCompleted     TaskStatus = "completed"
-	TaskFailed        TaskStatus = "failed"
-	TaskCancelled     TaskStatus = "cancelled"
+	TaskWorking       = store.TaskWorking
+	TaskInputRequired = store.TaskInputRequired
+	TaskCompleted     = store.TaskCompleted
+	TaskFailed        = store.TaskFailed
+	TaskCancelled     = store.TaskCancelled
 )
-
-// Final reports whether the status is completed, failed or cancelled.
-func (s TaskStatus) Final() bool { return store.TaskStatus(s).Final() }
 
 // TaskProgress is the last progress a task's tool reported with
 // [Context.Progress].
@@ -339,19 +337,27 @@ func taskQuestions(rec store.Task) []TaskQuestion {
 	if rec.Status != store.TaskInputRequired || len(rec.Questions) <= len("{}") {
 		return nil
 	}
-	var asked mcp.InputRequestMap
+	// The questions are kept as MCP's inputRequests: by question id, a
+	// request's method and its params.
+	var asked map[string]struct {
+		Method string `json:"method"`
+		Params struct {
+			Message         string `json:"message"`
+			RequestedSchema any    `json:"requestedSchema"`
+		} `json:"params"`
+	}
 	if json.Unmarshal(rec.Questions, &asked) != nil {
 		return nil
 	}
 	var qs []TaskQuestion
 	for _, id := range slices.Sorted(maps.Keys(asked)) {
-		p, ok := asked[id].(*mcp.ElicitParams)
-		if !ok {
+		p := asked[id]
+		if p.Method != "elicitation/create" {
 			continue
 		}
-		q := TaskQuestion{ID: id, Message: p.Message}
-		if p.RequestedSchema != nil {
-			q.Schema, _ = json.Marshal(p.RequestedSchema)
+		q := TaskQuestion{ID: id, Message: p.Params.Message}
+		if p.Params.RequestedSchema != nil {
+			q.Schema, _ = json.Marshal(p.Params.RequestedSchema)
 		}
 		qs = append(qs, q)
 	}

@@ -11,9 +11,7 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/canon"
-	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/store"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A task is a call run by the runtime on its own goroutine, detached from
@@ -35,10 +33,6 @@ type tasks struct {
 	store store.TaskStore
 	ttl   time.Duration
 	lease time.Duration
-	// life is done once the registry closes: its tasks stop, as a dying
-	// host's do.
-	life context.Context
-	end  context.CancelFunc
 	// running are the tasks this host runs, which a shutdown drains.
 	running *taskRuns
 }
@@ -171,10 +165,10 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 	defer run.r.tasks.running.remove(run)
 	defer stop()
 	// A registry that closes stops its tasks, as a host that dies does.
-	defer context.AfterFunc(run.r.tasks.life, stop)()
+	defer context.AfterFunc(run.r.life, stop)()
 	// The keepers stop with the call, or when the registry closes: a
 	// closed host no longer vouches for its tasks.
-	keepCtx, endKeep := context.WithCancel(run.r.tasks.life)
+	keepCtx, endKeep := context.WithCancel(run.r.life)
 	var kept sync.WaitGroup
 	kept.Add(2)
 	go func() { defer kept.Done(); run.watch(keepCtx, stop) }()
@@ -228,7 +222,7 @@ func (run *taskRun) finish(res Result, err error) {
 	case run.shut.Load(): // the shutdown wrote its outcome
 		run.begin()
 		return
-	case run.r.tasks.life.Err() != nil:
+	case run.r.life.Err() != nil:
 		// The registry closed: the task is not this host's to end. It is
 		// failed, host_lost, once its lease lapses, as a crashed host's.
 		run.r.logger.Warn("carmy: the registry closed while a task ran; it fails once its lease lapses", "task_id", run.id, "tool", run.t.meta.Name)
@@ -382,15 +376,6 @@ func (r *Registry) cancelTask(ctx context.Context, id, principal string) (store.
 // reaches the host running the task through the store's notifications, as
 // a cancel does.
 
-// inboxOf makes the peer of a task of no MCP client (over HTTP, in Go),
-// started with ctx: its tool's questions wait on the task, kept in the
-// store for any host to show and answer.
-func inboxOf(ctx context.Context) func(*taskRun) taskPeer {
-	return func(run *taskRun) taskPeer {
-		return peerOf(mcpserve.InboxPeer(func(questions mcp.InputRequestMap) { run.asking(ctx, questions) }))
-	}
-}
-
 // askFailed is the error of Context.Elicit whose question got no answer:
 // the call stopped while it waited (its deadline passed, or it was
 // cancelled, as a task is), or the client could not ask.
@@ -450,30 +435,22 @@ func (run *taskRun) deliver(rec store.Task) {
 	if run.peer == nil || len(rec.Answers) == 0 {
 		return
 	}
-	answers := make(map[string]*mcp.ElicitResult, len(rec.Answers))
+	answers := make(map[string]answer, len(rec.Answers))
 	for q, b := range rec.Answers {
-		var a mcp.ElicitResult
+		var a answer
 		if json.Unmarshal(b, &a) == nil {
-			answers[q] = &a
+			answers[q] = a
 		}
 	}
 	run.peer.Deliver(answers)
 }
 
-// asking records the questions the task's tool waits for (nil for none):
-// the task is input_required while any waits.
-func (run *taskRun) asking(ctx context.Context, questions mcp.InputRequestMap) {
+// asking records the questions the task's tool waits for, as the task
+// keeps them (nil for none): the task is input_required while any waits.
+func (run *taskRun) asking(ctx context.Context, questions []byte) {
 	u := store.TaskUpdate{Status: store.TaskWorking, Questions: []byte("{}")}
 	if questions != nil {
-		u.Status = store.TaskInputRequired
-		if len(questions) > 0 {
-			b, err := json.Marshal(questions)
-			if err != nil {
-				run.r.logger.Warn("carmy: cannot record a task's questions", "task_id", run.id, "error", err)
-			} else {
-				u.Questions = b
-			}
-		}
+		u.Status, u.Questions = store.TaskInputRequired, questions
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
@@ -497,14 +474,24 @@ func (taskAsker) confirmedBefore(context.Context, Call, string) (store.Approval,
 	return store.Approval{}, false
 }
 
-func (a taskAsker) ask(ctx context.Context, t *tool, _ Call, _ []byte, _ string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+func (a taskAsker) ask(ctx context.Context, t *tool, c Call, _ []byte, _ string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
 	run, r := a.run, a.run.r
+	if pending.URL == "" && c.Principal == r.stdioIdentity.Principal {
+		// No served console shows this approval: the person of a
+		// single-client process decides it on the loopback console, which
+		// exists from now on, its file where `carmy approvals` finds it.
+		if _, _, err := r.http.localConsole(ctx); err != nil {
+			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
+		}
+	}
 	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: pending.ID}); err != nil {
 		return store.Approval{}, err
 	}
 	run.waited = true
 	run.begin() // Start returns: the task waits for a person
+	r.approvals.tasks.Store(pending.ID, struct{}{})
 	got, err := r.awaitDecision(ctx, pending.ID)
+	r.approvals.tasks.Delete(pending.ID)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return store.Approval{}, stopError(ctx, t)
@@ -539,8 +526,7 @@ type taskRuns struct {
 
 // newTasks is what a registry needs for tasks kept in s.
 func newTasks(s store.TaskStore, ttl, lease time.Duration) tasks {
-	life, end := context.WithCancel(context.Background())
-	return tasks{store: s, ttl: ttl, lease: lease, life: life, end: end,
+	return tasks{store: s, ttl: ttl, lease: lease,
 		running: &taskRuns{runs: map[*taskRun]struct{}{}, ended: make(chan struct{})}}
 }
 

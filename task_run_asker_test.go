@@ -2,6 +2,7 @@ package carmy_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,5 +138,37 @@ func TestTaskWaitingForApprovalHoldsNoInFlightPlace(t *testing.T) {
 	}
 	if res, err := reg.Execute(ctx, carmy.Call{Tool: "delete_note", Input: []byte(`{"id":1}`), Principal: "agent"}); err != nil || string(res.Output) != "1" {
 		t.Fatalf("the retry = %s, %v; want it run by the approval", res.Output, err)
+	}
+}
+
+// A task that waited for a person's approval runs on the permissions of
+// when its tool starts, not of when it was started: a caller whose
+// permission was withdrawn meanwhile (by the Authorize policy) is refused
+// once the person approves, and the tool never runs.
+func TestTaskWaitingForApprovalChecksPermissionAgain(t *testing.T) {
+	t.Parallel()
+	var revoked atomic.Bool
+	var runs atomic.Int32
+	del := carmy.Tool(func(in DeleteNote) (uint64, error) { runs.Add(1); return in.ID, nil },
+		carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.Register(false))
+	reg := taskRegistry(t, carmy.New().Authorize(func(c carmy.Context, _ carmy.ToolMetadata) error {
+		if revoked.Load() {
+			return errors.New("this agent's access was withdrawn")
+		}
+		return nil
+	}), del)
+	ctx := context.Background()
+	task, err := reg.Start(ctx, carmy.Call{Tool: "delete_note", Input: []byte(`{"id":1}`), Principal: "agent"})
+	if err != nil || task.Status != carmy.TaskInputRequired {
+		t.Fatalf("Start = %+v, %v; want input_required", task, err)
+	}
+	revoked.Store(true)
+	if err := reg.Decide(ctx, task.ApprovalID, true, "person:alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = task.Wait(ctx)
+	wantCode(t, err, carmy.CodePermissionDenied)
+	if runs.Load() != 0 {
+		t.Fatalf("the tool ran %d times after its caller lost the permission", runs.Load())
 	}
 }

@@ -8,6 +8,11 @@
 //
 //	reg, err := carmy.New().Tool(tools...).Use(otelcarmy.Middleware()).Build()
 //
+// A call that came over MCP also gets the span and the metric of the
+// OpenTelemetry semantic conventions for MCP servers: a span of kind server
+// named "tools/call <tool>", the execute_tool span's parent, and the
+// histogram mcp.server.operation.duration.
+//
 // A call joins its caller's trace: the span is the child of the span in the
 // call's context, or of the W3C trace context the caller sent (the
 // traceparent and tracestate HTTP headers, or the same keys of an MCP
@@ -29,6 +34,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/semconv/v1.41.0/mcpconv"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/carmy-dev/carmy"
@@ -50,10 +57,24 @@ const (
 	CodeKey          = attribute.Key("carmy.code")          // metrics: "ok" or the carmy code
 )
 
+// Attribute keys of the MCP server span and metric, those of the
+// OpenTelemetry semantic conventions for MCP.
+const (
+	MCPMethodNameKey      = semconv.McpMethodNameKey      // "tools/call"
+	MCPSessionIDKey       = semconv.McpSessionIDKey       // only with a session
+	MCPProtocolVersionKey = semconv.McpProtocolVersionKey // the version the request is served under
+	JSONRPCRequestIDKey   = semconv.JSONRPCRequestIDKey   // when carmy read the request itself
+	NetworkTransportKey   = semconv.NetworkTransportKey   // "tcp" (streamable HTTP) or "pipe" (stdio)
+)
+
 // Names of the metrics.
 const (
 	CallsMetric    = "carmy.calls"         // counter, {call}
 	DurationMetric = "carmy.call.duration" // histogram, seconds
+
+	// MCPOperationMetric is the MCP conventions' histogram of the
+	// duration of MCP requests, in seconds.
+	MCPOperationMetric = "mcp.server.operation.duration"
 )
 
 // DurationBuckets are the explicit bucket boundaries of the duration
@@ -112,6 +133,19 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 // The metrics carmy.calls (a counter) and carmy.call.duration (a histogram
 // in seconds with [DurationBuckets]) carry gen_ai.tool.name, carmy.effect
 // and carmy.code ("ok" or the carmy code).
+//
+// A call that came over MCP ([carmy.Request.MCP]) is first given the
+// span the MCP conventions define, of kind server, named "tools/call
+// <tool>", with mcp.method.name, mcp.session.id (with a session),
+// mcp.protocol.version, jsonrpc.request.id (when carmy decoded the request
+// itself, as it does for the calls it answers without the MCP SDK),
+// gen_ai.tool.name, gen_ai.operation.name, network.transport, and
+// error.type for a failed call; the execute_tool span is its child. Its
+// duration goes to mcp.server.operation.duration (seconds, with
+// [DurationBuckets]) with mcp.method.name, gen_ai.tool.name,
+// gen_ai.operation.name, mcp.protocol.version, network.transport and
+// error.type. The metric mcp.server.session.duration is not recorded: a
+// middleware sees calls, not the ends of sessions.
 func Middleware(opts ...Option) carmy.Middleware {
 	c := config{prop: propagation.TraceContext{}}
 	for _, o := range opts {
@@ -134,6 +168,10 @@ func Middleware(opts ...Option) carmy.Middleware {
 	if err != nil {
 		otel.Handle(err)
 	}
+	mcpDuration, err := mcpconv.NewServerOperationDuration(meter, metric.WithExplicitBucketBoundaries(DurationBuckets...))
+	if err != nil {
+		otel.Handle(err)
+	}
 	return func(next carmy.CallFunc) carmy.CallFunc {
 		// The runtime builds one chain per tool: the attributes that do
 		// not change from call to call are made once.
@@ -145,12 +183,18 @@ func Middleware(opts ...Option) carmy.Middleware {
 				cached.Store(ta)
 			}
 			start := time.Now()
-			attrs := make([]attribute.KeyValue, 0, 8)
-			attrs = append(attrs, ta.span...)
-			if req.Call.RequestID != "" {
-				attrs = append(attrs, RequestIDKey.String(req.Call.RequestID))
+			ctx = parent(ctx, c.prop, req.Call.Metadata)
+			m := req.MCP()
+			var server trace.Span
+			if m.Method != "" {
+				ctx, server = tracer.Start(ctx, ta.mcpSpanName, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start),
+					trace.WithAttributes(ta.mcpAttrs(m)...))
 			}
-			ctx, span := tracer.Start(parent(ctx, c.prop, req.Call.Metadata), ta.spanName,
+			attrs := ta.span
+			if req.Call.RequestID != "" {
+				attrs = append(attrs[:len(attrs):len(attrs)], RequestIDKey.String(req.Call.RequestID))
+			}
+			ctx, span := tracer.Start(ctx, ta.spanName,
 				trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 			res, err := next(ctx, req)
 			end := time.Now()
@@ -165,8 +209,16 @@ func Middleware(opts ...Option) carmy.Middleware {
 				span.SetStatus(codes.Error, string(code))
 			}
 			span.End(trace.WithTimestamp(end))
+			if server != nil {
+				if err != nil {
+					server.SetAttributes(ErrorTypeKey.String(string(code)))
+					server.SetStatus(codes.Error, string(code))
+				}
+				server.End(trace.WithTimestamp(end))
+				mcpDuration.RecordSet(ctx, end.Sub(start).Seconds(), ta.set(setKey{mcp: true, code: code, version: m.ProtocolVersion, transport: m.Transport}))
+			}
 
-			set := ta.metricSet(code)
+			set := ta.set(setKey{code: code})
 			if calls != nil {
 				calls.Add(ctx, 1, metric.WithAttributeSet(set))
 			}
@@ -193,53 +245,98 @@ func parent(ctx context.Context, prop propagation.TextMapPropagator, md map[stri
 	return trace.ContextWithRemoteSpanContext(ctx, remote)
 }
 
-// toolAttrs are the attributes of one tool's spans and metrics.
+// toolAttrs are the attributes of one tool's spans and metrics, made once
+// per tool, and the attribute sets of its metrics, made once per set.
 type toolAttrs struct {
-	name     string
-	spanName string
-	span     []attribute.KeyValue
-	ok       attribute.Set
-	failed   atomic.Pointer[map[carmy.Code]attribute.Set] // copied on write: codes are few
+	name        string
+	effect      string
+	spanName    string
+	mcpSpanName string
+	span        []attribute.KeyValue
+	mcp         []attribute.KeyValue // those of the MCP span that every call of the tool has
+	ok          attribute.Set
+	sets        atomic.Pointer[map[setKey]attribute.Set] // copied on write: sets are few
+}
+
+// setKey names one attribute set of a tool's metrics: carmy's own (mcp
+// false), or the MCP conventions' for a protocol version and transport.
+// code is "" for a success.
+type setKey struct {
+	mcp                bool
+	code               carmy.Code
+	version, transport string
 }
 
 func newToolAttrs(m carmy.ToolMetadata) *toolAttrs {
+	effect := m.Effect.String()
 	return &toolAttrs{
-		name:     m.Name,
-		spanName: operation + " " + m.Name,
-		span:     []attribute.KeyValue{OperationNameKey.String(operation), ToolNameKey.String(m.Name), EffectKey.String(m.Effect.String())},
-		ok:       attribute.NewSet(ToolNameKey.String(m.Name), EffectKey.String(m.Effect.String()), CodeKey.String("ok")),
+		name:        m.Name,
+		effect:      effect,
+		spanName:    operation + " " + m.Name,
+		mcpSpanName: "tools/call " + m.Name,
+		span:        []attribute.KeyValue{OperationNameKey.String(operation), ToolNameKey.String(m.Name), EffectKey.String(effect)},
+		mcp:         []attribute.KeyValue{OperationNameKey.String(operation), ToolNameKey.String(m.Name)},
+		ok:          attribute.NewSet(ToolNameKey.String(m.Name), EffectKey.String(effect), CodeKey.String("ok")),
 	}
 }
 
-// maxCachedCodes bounds the attribute sets kept per tool: carmy has a
-// dozen codes, and a tool may make up more.
-const maxCachedCodes = 32
+// mcpAttrs are the attributes of the MCP span of a call that m carried.
+func (t *toolAttrs) mcpAttrs(m carmy.MCPRequest) []attribute.KeyValue {
+	a := make([]attribute.KeyValue, len(t.mcp), len(t.mcp)+5)
+	copy(a, t.mcp)
+	a = append(a, MCPMethodNameKey.String(m.Method), MCPProtocolVersionKey.String(m.ProtocolVersion), NetworkTransportKey.String(m.Transport))
+	if m.SessionID != "" {
+		a = append(a, MCPSessionIDKey.String(m.SessionID))
+	}
+	if len(m.ID) > 0 {
+		id := string(m.ID)
+		if len(id) >= 2 && id[0] == '"' {
+			id = id[1 : len(id)-1] // plain: carmy reads only ids with no escapes itself
+		}
+		a = append(a, JSONRPCRequestIDKey.String(id))
+	}
+	return a
+}
 
-// metricSet returns the attributes of a call's metrics with its code ("" for
-// a success).
-func (t *toolAttrs) metricSet(code carmy.Code) attribute.Set {
-	if code == "" {
+// maxCachedSets bounds the attribute sets kept per tool: carmy has a dozen
+// codes, MCP a few versions and transports, and a tool may make up codes.
+const maxCachedSets = 64
+
+// set returns the attributes of a call's metrics.
+func (t *toolAttrs) set(k setKey) attribute.Set {
+	if !k.mcp && k.code == "" {
 		return t.ok
 	}
 	for {
-		old := t.failed.Load()
+		old := t.sets.Load()
 		if old != nil {
-			if s, ok := (*old)[code]; ok {
+			if s, ok := (*old)[k]; ok {
 				return s
 			}
 		}
-		effect, _ := t.ok.Value(EffectKey)
-		s := attribute.NewSet(ToolNameKey.String(t.name), EffectKey.String(effect.AsString()), CodeKey.String(string(code)))
-		if old != nil && len(*old) >= maxCachedCodes {
+		s := t.newSet(k)
+		if old != nil && len(*old) >= maxCachedSets {
 			return s // a tool making up codes of its own: not kept
 		}
-		m := make(map[carmy.Code]attribute.Set, 1)
+		m := make(map[setKey]attribute.Set, 1)
 		if old != nil {
 			maps.Copy(m, *old)
 		}
-		m[code] = s
-		if t.failed.CompareAndSwap(old, &m) {
+		m[k] = s
+		if t.sets.CompareAndSwap(old, &m) {
 			return s
 		}
 	}
+}
+
+func (t *toolAttrs) newSet(k setKey) attribute.Set {
+	if !k.mcp {
+		return attribute.NewSet(ToolNameKey.String(t.name), EffectKey.String(t.effect), CodeKey.String(string(k.code)))
+	}
+	a := []attribute.KeyValue{MCPMethodNameKey.String("tools/call"), ToolNameKey.String(t.name), OperationNameKey.String(operation),
+		MCPProtocolVersionKey.String(k.version), NetworkTransportKey.String(k.transport)}
+	if k.code != "" {
+		a = append(a, ErrorTypeKey.String(string(k.code)))
+	}
+	return attribute.NewSet(a...)
 }

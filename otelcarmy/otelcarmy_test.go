@@ -63,6 +63,25 @@ func (h *harness) lastSpan(t *testing.T) tracetest.SpanStub {
 	return spans[0]
 }
 
+// outerSpan returns the span of the last call whose parent is not in this
+// process, and the other one, if any, and forgets them.
+func outerSpan(t *testing.T, h *harness) (outer tracetest.SpanStub, inner *tracetest.SpanStub) {
+	t.Helper()
+	spans := h.spans.GetSpans()
+	h.spans.Reset()
+	if len(spans) == 0 || len(spans) > 2 {
+		t.Fatalf("%d spans, want 1 or 2", len(spans))
+	}
+	for i := range spans {
+		if spans[i].Parent.IsRemote() || !spans[i].Parent.IsValid() {
+			outer = spans[i]
+		} else {
+			inner = &spans[i]
+		}
+	}
+	return outer, inner
+}
+
 func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
 	m := map[attribute.Key]attribute.Value{}
 	for _, kv := range s.Attributes {
@@ -320,7 +339,12 @@ func TestParentFromTheAgent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h.spans.Reset()
 			tt.call(t)
-			s := h.lastSpan(t)
+			// Over MCP the conventions' server span is the outer one, the
+			// execute_tool span its child.
+			s, inner := outerSpan(t, h)
+			if inner != nil && inner.Parent.SpanID() != s.SpanContext.SpanID() {
+				t.Errorf("the execute_tool span's parent is %s, not the MCP span %s", inner.Parent.SpanID(), s.SpanContext.SpanID())
+			}
 			if s.SpanContext.TraceID().String() != agentTrace || s.Parent.SpanID().String() != agentSpan || !s.Parent.IsRemote() {
 				t.Errorf("span in trace %s with parent %s (remote %v); want trace %s, parent %s", s.SpanContext.TraceID(), s.Parent.SpanID(), s.Parent.IsRemote(), agentTrace, agentSpan)
 			}
@@ -394,5 +418,112 @@ func TestToolSpansNest(t *testing.T) {
 	spans := h.spans.GetSpans()
 	if len(spans) != 2 || spans[0].Name != "query" || spans[0].Parent.SpanID() != spans[1].SpanContext.SpanID() {
 		t.Fatalf("spans %+v", spans)
+	}
+}
+
+// A call over MCP gets the span of the MCP conventions, of kind server,
+// named "tools/call <tool>", the parent of the execute_tool span, and its
+// duration in mcp.server.operation.duration; a call of the HTTP API gets
+// neither.
+func TestMCPServerSpan(t *testing.T) {
+	h := newHarness(t, carmy.New().Tool(tools(nil)...))
+	srv := httptest.NewServer(h.reg.Handler())
+	defer srv.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		version string
+		session bool
+	}{
+		{"2025-11-25", true},
+		{"2026-07-28", false},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			h.spans.Reset()
+			client := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+			var opts *mcp.ClientSessionOptions
+			if tc.session {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: tc.version}
+			}
+			s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for _, tool := range []string{"save", "find"} {
+				h.spans.Reset()
+				if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"id": "a"}}); err != nil {
+					t.Fatal(err)
+				}
+				server, inner := outerSpan(t, h)
+				if inner == nil || inner.Name != "execute_tool "+tool || inner.Parent.SpanID() != server.SpanContext.SpanID() {
+					t.Fatalf("no execute_tool span under the MCP span: %+v", inner)
+				}
+				if server.Name != "tools/call "+tool || server.SpanKind != trace.SpanKindServer {
+					t.Errorf("span %q of kind %v", server.Name, server.SpanKind)
+				}
+				a := attrs(server)
+				want := map[attribute.Key]string{
+					otelcarmy.MCPMethodNameKey:      "tools/call",
+					otelcarmy.MCPProtocolVersionKey: tc.version,
+					otelcarmy.ToolNameKey:           tool,
+					otelcarmy.NetworkTransportKey:   "tcp",
+				}
+				if tool == "find" {
+					want[otelcarmy.ErrorTypeKey] = string(carmy.CodeNotFound)
+				}
+				for k, v := range want {
+					if a[k].AsString() != v {
+						t.Errorf("%s = %q, want %q", k, a[k].AsString(), v)
+					}
+				}
+				if _, ok := a[otelcarmy.ErrorTypeKey]; ok && tool == "save" {
+					t.Errorf("error.type on a success")
+				}
+				if id := a[otelcarmy.JSONRPCRequestIDKey].AsString(); id == "" {
+					t.Error("no jsonrpc.request.id")
+				}
+				if sid := a[otelcarmy.MCPSessionIDKey].AsString(); (sid != "") != tc.session {
+					t.Errorf("mcp.session.id %q with session=%v", sid, tc.session)
+				}
+			}
+		})
+	}
+
+	h.spans.Reset()
+	resp, err := http.Post(srv.URL+"/tools/save", "application/json", strings.NewReader(`{"id":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s := h.lastSpan(t); s.Name != "execute_tool save" {
+		t.Errorf("the HTTP API's call has span %q", s.Name)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := h.reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != otelcarmy.MCPOperationMetric {
+				continue
+			}
+			if m.Unit != "s" {
+				t.Errorf("unit %q", m.Unit)
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				v, _ := dp.Attributes.Value(otelcarmy.MCPProtocolVersionKey)
+				tool, _ := dp.Attributes.Value(otelcarmy.ToolNameKey)
+				method, _ := dp.Attributes.Value(otelcarmy.MCPMethodNameKey)
+				et, _ := dp.Attributes.Value(otelcarmy.ErrorTypeKey)
+				seen[v.AsString()+"/"+method.AsString()+"/"+tool.AsString()+"/"+et.AsString()] = dp.Count == 1
+			}
+		}
+	}
+	for _, k := range []string{"2025-11-25/tools/call/save/", "2025-11-25/tools/call/find/not_found", "2026-07-28/tools/call/save/", "2026-07-28/tools/call/find/not_found"} {
+		if !seen[k] {
+			t.Errorf("no data point of one call for %s in %v", k, seen)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/audittest"
 	"github.com/carmy-dev/carmy/pgaudit"
 )
 
@@ -321,4 +322,34 @@ func BenchmarkAudit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestAuditorKit runs the audittest kit on a table of its own each time,
+// records batched: Flush is Close.
+func TestAuditorKit(t *testing.T) {
+	url, pool := database(t)
+	audittest.TestAuditor(t, func(t *testing.T) audittest.Sink {
+		name := table(t, pool)
+		a, err := pgaudit.Open(context.Background(), url, pgaudit.WithTable(name), pgaudit.WithBatching(100, time.Hour, 1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.Close() })
+		return audittest.Sink{Auditor: a, Flush: a.Close, Records: func() ([]carmy.AuditRecord, error) {
+			rs, err := pool.Query(context.Background(), "SELECT time, decision, execution_id, request_id, session, principal, tool, effect, digest, code, approval_id, approver FROM "+name+" ORDER BY time")
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rs, func(r pgx.CollectableRow) (carmy.AuditRecord, error) {
+				var rec carmy.AuditRecord
+				var decision, effect, code string
+				if err := r.Scan(&rec.Time, &decision, &rec.ExecutionID, &rec.RequestID, &rec.Session, &rec.Principal, &rec.Tool, &effect, &rec.Digest, &code, &rec.ApprovalID, &rec.Approver); err != nil {
+					return rec, err
+				}
+				rec.Decision, rec.Code = carmy.AuditDecision(decision), carmy.Code(code)
+				err := rec.Effect.UnmarshalText([]byte(effect))
+				return rec, err
+			})
+		}}
+	})
 }

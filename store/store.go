@@ -5,17 +5,16 @@
 // pass an implementation to Builder.Store and Builder.Locker.
 //
 // The package holds the interfaces ([IdempotencyStore], [Locker], [Lock],
-// [ApprovalStore]), the optional capabilities a shared store adds
-// ([RateLimiter], [ConcurrencyLimiter], [KeyStore], [Checker], [Pinger],
-// [Finder], [NonceStore], [ReservationAbandoner], [Windowed]), their record types, the in-memory implementations a builder
-// uses by default ([NewMemoryStore], [NewMemoryLocker],
-// [NewMemoryApprovals], [NewMemoryLimiter]), and the registry of store
-// implementations by URL scheme ([Register], [Open]). The storetest package
-// [ApprovalStore], [TaskStore]) and their record types, the in-memory
-// implementations a builder uses by default ([NewMemoryStore],
-// [NewMemoryLocker], [NewMemoryApprovals], [NewMemoryTasks]), and the
-// registry of store implementations by URL scheme ([Register], [Open]). The storetest package
-// checks that an implementation keeps the promises the runtime relies on.
+// [ApprovalStore], [TaskStore], [ConcurrencyLimiter]'s [Slot]), the
+// optional capabilities a shared store adds ([RateLimiter],
+// [ConcurrencyLimiter], [KeyStore], [Checker], [Pinger], [Finder],
+// [NonceStore], [ReservationAbandoner], [Windowed], [DecisionWaiter]),
+// their record types, the in-memory implementations a builder uses by
+// default ([NewMemoryStore], [NewMemoryLocker], [NewMemoryApprovals],
+// [NewMemoryLimiter], [NewMemoryTasks]), and the registry of store
+// implementations by URL scheme ([Register], [Open]). The storetest
+// package checks that an implementation keeps the promises the runtime
+// relies on.
 //
 // A store never sees the runtime's types: outputs and errors are recorded as
 // JSON bytes, so that every replay decodes a copy of its own.

@@ -10,6 +10,8 @@ require (
 
 require github.com/cedar-policy/cedar-go v1.9.2 // indirect
 
+require go.yaml.in/yaml/v3 v3.0.6 // indirect
+
 require (
 	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

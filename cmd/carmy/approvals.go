@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,11 +17,13 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/carmy-dev/carmy/internal/console"
 )
 
 const approvalsUsage = `usage: carmy approvals [flags]
-       carmy approvals approve ID
+       carmy approvals approve [-yes] ID
        carmy approvals deny ID
 
 carmy approvals lets the person at a terminal decide the calls that wait
@@ -28,20 +33,34 @@ a local HTTP server without authentication. Each such server writes its
 console's link, with the secret that approves calls, to a file only its
 user can read ($XDG_RUNTIME_DIR, else the temporary directory, named
 carmy-console-*.url) and removes it when it stops; carmy approvals reads
-those files, of this user only.
+those files, of this user only. Before it lists or sends anything, it
+checks that the server behind a file knows that file's secret (a
+challenge the server answers without the secret going on the wire), and
+skips a file whose server does not: another program may have taken the
+port of a server that stopped.
 
 Without arguments it lists the pending approvals: each one's id, tool,
-caller and expiry, and the input exactly as it will run. "approve ID" and
-"deny ID" decide one; once approved, the call runs when the agent makes it
-again, with the same input. A denial is final: the call stays refused
-until the approval expires.
+caller and expiry, and the input exactly as it will run. "approve ID"
+shows the call first, then asks you to confirm on the terminal (-yes
+approves without asking, for scripts); "deny ID" denies it. Once approved,
+a task that waits for the approval resumes at once; any other call runs
+when the agent makes it again, with the same input. A denial is final: the
+call stays refused until the approval expires.
 
 Flags:
 `
 
+// approvalsIn is where "approve" reads the person's answer, and
+// inTerminal reports whether it is a terminal, where a person types it.
+var (
+	approvalsIn io.Reader = os.Stdin
+	inTerminal            = func() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
+)
+
 func runApprovals(args []string, stdout, stderr io.Writer) int {
 	fs, help := newFlagSet("carmy approvals", approvalsUsage, stdout, stderr, args)
 	asJSON := fs.Bool("json", false, "list the pending approvals as JSON, one array")
+	yes := fs.Bool("yes", false, "approve without asking on the terminal (for scripts)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on a server that does not answer within this `duration`")
 	if help {
 		fs.Usage()
@@ -57,7 +76,7 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 	case len(pos) == 0:
 		return listApprovals(ctx, *asJSON, stdout, stderr)
 	case len(pos) == 2 && (pos[0] == "approve" || pos[0] == "deny"):
-		return decideApproval(ctx, pos[0], pos[1], stdout, stderr)
+		return decideApproval(ctx, pos[0], pos[1], *yes, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "carmy approvals: want no argument, \"approve ID\" or \"deny ID\"; got %q\n", strings.Join(pos, " "))
 	fs.Usage()
@@ -75,6 +94,8 @@ type approval struct {
 	// Text is the input as a person is shown it: made by the server, with
 	// exact numbers and every character that could disguise text escaped.
 	Text string `json:"text"`
+	// TaskWaits: a task waits for the approval, and resumes once approved.
+	TaskWaits bool `json:"task_waits,omitempty"`
 	// Server is the server's URL, which the API does not say.
 	Server string `json:"server"`
 }
@@ -124,8 +145,40 @@ func (s localServer) send(ctx context.Context, method, path string, v any) (int,
 	return res.StatusCode, json.Unmarshal(body, v)
 }
 
-// servers returns the local servers that answer; those that do not (a
-// file a killed server left behind) are reported on stderr.
+// proves asks the server behind s's file to prove that it knows the
+// file's secret: it sends a random nonce, never the secret, and checks the
+// answer, an HMAC of the nonce keyed by the secret.
+func (s localServer) proves(ctx context.Context) error {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // never fails
+	nonce := hex.EncodeToString(b[:])
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Base+console.ChallengePath, strings.NewReader(`{"nonce":"`+nonce+`"}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "carmy-cli")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	var answer struct {
+		Proof string `json:"proof"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	if res.StatusCode != http.StatusOK || json.Unmarshal(body, &answer) != nil || !console.Proves(s.Secret, nonce, answer.Proof) {
+		return errNotTheServer
+	}
+	return nil
+}
+
+// errNotTheServer is a server that failed the challenge of its file.
+var errNotTheServer = errors.New("the server there does not know this file's secret: the server that wrote the file stopped, and another program took its port (or runs a carmy too old to prove it); nothing was sent to it")
+
+// servers returns the local servers that answer, and prove they wrote
+// their files; those that do not (a file a killed server left behind, a
+// program that took its port) are reported on stderr.
 func servers(ctx context.Context, stderr io.Writer) []localServer {
 	found, errs := console.Find()
 	for _, err := range errs {
@@ -134,7 +187,7 @@ func servers(ctx context.Context, stderr io.Writer) []localServer {
 	var out []localServer
 	for _, l := range found {
 		s := localServer{Local: l}
-		_, err := s.send(ctx, http.MethodGet, "/approvals?status=pending", &s.pending)
+		err := s.proves(ctx)
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			// Nothing listens there: the server stopped without removing
 			// its file (it was killed), and its secret died with it.
@@ -143,8 +196,11 @@ func servers(ctx context.Context, stderr io.Writer) []localServer {
 			}
 			continue
 		}
+		if err == nil {
+			_, err = s.send(ctx, http.MethodGet, "/approvals?status=pending", &s.pending)
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "carmy approvals: %s (from %s): %v\n", l.Base, l.File, err)
+			fmt.Fprintf(stderr, "carmy approvals: skipped %s (from %s): %v\n", l.Base, l.File, err)
 			continue
 		}
 		// The list summarizes; each approval's input comes with the
@@ -155,7 +211,7 @@ func servers(ctx context.Context, stderr io.Writer) []localServer {
 				fmt.Fprintf(stderr, "carmy approvals: %s: approval %s: %v\n", l.Base, a.ID, err)
 				continue
 			}
-			s.pending[i].Text = full.Text
+			s.pending[i].Text, s.pending[i].TaskWaits = full.Text, full.TaskWaits
 		}
 		out = append(out, s)
 	}
@@ -220,10 +276,14 @@ func printApproval(w io.Writer, a approval) {
 	}
 }
 
-func decideApproval(ctx context.Context, decision, id string, stdout, stderr io.Writer) int {
+// decideApproval decides approval id on the local server that has it.
+// Approving shows the call first, exactly as it will run, and asks the
+// person at the terminal, unless yes: an agent that tells its user "run
+// carmy approvals approve ID" does not get a blind approval.
+func decideApproval(ctx context.Context, decision, id string, yes bool, stdout, stderr io.Writer) int {
 	srvs := servers(ctx, stderr)
+	var a approval
 	i := slices.IndexFunc(srvs, func(s localServer) bool {
-		var a approval
 		_, err := s.send(ctx, http.MethodGet, "/approvals/"+url.PathEscape(id), &a)
 		return err == nil
 	})
@@ -231,19 +291,51 @@ func decideApproval(ctx context.Context, decision, id string, stdout, stderr io.
 		fmt.Fprintf(stderr, "carmy approvals: no local carmy server has approval %q; run \"carmy approvals\" to list the pending ones\n", id)
 		return 1
 	}
-	var a approval
+	a.Server = srvs[i].Base
+	waits := a.TaskWaits
+	if decision == "approve" {
+		printApproval(stdout, a)
+		if waits {
+			fmt.Fprintf(stdout, "Approving runs %s once with this input: the task that waits for it resumes at once.\n", a.Tool)
+		} else {
+			fmt.Fprintf(stdout, "Approving lets %s run once with this input, when the agent makes the call again.\n", a.Tool)
+		}
+		if !yes && !confirmed(stdout, stderr) {
+			return 1
+		}
+	}
 	if _, err := srvs[i].send(ctx, http.MethodPost, "/approvals/"+url.PathEscape(id)+"/"+decision, &a); err != nil {
 		fmt.Fprintf(stderr, "carmy approvals: %s %s: %v\n", decision, id, err)
 		return 1
 	}
 	a.Server = srvs[i].Base
-	printApproval(stdout, a)
-	if a.Status == "approved" {
+	switch {
+	case a.Status == "approved" && waits:
+		fmt.Fprintln(stdout, "Approved: the waiting task resumes now and runs this call once.")
+	case a.Status == "approved":
 		fmt.Fprintln(stdout, "Approved: the call runs when the agent makes it again, with this input, before it expires.")
-	} else {
+	default:
+		printApproval(stdout, a)
 		fmt.Fprintln(stdout, "Denied: the call stays refused until it expires.")
 	}
 	return 0
+}
+
+// confirmed asks the person at the terminal to confirm an approval, and
+// reports whether they did; without a terminal it refuses, saying how a
+// script approves.
+func confirmed(stdout, stderr io.Writer) bool {
+	if !inTerminal() {
+		fmt.Fprintln(stderr, "carmy approvals: approve asks you to confirm on a terminal, and standard input is not one: run it in a terminal, or pass -yes to approve without asking (in a script)")
+		return false
+	}
+	fmt.Fprint(stdout, "Approve this call? [y/N] ")
+	line, _ := bufio.NewReader(approvalsIn).ReadString('\n')
+	if answer := strings.ToLower(strings.TrimSpace(line)); answer == "y" || answer == "yes" {
+		return true
+	}
+	fmt.Fprintln(stdout, "Not approved: nothing was decided.")
+	return false
 }
 
 // consoleFiles names where the console files are looked for.

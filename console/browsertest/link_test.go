@@ -91,8 +91,9 @@ func TestConsoleOneTimeLink(t *testing.T) {
 }
 
 // TestConsoleSaysWhereTheApproversLinkIs: an approval link opened without
-// the secret says where the link that decides is: the console file, and
-// carmy approvals; on a local HTTP server and on a stdio session's console.
+// the secret says how the person decides (carmy approvals), and never
+// names the console file; on a local HTTP server and on a stdio session's
+// console.
 func TestConsoleSaysWhereTheApproversLinkIs(t *testing.T) {
 	t.Setenv("XDG_RUNTIME_DIR", t.TempDir()) // where the files go
 	t.Run("stdio", func(t *testing.T) {
@@ -102,8 +103,8 @@ func TestConsoleSaysWhereTheApproversLinkIs(t *testing.T) {
 		ctx := browser(t)
 		open(t, ctx, u.Scheme+"://"+u.Host+"/console?approval="+params.ElicitationID)
 		shown := get(t, ctx, chromedp.Text(css(`#approvals`)))
-		if !strings.Contains(shown, "carmy approvals") || !strings.Contains(shown, "carmy-console-") {
-			t.Fatalf("the approvals say %q; want carmy approvals and the file named", shown)
+		if !strings.Contains(shown, "carmy approvals") || strings.Contains(shown, "carmy-console-") {
+			t.Fatalf("the approvals say %q; want carmy approvals, and no file named", shown)
 		}
 	})
 	t.Run("HTTP", func(t *testing.T) {

@@ -15,17 +15,21 @@
 // with Builder.ConfigureMCP and Builder.ConfigureMCPOptions: sampling and
 // roots, an elicitation whose form needs schema keywords carmy's model does
 // not produce (titled enums), a tool that closes its event stream,
-// resources, prompts and completions.
+// resources, prompts and completions. The skills of the skills extension
+// (SEP-2640) are the folder skills/, embedded, with Builder.Skills, which
+// also serves carmy's generated skill of the server's rules.
 //
 //lint:file-ignore SA1019 the suite tests sampling, which MCP deprecates from 2026-07-28 on.
 package main
 
 import (
 	"context"
+	"embed"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -52,10 +56,17 @@ func main() {
 	}
 }
 
+// skillsFolder holds the skills the server serves.
+//
+//go:embed skills
+var skillsFolder embed.FS
+
 // newBuilder is the server: carmy's tools and the SDK's additions.
 func newBuilder() *carmy.Builder {
+	folder, _ := fs.Sub(skillsFolder, "skills") // a directory embedded just above
 	return carmy.New().
 		Tool(tools()...).
+		Skills(folder).
 		Tool(roundTools()...).
 		Tool(taskTools()...).
 		ConfigureMCP(func(s *mcp.Server) {

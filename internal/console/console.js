@@ -129,15 +129,15 @@ async function loadSession() {
   return 200;
 }
 
-// whereToDecide tells a person without the console secret where the
-// approver's link is.
+// whereToDecide tells a person without the console secret how to decide:
+// never the path of the file that holds it, which any local program could
+// read this page's session for.
 function whereToDecide() {
   const s = state.session;
-  const file = s && s.link_file ? ' It is also in the file ' + s.link_file + ', which only the user who runs the server can read.' : '';
   if (s && s.approvals_only) {
-    return 'This console belongs to the person at the MCP client: open the link the client showed (each link works once), or run "carmy approvals" in a terminal to approve or deny calls.' + file;
+    return 'This console belongs to the person at the MCP client: open the link the client showed (each link works once), or run "carmy approvals" in a terminal to approve or deny calls.';
   }
-  return 'Read-only: to approve or deny calls, open the console link with its secret that the server printed when it started, or run "carmy approvals" in a terminal.' + file;
+  return 'Read-only: to approve or deny calls, open the console link with its secret that the server printed when it started, or run "carmy approvals" in a terminal.';
 }
 
 // Tools --------------------------------------------------------------------

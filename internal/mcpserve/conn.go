@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -114,7 +115,7 @@ func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
-		if c.sessionTask(req) {
+		if c.sessionTask(req) || c.sessionlessTask(req) || c.skills(req) {
 			continue
 		}
 		switch req.Method {
@@ -155,7 +156,7 @@ func (c *fastConn) call(req *jsonrpc.Request) bool {
 	if !ok {
 		return false
 	}
-	return c.start(ss, req.ID, p, sessionless, func(ctx context.Context, result []byte, err error) {
+	return c.start(ss, req.ID, nil, p, sessionless, func(ctx context.Context, result []byte, err error) {
 		ans := &jsonrpc.Response{ID: req.ID, Result: result}
 		if err != nil {
 			ans.Result, ans.Error = nil, rpcError(err)
@@ -180,7 +181,7 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 	id, p, sessionless := msg.id, msg.params, msg.sessionless
 	// The end of the input waits for this answer, as for the SDK's.
 	sc.StartRequest()
-	started := c.start(ss, id, p, sessionless, func(_ context.Context, result []byte, err error) {
+	started := c.start(ss, id, msg.rawID, p, sessionless, func(_ context.Context, result []byte, err error) {
 		var b []byte
 		if err != nil {
 			b = mcpwire.RPCAnswer([]byte(msg.rawID), rpcError(err))
@@ -198,9 +199,10 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 
 // start runs a call answered here in a goroutine of its own (a tool that
 // elicits waits for an answer that comes in through Read), cancellable by
-// its id, and hands its result to answer. It returns false, having done
+// its id, and hands its result to answer; raw is the id as sent, nil when
+// the SDK decoded the request. It returns false, having done
 // nothing, when a call with that id is in progress already.
-func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolParamsRaw, sessionless bool, answer func(context.Context, []byte, error)) bool {
+func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, raw jsontext.Value, p *mcp.CallToolParamsRaw, sessionless bool, answer func(context.Context, []byte, error)) bool {
 	t := c.s.tools[p.Name]
 	ctx, cancel := context.WithCancel(c.base)
 	if !c.calls.Add(id, cancel) {
@@ -213,7 +215,7 @@ func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, p *mcp.CallToolPa
 		defer c.calls.Remove(id)
 		defer cancel()
 		c.s.answered.Add(1)
-		res, err := t.call(ctx, &mcp.CallToolRequest{Session: ss, Params: p})
+		res, err := c.s.serveCall(ctx, t, &mcp.CallToolRequest{Session: ss, Params: p}, false, raw)
 		var result []byte
 		if err == nil {
 			result, err = c.s.callResult(res, sessionless)
@@ -310,6 +312,9 @@ func (s *Server) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolP
 	if v != mcpwire.SessionlessProtocol || init.ProtocolVersion < mcpwire.SessionlessProtocol {
 		return nil, false, false
 	}
+	if _, starts := s.startsTask(p, nil); starts { // answered with its task (sessionlessTask)
+		return nil, false, false
+	}
 	if _, ok := meta[mcp.MetaKeyClientCapabilities].(map[string]any); !ok {
 		return nil, false, false
 	}
@@ -339,4 +344,46 @@ func (s *Server) callResult(res *mcp.CallToolResult, sessionless bool) ([]byte, 
 		res.Content = []mcp.Content{}
 	}
 	return res.MarshalJSON()
+}
+
+// sessionlessTask answers, in a goroutine of its own, a request of the
+// tasks extension of the sessionless protocol (a tools/call that starts a
+// task, tasks/get, tasks/update, tasks/cancel), read by the client
+// capabilities that request declares, as over HTTP; it reports false,
+// having done nothing, for any other request.
+func (c *fastConn) sessionlessTask(req *jsonrpc.Request) bool {
+	ss := c.ss.Load()
+	tasks, ok := c.s.host.(Tasks)
+	if ss == nil || !ok || !req.IsCall() || req.Method != "tools/call" && !strings.HasPrefix(req.Method, "tasks/") {
+		return false
+	}
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if jsonv2.Unmarshal(req.Params, &p) != nil {
+		return false
+	}
+	if v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string); v != mcpwire.SessionlessProtocol {
+		return false
+	}
+	door := taskDoor{caller: c.s.cfg.Stdio, call: func(p *mcp.CallToolParamsRaw) *Call {
+		return &Call{Tool: p.Name, Params: p, Caller: c.s.cfg.Stdio, Authenticated: true, Session: c.s.cfg.Stdio.Session,
+			Peer: newPeer(&mcp.CallToolRequest{Session: ss, Params: p}, c.s.cfg.FormConfirmation)}
+	}}
+	// Decided before the answer: a request that is not one goes on to the
+	// SDK, in order.
+	if _, _, starts := c.s.taskCall(jsontext.Value(req.Params), nil); req.Method == "tools/call" && !starts {
+		return false
+	}
+	c.running.Add(1)
+	go func() {
+		defer c.running.Done()
+		res, rpcErr, _ := c.s.sessionlessTask(c.base, tasks, door, req.Method, jsontext.Value(req.Params))
+		ans := &jsonrpc.Response{ID: req.ID, Result: res}
+		if rpcErr != nil {
+			ans.Result, ans.Error = nil, rpcErr
+		}
+		_ = c.Connection.Write(c.base, ans)
+	}()
+	return true
 }

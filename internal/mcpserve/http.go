@@ -91,7 +91,7 @@ func (s *Server) HTTPHandler() http.Handler {
 			if s.mirrored && body != nil && !s.headersMatch(w, req, body) {
 				return
 			}
-			if body != nil && s.taskRequest(w, req, body) {
+			if body != nil && (s.taskRequest(w, req, body) || s.skillsHTTP(w, req, body, true)) {
 				return
 			}
 			if s.fast && body != nil && s.sessionlessCall(w, req, body) {
@@ -253,7 +253,7 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 		return false
 	}
 	ctx := req.Context()
-	res, err := t.call(ctx, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
+	res, err := s.serveCall(ctx, t, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}}, true, msg.ID)
 	if err != nil { // a protocol error: the call ran no further
 		rpcErr := rpcError(err)
 		w.Header().Set("Content-Type", "application/json")
@@ -286,7 +286,7 @@ func (s *Server) sessionHandler(next http.Handler, body []byte) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if s.sessionTaskHTTP(w, req, body) {
+		if s.sessionTaskHTTP(w, req, body) || s.skillsHTTP(w, req, body, false) {
 			return
 		}
 		if !s.fast || !s.sessionCall(w, req, body) {
@@ -348,7 +348,7 @@ func (s *Server) sessionCall(w http.ResponseWriter, req *http.Request, body []by
 	}
 	defer ses.Calls.Remove(id)
 	s.answered.Add(1)
-	res, err := s.tools[p.Name].call(ctx, &mcp.CallToolRequest{Session: ses.ServerSession(), Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}})
+	res, err := s.serveCall(ctx, s.tools[p.Name], &mcp.CallToolRequest{Session: ses.ServerSession(), Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}}, true, msg.rawID)
 	var out []byte
 	if err == nil {
 		out, err = s.callResult(res, false)
@@ -360,5 +360,43 @@ func (s *Server) sessionCall(w http.ResponseWriter, req *http.Request, body []by
 		return true
 	}
 	_, _ = w.Write(mcpwire.RPCResult(msg.rawID, out))
+	return true
+}
+
+// rpcRequest is a JSON-RPC request that carmy answers itself, read from
+// an HTTP body.
+type rpcRequest struct {
+	JSONRPC string         `json:"jsonrpc"`
+	ID      jsontext.Value `json:"id"`
+	Method  string         `json:"method"`
+	Params  jsontext.Value `json:"params"`
+}
+
+// readRequest reads body as a JSON-RPC 2.0 request with an id; false for
+// anything else, which the SDK answers.
+func readRequest(body []byte) (rpcRequest, bool) {
+	var msg rpcRequest
+	ok := jsonv2.Unmarshal(body, &msg) == nil && msg.JSONRPC == "2.0" && len(msg.ID) != 0
+	return msg, ok
+}
+
+// writeAnswer writes the JSON answer to the request of id: result, or
+// rpcErr with its HTTP status when status is set (the sessionless
+// protocol's), and reports that it did.
+func writeAnswer(w http.ResponseWriter, id jsontext.Value, result any, rpcErr *jsonrpc.Error, status bool) bool {
+	w.Header().Set("Content-Type", "application/json")
+	if rpcErr != nil {
+		if status {
+			w.WriteHeader(mcpwire.ErrorStatus(rpcErr.Code))
+		}
+		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(id), rpcErr))
+		return true
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(id), rpcError(err)))
+		return true
+	}
+	_, _ = w.Write(mcpwire.RPCResult(id, b))
 	return true
 }

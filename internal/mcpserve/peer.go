@@ -302,6 +302,12 @@ func (p *Peer) inputRequired() *mcp.CallToolResult {
 
 // Progress notifies the client of the call's progress, if it asked for it
 // with a progress token.
+// WantsProgress reports whether the client gave the call a progress
+// token, over a connection that carries notifications.
+func (p *Peer) WantsProgress() bool {
+	return p.req.Params.GetProgressToken() != nil && p.req.Session != nil
+}
+
 func (p *Peer) Progress(ctx context.Context, done, total float64, msg string) {
 	token := p.req.Params.GetProgressToken()
 	if token == nil || p.req.Session == nil {

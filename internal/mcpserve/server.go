@@ -18,10 +18,12 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/mcpwire"
+	"github.com/carmy-dev/carmy/internal/skills"
 )
 
 // Host is what the door needs of the registry that serves it. It must be
@@ -70,6 +72,16 @@ type Call struct {
 	// Peer is the client, for the tool to reach it (progress, logs,
 	// questions) and for confirmation.
 	Peer *Peer
+	// Wire is what the request said about itself, for telemetry.
+	Wire Wire
+}
+
+// Wire describes the JSON-RPC request that carried a call.
+type Wire struct {
+	ID              jsontext.Value // the request id as sent; nil where the SDK decoded the request
+	ProtocolVersion string         // the version the request is served under
+	SessionID       string         // the MCP session's id; "" without one
+	Transport       string         // "tcp" over streamable HTTP, "pipe" over stdio
 }
 
 // Outcome is what a call gave, as the host reports it.
@@ -132,6 +144,12 @@ type Config struct {
 	// see them all.
 	Options   []func(*mcp.ServerOptions)
 	Configure []func(*mcp.Server)
+	// Skills are the skills the server serves with MCP's skills extension
+	// (SEP-2640), and Rules, when set, says the server's rules for a
+	// caller, the generated skill it serves besides them. With either, the
+	// server declares the extension.
+	Skills []*skills.Skill
+	Rules  func(ctx context.Context, id Identity) skills.Rules
 }
 
 // Server is the MCP server of a host's tools.
@@ -150,6 +168,8 @@ type Server struct {
 	mirrored bool
 	// taskStreams carry the status notifications of sessions' tasks.
 	taskStreams taskStreams
+	// skills are the host's skills by the URI of their SKILL.md.
+	skills map[string]*skills.Skill
 }
 
 // entry is a tool of the door's table, made when the server is.
@@ -179,6 +199,7 @@ func New(cfg Config) *Server {
 	if _, ok := cfg.Host.(Tasks); ok {
 		opts.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
 	}
+	s.skillsExtension(opts)
 	for _, f := range cfg.Options {
 		f(opts)
 	}
@@ -199,6 +220,7 @@ func New(cfg Config) *Server {
 		s.tools[def.Name] = e
 		sdk.AddTool(&def, e.call)
 	}
+	s.addSkills(sdk)
 	for _, f := range cfg.Configure {
 		f(sdk)
 	}
@@ -230,43 +252,61 @@ func OutputSchema(schema json.RawMessage) (json.RawMessage, bool) {
 	return out, true
 }
 
-// handler is the MCP handler of one tool.
+// handler is the MCP handler of one tool, as the SDK calls it.
 func (s *Server) handler(t *entry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		extra := req.GetExtra()
-		c := &Call{Tool: t.Def.Name, Params: req.Params, Caller: s.cfg.Stdio, Authenticated: true}
-		if extra != nil && (extra.TokenInfo != nil || extra.Header != nil) {
-			c.Caller, c.Request, c.Authenticated = httpCaller(extra)
-			c.Header = extra.Header
-		}
-		// The SDK detaches a call from its HTTP request; a client that went
-		// away must not leave its tool running, or waiting for its turn.
-		if c.Request != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(c.Request.Context(), cancel)()
-		}
-		c.Session = c.Caller.Session
-		if c.Session == "" && req.Session != nil {
-			c.Session = req.Session.ID()
-		}
-		c.Peer = newPeer(req, s.cfg.FormConfirmation)
-		if err := s.openRounds(ctx, c); err != nil {
-			return nil, err
-		}
-		out, err := s.host.Call(ctx, c)
-		if c.Peer.rounds.state != nil {
-			c.Peer.rounds.seal(ctx, c.Peer)
-		}
-		if ask := c.Peer.inputRequired(); ask != nil {
-			return ask, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return s.result(t, out), nil
+		return s.serveCall(ctx, t, req, false, nil)
 	}
+}
+
+// serveCall answers a call of t. attached reports a ctx that already ends
+// when the call's HTTP request does: carmy's own answers on the request's
+// goroutine pass it, and need no second cancel context. id is the request
+// id as sent, when carmy decoded the request itself.
+func (s *Server) serveCall(ctx context.Context, t *entry, req *mcp.CallToolRequest, attached bool, id jsontext.Value) (*mcp.CallToolResult, error) {
+	extra := req.GetExtra()
+	c := &Call{Tool: t.Def.Name, Params: req.Params, Caller: s.cfg.Stdio, Authenticated: true}
+	if extra != nil && (extra.TokenInfo != nil || extra.Header != nil) {
+		c.Caller, c.Request, c.Authenticated = httpCaller(extra)
+		c.Header = extra.Header
+	}
+	// The SDK detaches a call from its HTTP request; a client that went
+	// away must not leave its tool running, or waiting for its turn.
+	if c.Request != nil && !attached {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(c.Request.Context(), cancel)()
+	}
+	c.Session = c.Caller.Session
+	c.Wire = Wire{ID: id, ProtocolVersion: mcpwire.SessionlessProtocol, Transport: "pipe"}
+	if c.Request != nil {
+		c.Wire.Transport = "tcp"
+	}
+	if req.Session != nil {
+		c.Wire.SessionID = req.Session.ID()
+		if init := req.Session.InitializeParams(); init != nil {
+			c.Wire.ProtocolVersion = init.ProtocolVersion
+		}
+		if c.Session == "" {
+			c.Session = c.Wire.SessionID
+		}
+	}
+	c.Peer = newPeer(req, s.cfg.FormConfirmation)
+	if err := s.openRounds(ctx, c); err != nil {
+		return nil, err
+	}
+	out, err := s.host.Call(ctx, c)
+	if c.Peer.rounds.state != nil {
+		c.Peer.rounds.seal(ctx, c.Peer)
+	}
+	if ask := c.Peer.inputRequired(); ask != nil {
+		return ask, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.result(t, out), nil
 }
 
 // result is the MCP result of a call of t that gave out.

@@ -271,13 +271,8 @@ func (s *Server) sessionTaskHTTP(w http.ResponseWriter, req *http.Request, body 
 	if ses == nil {
 		return false
 	}
-	var msg struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      jsontext.Value `json:"id"`
-		Method  string         `json:"method"`
-		Params  jsontext.Value `json:"params"`
-	}
-	if jsonv2.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || len(msg.ID) == 0 {
+	msg, ok := readRequest(body)
+	if !ok {
 		return false
 	}
 	extra := &mcp.RequestExtra{TokenInfo: tokenInfo(req.Context()), Header: req.Header}

@@ -1,6 +1,7 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,6 +81,15 @@ func DeclaresTasks(meta map[string]any) bool {
 	return ok
 }
 
+// mayConcernTasks reports whether a message may be a task's request or
+// declare the tasks extension: every such message holds "tasks" in its
+// bytes, unless a string of it is escaped. A plain call is then not decoded
+// once more to learn that it is none (the strict check and the call's own
+// decode are enough).
+func mayConcernTasks(body []byte) bool {
+	return bytes.Contains(body, []byte("tasks")) || bytes.IndexByte(body, '\\') >= 0
+}
+
 // TaskRequiredError is the protocol's error for a call of a tool that runs
 // only as a task from a client that did not declare tasks: missing
 // required client capability, naming the extension.
@@ -96,65 +106,90 @@ func TaskRequiredError(tool string) *jsonrpc.Error {
 // leaves to the SDK, having written nothing.
 func (s *Server) taskRequest(w http.ResponseWriter, req *http.Request, body []byte) bool {
 	tasks, ok := s.host.(Tasks)
-	if !ok || req.Method != http.MethodPost {
+	if !ok || req.Method != http.MethodPost || !mayConcernTasks(body) {
 		return false
 	}
-	var msg struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      jsontext.Value `json:"id"`
-		Method  string         `json:"method"`
-		Params  jsontext.Value `json:"params"`
-	}
-	if jsonv2.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || len(msg.ID) == 0 ||
-		!strings.HasPrefix(msg.Method, "tasks/") && msg.Method != "tools/call" ||
+	msg, ok := readRequest(body)
+	if !ok || !strings.HasPrefix(msg.Method, "tasks/") && msg.Method != "tools/call" ||
 		!mcpwire.HeaderIs(req.Header, "Mcp-Method", msg.Method) {
 		return false
 	}
 	id, _, _ := httpCaller(&mcp.RequestExtra{TokenInfo: tokenInfo(req.Context())})
-	answer := func(result any, rpcErr *jsonrpc.Error) bool {
-		w.Header().Set("Content-Type", "application/json")
+	door := taskDoor{caller: id, header: req.Header, call: func(p *mcp.CallToolParamsRaw) *Call {
+		extra := &mcp.RequestExtra{TokenInfo: tokenInfo(req.Context()), Header: req.Header}
+		c := &Call{Tool: p.Name, Params: p, Header: req.Header}
+		c.Caller, c.Request, c.Authenticated = httpCaller(extra)
+		c.Session = c.Caller.Session
+		c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra}, s.cfg.FormConfirmation)
+		return c
+	}}
+	result, rpcErr, handled := s.sessionlessTask(req.Context(), tasks, door, msg.Method, msg.Params)
+	if !handled {
+		return false
+	}
+	return writeAnswer(w, msg.ID, result, rpcErr, true)
+}
+
+// taskDoor is what the tasks extension needs of the transport a request
+// came by: who calls, the headers of its HTTP request (nil over stdio),
+// and how a call that starts a task is made.
+type taskDoor struct {
+	caller Identity
+	header http.Header
+	call   func(p *mcp.CallToolParamsRaw) *Call
+}
+
+// sessionlessTask answers a sessionless request of the tasks extension
+// (tasks/get, tasks/update, tasks/cancel, the methods of the extension's
+// first draft that it removed, and a tools/call that starts a task) that
+// came by door, with its result or its error, and reports whether it is
+// one: the client capabilities that each request declares decide, over
+// HTTP and stdio alike. What is not one, or is not well formed, it leaves
+// to the SDK.
+func (s *Server) sessionlessTask(ctx context.Context, tasks Tasks, door taskDoor, method string, params jsontext.Value) (json.RawMessage, *jsonrpc.Error, bool) {
+	answer := func(result any, rpcErr *jsonrpc.Error) (json.RawMessage, *jsonrpc.Error, bool) {
 		if rpcErr != nil {
-			w.WriteHeader(mcpwire.ErrorStatus(rpcErr.Code))
-			_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(msg.ID), rpcErr))
-			return true
+			return nil, rpcErr, true
 		}
 		b, err := json.Marshal(result)
 		if err != nil {
-			return answerInternal(w, msg.ID, err)
+			return nil, rpcError(err), true
 		}
-		_, _ = w.Write(mcpwire.RPCResult(msg.ID, b))
-		return true
+		return b, nil, true
 	}
-	if msg.Method == "tools/call" {
-		return s.startTask(req, tasks, msg.Params, answer)
+	if method == "tools/call" {
+		return s.startTask(ctx, tasks, door, params)
+	}
+	if !strings.HasPrefix(method, "tasks/") {
+		return nil, nil, false
 	}
 	var p struct {
 		TaskID         string         `json:"taskId"`
 		InputResponses jsontext.Value `json:"inputResponses"`
 		Meta           map[string]any `json:"_meta"`
 	}
-	if jsonv2.Unmarshal(msg.Params, &p) != nil {
+	if jsonv2.Unmarshal(params, &p) != nil {
 		return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params"})
 	}
-	switch msg.Method {
+	switch method {
 	case "tasks/get", "tasks/update", "tasks/cancel":
 	default: // tasks/result and tasks/list are gone: a task's result is in tasks/get
-		return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + msg.Method})
+		return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method})
 	}
 	if !DeclaresTasks(p.Meta) {
-		return answer(nil, TaskRequiredError(msg.Method))
+		return answer(nil, TaskRequiredError(method))
 	}
-	if name := req.Header.Values("Mcp-Name"); len(name) > 0 && strings.TrimSpace(name[0]) != p.TaskID {
+	if name := door.header.Values("Mcp-Name"); len(name) > 0 && strings.TrimSpace(name[0]) != p.TaskID {
 		return answer(nil, &jsonrpc.Error{Code: mcpwire.CodeHeaderMismatch, Message: "header mismatch: Mcp-Name does not match params.taskId"})
 	}
 	if p.TaskID == "" {
 		return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: taskId is required"})
 	}
-	ctx := req.Context()
+	id := door.caller
 	notFound := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: no task " + p.TaskID + " is visible to you"}
 	var found bool
 	var err error
-	switch msg.Method {
+	switch method {
 	case "tasks/get":
 		var st *TaskState
 		if st, found, err = tasks.GetTask(ctx, id, p.TaskID); err == nil && found {
@@ -171,7 +206,7 @@ func (s *Server) taskRequest(w http.ResponseWriter, req *http.Request, body []by
 	}
 	switch {
 	case err != nil:
-		return answerInternal(w, msg.ID, err)
+		return answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()})
 	case !found:
 		return answer(nil, notFound)
 	}
@@ -181,41 +216,60 @@ func (s *Server) taskRequest(w http.ResponseWriter, req *http.Request, body []by
 // startTask answers a tools/call of a tool that runs as a task for a
 // client that declared tasks with the task it starts, or reports false for
 // a call that is not one.
-func (s *Server) startTask(req *http.Request, tasks Tasks, params jsontext.Value, answer func(any, *jsonrpc.Error) bool) bool {
-	var p *mcp.CallToolParamsRaw
-	if jsonv2.Unmarshal(params, &p) != nil || p == nil || !DeclaresTasks(p.Meta) {
-		return false
+func (s *Server) startTask(ctx context.Context, tasks Tasks, door taskDoor, params jsontext.Value) (json.RawMessage, *jsonrpc.Error, bool) {
+	p, t, ok := s.taskCall(params, door.header)
+	if !ok {
+		return nil, nil, false
 	}
-	t, ok := s.tools[p.Name]
-	if !ok || t.Tasks == TaskForbidden || !mcpwire.HeaderIs(req.Header, "Mcp-Name", p.Name) ||
-		t.AskFirst && p.RequestState == "" && len(p.InputResponses) == 0 {
-		return false
-	}
-	ctx := req.Context()
-	extra := &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: req.Header}
-	c := &Call{Tool: p.Name, Params: p, Header: req.Header}
-	c.Caller, c.Request, c.Authenticated = httpCaller(extra)
-	c.Session = c.Caller.Session
-	c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra}, s.cfg.FormConfirmation)
+	c := door.call(p)
 	// The answers of the rounds before are the task's: a tool that asked
 	// before its task started finds them (TaskAfterInput).
 	if err := s.openRounds(ctx, c); err != nil {
-		return answer(nil, rpcError(err))
+		return nil, rpcError(err), true
 	}
 	st, out, err := tasks.StartTask(ctx, c)
 	if err != nil {
-		return answer(nil, rpcError(err))
+		return nil, rpcError(err), true
 	}
 	if st == nil { // refused before its task began: a tool result, as a call's
 		b, err := mcpwire.SessionlessResult(s.result(t, out), s.info)
 		if err != nil {
-			return answer(nil, rpcError(err))
+			return nil, rpcError(err), true
 		}
-		return answer(json.RawMessage(b), nil)
+		return b, nil, true
 	}
 	task := taskObject(st)
 	task["resultType"] = "task"
-	return answer(task, nil)
+	b, err := json.Marshal(task)
+	if err != nil {
+		return nil, rpcError(err), true
+	}
+	return b, nil, true
+}
+
+// taskCall reads the params of a tools/call, with the headers of its HTTP
+// request (nil over stdio), and reports whether it starts a task: its
+// client declared tasks, and its tool runs as one now.
+func (s *Server) taskCall(params jsontext.Value, header http.Header) (*mcp.CallToolParamsRaw, *entry, bool) {
+	var p *mcp.CallToolParamsRaw
+	if jsonv2.Unmarshal(params, &p) != nil || p == nil {
+		return nil, nil, false
+	}
+	t, ok := s.startsTask(p, header)
+	return p, t, ok
+}
+
+// startsTask reports whether a tools/call with params p starts a task.
+func (s *Server) startsTask(p *mcp.CallToolParamsRaw, header http.Header) (*entry, bool) {
+	if !DeclaresTasks(p.Meta) {
+		return nil, false
+	}
+	t, ok := s.tools[p.Name]
+	if !ok || t.Tasks == TaskForbidden || !mcpwire.HeaderIs(header, "Mcp-Name", p.Name) ||
+		t.AskFirst && p.RequestState == "" && len(p.InputResponses) == 0 {
+		return nil, false
+	}
+	return t, true
 }
 
 // taskObject is the members every task answer of the sessionless
@@ -272,13 +326,6 @@ func (s *Server) detailedTask(st *TaskState) map[string]any {
 		o["inputRequests"] = st.Questions
 	}
 	return o
-}
-
-// answerInternal answers a request whose answer cannot be made.
-func answerInternal(w http.ResponseWriter, id jsontext.Value, err error) bool {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(id), &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
-	return true
 }
 
 // inbox is where a task's questions wait for their answers: a task runs

@@ -25,6 +25,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
@@ -450,6 +451,14 @@ func (v *Verifier) Metadata(req *http.Request, path string) *oauthex.ProtectedRe
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "carmy",
 	}
+}
+
+// ServeMetadata answers a request for the metadata of the protected
+// resource at path, naming scopes as the scopes a client may ask for.
+func (v *Verifier) ServeMetadata(w http.ResponseWriter, req *http.Request, path string, scopes []string) {
+	m := v.Metadata(req, path)
+	m.ScopesSupported = scopes
+	auth.ProtectedResourceMetadataHandler(m).ServeHTTP(w, req)
 }
 
 // Challenge is the WWW-Authenticate value of a refused request, following

@@ -1,8 +1,11 @@
-// Package storetest checks that a [store.IdempotencyStore], a
-// [store.Locker], a [store.ApprovalStore], a [store.RateLimiter], a
+// Package storetest checks that a [store.IdempotencyStore] (with the
+// optional capabilities it implements), a [store.Locker], a
+// [store.ApprovalStore], a [store.TaskStore], a [store.RateLimiter], a
 // [store.ConcurrencyLimiter] or a [store.KeyStore] keeps the promises the
-// runtime relies on, in the manner of
-// testing/slogtest: call its functions from a test of your store.
+// runtime relies on, in the manner of testing/slogtest: call its functions
+// ([TestIdempotencyStore], [TestLocker], [TestApprovalStore],
+// [TestTaskStore], [TestRateLimiter], [TestConcurrencyLimiter],
+// [TestKeyStore]) from a test of your store.
 //
 //	func TestMyStore(t *testing.T) {
 //		storetest.TestIdempotencyStore(t, func(t *testing.T, limit int) store.IdempotencyStore {

@@ -199,6 +199,9 @@ func (r *Registry) Decide(ctx context.Context, id string, approve bool, approver
 			Details: map[string]any{"approval_id": id, "reason": "own_call"}}
 	}
 	if err == nil {
+		if e := r.policyApprove(ctx, a, Identity{Principal: approver}, doorOf(ctx)); e != nil {
+			return e
+		}
 		a, err = r.decide(ctx, id, approve, approver)
 	}
 	if err != nil {
@@ -262,7 +265,7 @@ func elicitationApprover(principal string) string { return "elicitation:" + prin
 
 // auditApproval writes the audit record of what happened to approval a:
 // decided, expired, or a refused attempt to decide it by principal.
-func (r *Registry) auditApproval(ctx context.Context, a store.Approval, d AuditDecision, principal string, code Code) {
+func (r *Registry) auditApproval(ctx context.Context, a store.Approval, d AuditDecision, principal string, code Code, with ...func(*AuditRecord)) {
 	if len(r.auditors) == 0 {
 		return
 	}
@@ -271,6 +274,9 @@ func (r *Registry) auditApproval(ctx context.Context, a store.Approval, d AuditD
 	timeout := maxApprovalWait
 	if t, ok := r.tools[a.Tool]; ok {
 		rec.Effect, timeout = t.meta.Effect, t.meta.Timeout
+	}
+	for _, f := range with {
+		f(&rec)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()

@@ -92,6 +92,16 @@ type AuditRecord struct {
 	// then who tried).
 	ApprovalID string `json:"approval_id"`
 	Approver   string `json:"approver"`
+	// PolicySet is the hex SHA-256 of the Cedar policy set in force when
+	// the call was decided ([Builder.PolicyFile]), and Policies the ids of
+	// the policies that determined the decision: the forbids that refused,
+	// the permits that allowed, those that failed to evaluate; both empty
+	// without policies.
+	PolicySet string   `json:"policy_set,omitempty"`
+	Policies  []string `json:"policies,omitempty"`
+	// Detail says why a policy file was rejected (policy_rejected), or,
+	// in shadow mode, what the policies would have refused.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Auditor is a sink for [AuditRecord] values; see [Builder.Audit]. Audit is

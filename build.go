@@ -346,6 +346,15 @@ func (b *Builder) configure() {
 	if c.TaskTTL > 0 {
 		b.taskTTL = c.TaskTTL
 	}
+	if c.PolicyShadow {
+		b.policy.shadow = true
+	}
+	if c.PolicyPoll > 0 {
+		b.policy.poll = c.PolicyPoll
+	}
+	if c.PolicyFile != "" {
+		b.PolicyFile(c.PolicyFile)
+	}
 	if o := c.OAuth; o.Issuer != "" && o.Audience != "" {
 		b.oauth = &oauthSetting{OAuthConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes}, o.Site}
 	}

@@ -53,6 +53,7 @@ type Builder struct {
 	taskTTL         time.Duration
 
 	effectPerms     map[Effect]string // see EffectPermissions
+	policy          policySource      // see Policies and PolicyFile
 	effectPermsSite string
 
 	toolSearch bool        // see ToolSearch
@@ -113,6 +114,9 @@ func New() *Builder {
 //	audit_url = "postgres://carmy@db/carmy"   # audit records in a sink registered with RegisterAuditor
 //	tool_search = true                 # serve search_tools (see Builder.ToolSearch)
 //	deferred_tools = ["export_orders"] # tools a model loads on demand (see Deferred)
+//	policy_file = "policies.cedar"     # Cedar policies, reloaded when the file changes (see Builder.PolicyFile)
+//	policy_mode = "enforce"            # or "shadow": evaluate and audit without enforcing (see Builder.PolicyMode)
+//	policy_poll = "2s"                 # how often the policy file is read (see Builder.PolicyPoll)
 //
 //	[[tokens]]                         # a bearer token, known by its hash (see HashToken)
 //	sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -137,8 +141,8 @@ func New() *Builder {
 // CARMY_OAUTH_ISSUER, CARMY_OAUTH_AUDIENCE, CARMY_OAUTH_SCOPES,
 // CARMY_ALLOWED_HOSTS, CARMY_ALLOWED_ORIGINS (lists comma-separated),
 // CARMY_SESSION_TIMEOUT, CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW,
-// CARMY_TASK_TTL, CARMY_PUBLIC_URL, CARMY_AUDIT_FILE and
-// CARMY_AUDIT_URL, when set and not empty, override the file's values;
+// CARMY_TASK_TTL, CARMY_PUBLIC_URL, CARMY_AUDIT_FILE, CARMY_AUDIT_URL and
+// CARMY_POLICY_FILE, when set and not empty, override the file's values;
 // the tokens authenticate with [BearerTokens], [oauth] with [OAuth],
 // resolved at Build, which then reaches the issuer.
 func App() *Builder {
@@ -395,6 +399,7 @@ func (b *Builder) Build() (*Registry, error) {
 	errs = append(errs, b.deferTools(r)...)
 	errs = append(errs, b.checkToolRates(r)...)
 	errs = append(errs, r.mcpConfig.loadSkills()...)
+	errs = append(errs, b.buildPolicies(r)...)
 	if err := errors.Join(errs...); err != nil {
 		for _, c := range r.closers { // the store's and the mounts'
 			_ = c()
@@ -433,6 +438,7 @@ func (b *Builder) Build() (*Registry, error) {
 	r.reindex()
 	r.logUndescribed()
 	r.startMounts()
+	b.watchPolicies(r)
 	return r, nil
 }
 

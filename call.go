@@ -157,7 +157,12 @@ const deadlineGrace = 10 * time.Millisecond
 //  6. Decode and validate the input: [CodeInvalidInput], with every
 //     problem found.
 //  7. Take the request id from the input's field tagged
-//     carmy:"request_id", for a call that carries none.
+//     carmy:"request_id", for a call that carries none; then ask the
+//     Cedar policies, if any ([Builder.Policies]), with the validated
+//     input: a call none permits, or that one forbids, is
+//     [CodePermissionDenied] naming them; a permit with @confirm makes it
+//     need confirmation. They are asked again as an approval is used
+//     (stage 11) when they changed meanwhile.
 //  8. Check confirmation ([RequireConfirmation]): a grant for the tool or
 //     for this input's canonical form, or a person's approval; otherwise
 //     [CodeConfirmationRequired]. Where the call's door can ask the person

@@ -21,12 +21,19 @@ const (
 	// ConfirmationRequired: calls need the permission "confirm:<name>", or
 	// "confirm:<name>:<digest>" for one input.
 	ConfirmationRequired
+	// ConfirmationPossible, in a list: the tool declares none, but a
+	// policy with @confirm may ask a person's approval of a call
+	// ([Builder.Policies]). A tool never declares it.
+	ConfirmationPossible
 )
 
-// String returns "none" or "required".
+// String returns "none", "required" or "possible".
 func (c Confirmation) String() string {
-	if c == ConfirmationRequired {
+	switch c {
+	case ConfirmationRequired:
 		return "required"
+	case ConfirmationPossible:
+		return "possible"
 	}
 	return "none"
 }
@@ -34,15 +41,18 @@ func (c Confirmation) String() string {
 // MarshalText implements [encoding.TextMarshaler].
 func (c Confirmation) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
-// UnmarshalText implements [encoding.TextUnmarshaler]: "none" or "required".
+// UnmarshalText implements [encoding.TextUnmarshaler]: "none", "required"
+// or "possible".
 func (c *Confirmation) UnmarshalText(text []byte) error {
 	switch string(text) {
 	case "none":
 		*c = ConfirmationNone
 	case "required":
 		*c = ConfirmationRequired
+	case "possible":
+		*c = ConfirmationPossible
 	default:
-		return fmt.Errorf("unknown confirmation %q; want none or required", text)
+		return fmt.Errorf("unknown confirmation %q; want none, required or possible", text)
 	}
 	return nil
 }
@@ -99,7 +109,7 @@ const (
 // run.
 func (r *Registry) confirm(ctx context.Context, t *tool, req *Request) (replayOnly bool, rec *store.Record, err error) {
 	perms := req.exec.c.Permissions
-	if t.meta.Confirmation != ConfirmationRequired || perms.Has(t.confirm) {
+	if t.meta.Confirmation != ConfirmationRequired && (req.policy == nil || !req.policy.confirm) || perms.Has(t.confirm) {
 		return false, nil, nil
 	}
 	_, digest, err := req.canonical(t)
@@ -323,6 +333,9 @@ func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error
 	a := req.approval
 	if a == nil || a.Status != store.ApprovalApproved {
 		return nil
+	}
+	if err := r.policyAgain(ctx, t, req); err != nil {
+		return err
 	}
 	used, err := r.approvals.store.Consume(ctx, a.ID, req.Call.RequestID)
 	if errors.Is(err, store.ErrApprovalState) {

@@ -91,6 +91,24 @@
 // tools/list say with defer_loading. docs/search.md in the repository
 // says when to use which.
 //
+// # Policies
+//
+// Rules that change without a deploy, and rules over arguments, are Cedar
+// policies ([Builder.PolicyFile], [Builder.Policies]): who may list, call
+// and approve which tool, with which input. With a set installed, a call
+// no policy permits is refused; a forbid's @reason is the message, a
+// permit's @confirm asks a person's approval, and every refusal is
+// permission_denied naming the policies in details.policy:
+//
+//	@id("large-transfers")
+//	@reason("transfers above 1,000 need the treasury team")
+//	forbid(principal, action == Action::"call", resource == Tool::"transfer")
+//	unless { context.input has amount && context.input.amount.lessThanOrEqual(decimal("1000.0")) };
+//
+// Policies only tighten what the code declares: none lifts a [Requires],
+// a limit or a [RequireConfirmation]. A changed file is reloaded once it
+// is stable; a bad one leaves the set in force. See docs/policies.md.
+//
 // # Confirmation and approvals
 //
 // A tool with [RequireConfirmation] runs only for a caller holding

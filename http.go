@@ -111,7 +111,11 @@ func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
 // asks (see [private]).
 func (s *httpServer) serveTools(w http.ResponseWriter, req *http.Request, id Identity) {
 	out := make([]ToolMetadata, 0, len(s.r.names))
-	s.r.eachVisible(req.Context(), id, func(t *tool) { out = append(out, t.meta) }) // written at once: no copy
+	s.r.eachVisible(req.Context(), id, func(t *tool) {
+		m := t.meta // written at once: no deep copy
+		m.Confirmation = s.r.confirmationFor(t)
+		out = append(out, m)
+	})
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -1103,6 +1107,10 @@ func (s *httpServer) serveDecision(approved bool) func(http.ResponseWriter, *htt
 				s.refuse(w, req, c.Principal, http.StatusForbidden, Errorf(CodePermissionDenied,
 					"deciding approvals of %s needs the permission %q or %q", a.Tool, "approve:"+a.Tool, "approve:*"))
 			}
+			return
+		}
+		if e := s.r.policyApprove(req.Context(), a, Identity{Principal: c.Name(), Permissions: c.Permissions}, "http"); e != nil {
+			s.refuse(w, req, c.Principal, http.StatusForbidden, e)
 			return
 		}
 		id := a.ID

@@ -17,6 +17,7 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
+	"github.com/carmy-dev/carmy/internal/policy"
 	"github.com/carmy-dev/carmy/internal/skills"
 	"github.com/carmy-dev/carmy/store"
 )
@@ -38,7 +39,9 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 		for i, name := range r.names {
 			t := r.tools[name]
 			mounted = mounted || t.def.mount != nil
-			tools[i] = mcpserve.Tool{Def: mcpTool(t.meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst, Deferred: t.meta.Deferred,
+			meta := t.meta
+			meta.Confirmation = r.confirmationFor(t)
+			tools[i] = mcpserve.Tool{Def: mcpTool(meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst, Deferred: t.meta.Deferred,
 				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 			if t.out != nil {
 				tools[i].Output = t.meta.OutputSchema
@@ -148,7 +151,10 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	}
 	w := &mc.Wire
 	v := via{peer: peerOf(mc.Peer), mcp: MCPRequest{Method: "tools/call", ID: json.RawMessage(w.ID), ProtocolVersion: w.ProtocolVersion, SessionID: w.SessionID, Transport: w.Transport}}
-	if t.meta.Confirmation == ConfirmationRequired {
+	if r.policies != nil {
+		ctx = policy.WithDoor(ctx, "mcp") // tasks it starts keep it
+	}
+	if t.meta.Confirmation == ConfirmationRequired || r.policies != nil {
 		v.asker = mcpAsker{r, mc.Peer} // only then: an interface value costs an allocation
 	}
 	if t.meta.Tasks == TaskRequired && t.askFirst {
@@ -222,6 +228,9 @@ func mcpOutcome(err error) mcpserve.Outcome { return mcpserve.Outcome{Err: publi
 
 // Visible tells which tools id may see in tools/list.
 func (d mcpDoor) Visible(ctx context.Context, id mcpserve.Identity) func(string) bool {
+	if d.r.policies != nil {
+		ctx = policy.WithDoor(ctx, "mcp")
+	}
 	visible := d.r.visibility(ctx, Identity(id))
 	return func(name string) bool { return visible(d.r.tools[name]) }
 }
@@ -372,7 +381,7 @@ func (d mcpDoor) skillRules(ctx context.Context, id mcpserve.Identity) skills.Ru
 		if !visible(t) {
 			continue
 		}
-		st := skills.Tool{Name: name, Effect: t.meta.Effect.String(), Idempotent: t.meta.Idempotent, Confirmation: t.meta.Confirmation.String(),
+		st := skills.Tool{Name: name, Effect: t.meta.Effect.String(), Idempotent: t.meta.Idempotent, Confirmation: r.confirmationFor(t).String(),
 			Tasks: t.meta.Tasks.String(), MaxInFlight: t.maxInFlight, Timeout: t.meta.Timeout}
 		if t.rate.Calls > 0 {
 			st.Rate = describeRate(t.rate)

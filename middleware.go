@@ -47,6 +47,9 @@ type Request struct {
 	via
 	// task is the task the call runs as, if any.
 	task *taskRun
+	// policy is what the policies decided about the call; nil without
+	// policies.
+	policy *policyOutcome
 
 	// What the pipeline (run) carries from stage to stage: the tool's
 	// Context, and what the call holds until release.

@@ -224,6 +224,15 @@ const (
 // prefix is the mount the tool comes from: the policy's server attribute.
 func (mt *mountedTool) prefix() string { return mt.m.spec.prefix }
 
+// server is the mount t comes from, by its prefix, "" for the registry's
+// own tools: the Tool entity's server attribute for policies.
+func (t *tool) server() string {
+	if t.def.mount == nil {
+		return ""
+	}
+	return t.def.mount.prefix()
+}
+
 // name is how the mount is named in messages and logs.
 func (s *mountSpec) name() string {
 	if s.prefix == "" {

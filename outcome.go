@@ -82,6 +82,9 @@ func (r *Registry) auditRecord(t *tool, req *Request, d AuditDecision, execID st
 	if a := req.approval; a != nil {
 		rec.ApprovalID, rec.Approver = a.ID, a.Approver
 	}
+	if p := req.policy; p != nil {
+		rec.PolicySet, rec.Policies, rec.Detail = p.set.SHA256, p.ids, p.detail
+	}
 	return rec
 }
 

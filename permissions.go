@@ -142,7 +142,11 @@ func (t *tool) permissionError(perms Permissions) *Error {
 // tools/list, the console) is this one, for the caller that asks.
 func (r *Registry) ToolsFor(ctx context.Context, id Identity) []ToolMetadata {
 	out := make([]ToolMetadata, 0, len(r.names))
-	r.eachVisible(ctx, id, func(t *tool) { out = append(out, t.meta.clone()) })
+	r.eachVisible(ctx, id, func(t *tool) {
+		m := t.meta.clone()
+		m.Confirmation = r.confirmationFor(t)
+		out = append(out, m)
+	})
 	return out
 }
 
@@ -158,7 +162,7 @@ func (r *Registry) eachVisible(ctx context.Context, id Identity, f func(*tool)) 
 
 // visibility returns whether a caller may call a tool, for lists.
 func (r *Registry) visibility(ctx context.Context, id Identity) func(*tool) bool {
-	if r.authorize == nil && !r.requiring {
+	if r.authorize == nil && !r.requiring && r.policies == nil {
 		return (*tool).live
 	}
 	cc := &Context{
@@ -169,7 +173,8 @@ func (r *Registry) visibility(ctx context.Context, id Identity) func(*tool) bool
 		Metadata:    id.Metadata,
 		log:         r.logger,
 	}
-	return func(t *tool) bool { return t.live() && r.listed(cc, t) }
+	door := doorOf(ctx)
+	return func(t *tool) bool { return t.live() && r.listed(cc, t) && r.policyListed(cc, t, door) }
 }
 
 // listed asks permit for a list. A policy that panics is logged, and the

@@ -67,6 +67,14 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		cc.RequestID = c.RequestID
 	}
 
+	// Policies, on the validated input, before confirmation: a permit
+	// may ask for a person's approval.
+	if r.policies != nil {
+		if err := r.policyCall(ctx, t, req); err != nil {
+			return Result{}, err
+		}
+	}
+
 	// Confirmation: a grant, or a person's approval.
 	replayOnly, rec, err := r.confirm(ctx, t, req)
 	if rec != nil {

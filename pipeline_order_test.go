@@ -33,7 +33,7 @@ type precedenceRig struct {
 
 const precedenceTool = "ledger_write"
 
-func newPrecedenceRig(t *testing.T, opts ...carmy.Option) *precedenceRig {
+func newPrecedenceRig(t *testing.T, policies string, opts ...carmy.Option) *precedenceRig {
 	t.Helper()
 	rig := &precedenceRig{gate: make(chan struct{}), started: make(chan struct{}, 4)}
 	fn := func(ctx context.Context, in precedenceInput) (int, error) {
@@ -44,7 +44,11 @@ func newPrecedenceRig(t *testing.T, opts ...carmy.Option) *precedenceRig {
 		return in.N, nil
 	}
 	opts = append([]carmy.Option{carmy.Name(precedenceTool), carmy.Register(false)}, opts...)
-	reg, err := carmy.New().
+	b := carmy.New()
+	if policies != "" {
+		b.Policies(policies)
+	}
+	reg, err := b.
 		Tool(carmy.Tool(fn, carmy.Write, opts...)).
 		Use(func(next carmy.CallFunc) carmy.CallFunc {
 			return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
@@ -112,10 +116,11 @@ func (rig *precedenceRig) hold(t *testing.T, c carmy.Call) {
 func TestRefusalPrecedence(t *testing.T) {
 	confirmAll := "confirm:" + precedenceTool
 	for _, tc := range []struct {
-		name  string
-		opts  []carmy.Option
-		setup func(*testing.T, *precedenceRig)
-		call  carmy.Call // Tool defaults to the rig's tool
+		name     string
+		opts     []carmy.Option
+		policies string // Cedar policies of the registry, if any
+		setup    func(*testing.T, *precedenceRig)
+		call     carmy.Call // Tool defaults to the rig's tool
 		// want is the code the call gets ("" for a success), reason its
 		// details.reason, msg a part of its message.
 		want     carmy.Code
@@ -175,6 +180,25 @@ func TestRefusalPrecedence(t *testing.T) {
 		call: carmy.Call{Input: []byte(`{"n":1}`)},
 		want: carmy.CodeRateLimited, decision: carmy.AuditRefused,
 	}, {
+		name:     "permission over policy",
+		opts:     []carmy.Option{carmy.Requires("ledger:write")},
+		policies: `forbid(principal, action, resource);`,
+		call:     carmy.Call{Input: []byte(`{"n":1}`)},
+		want:     carmy.CodePermissionDenied, msg: "ledger:write", decision: carmy.AuditRefused,
+	}, {
+		name:     "bad input over policy",
+		policies: `forbid(principal, action, resource);`,
+		call:     carmy.Call{Input: []byte(`{"n":0}`)},
+		want:     carmy.CodeInvalidInput, msg: "n", decision: carmy.AuditRefused,
+	}, {
+		name: "policy over confirmation",
+		opts: []carmy.Option{carmy.RequireConfirmation()},
+		policies: `permit(principal, action, resource);
+@reason("n = 2 is not for agents")
+forbid(principal, action == Action::"call", resource) when { context.input.n == 2 };`,
+		call: carmy.Call{Input: []byte(`{"n":2}`)},
+		want: carmy.CodePermissionDenied, msg: "n = 2 is not for agents", decision: carmy.AuditRefused,
+	}, {
 		name: "bad input over confirmation",
 		opts: []carmy.Option{carmy.RequireConfirmation()},
 		call: carmy.Call{Input: []byte(`{"n":0}`)},
@@ -221,7 +245,7 @@ func TestRefusalPrecedence(t *testing.T) {
 		want:  carmy.CodeUnavailable, reason: "busy", decision: carmy.AuditRefused,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			rig := newPrecedenceRig(t, tc.opts...)
+			rig := newPrecedenceRig(t, tc.policies, tc.opts...)
 			if tc.setup != nil {
 				tc.setup(t, rig)
 			}

@@ -19,7 +19,8 @@ type Registry struct {
 	names     []string // sorted
 	logger    *slog.Logger
 	authorize func(Context, ToolMetadata) error
-	requiring bool // some tool requires a permission
+	requiring bool      // some tool requires a permission
+	policies  *policies // the Cedar policies; nil for none
 	store     store.IdempotencyStore
 	locker    store.Locker
 	limiter   store.RateLimiter        // of the tools with a RateLimit

@@ -1,7 +1,6 @@
 package carmy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 
@@ -143,24 +142,13 @@ func (r *Registry) searchTools(ctx Context, in searchInput) (searchOutput, error
 			Name:         t.meta.Name,
 			Description:  t.meta.Description,
 			Effect:       t.meta.Effect,
-			Confirmation: r.confirmationFor(ctx, id, t),
+			Confirmation: r.confirmationFor(t).String(),
 			TaskSupport:  t.meta.Tasks,
 			InputSchema:  t.meta.InputSchema,
 		})
 		return len(out.Tools) < limit
 	})
 	return out, nil
-}
-
-// confirmationFor says whether a call of t by the caller id needs a
-// person: "required" when the tool declares it, else "none". It is the
-// one place that decides what a list or a search says of a tool's
-// confirmation.
-func (r *Registry) confirmationFor(_ context.Context, _ Identity, t *tool) string {
-	if t.meta.Confirmation == ConfirmationRequired {
-		return "required"
-	}
-	return "none"
 }
 
 // deferTools marks the tools carmy.toml's deferred_tools names as

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/policy"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
 
@@ -77,6 +78,7 @@ func Dispatch(ctx context.Context, r *carmy.Registry, name, arguments string, op
 }
 
 func dispatch(ctx context.Context, r *carmy.Registry, walkers *sync.Pool, p *plan, name, arguments string, opts []carmy.CallOption) (carmy.Result, error) {
+	ctx = policy.WithDoor(ctx, "llm") // the door policies see
 	c := carmy.Call{Tool: name, Input: json.RawMessage(arguments)}
 	for _, o := range opts {
 		o(&c)

@@ -26,6 +26,7 @@ package pgaudit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,10 +76,17 @@ const Schema = `CREATE TABLE IF NOT EXISTS %s (
 	digest       text NOT NULL,
 	code         text NOT NULL,
 	approval_id  text NOT NULL,
-	approver     text NOT NULL
+	approver     text NOT NULL,
+	policy_set   text NOT NULL DEFAULT '',
+	policies     text NOT NULL DEFAULT '',
+	detail       text NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS %s ON %s (execution_id);
-CREATE INDEX IF NOT EXISTS %s ON %s (principal, time);`
+CREATE INDEX IF NOT EXISTS %s ON %s (principal, time);
+ALTER TABLE %s
+	ADD COLUMN IF NOT EXISTS policy_set text NOT NULL DEFAULT '',
+	ADD COLUMN IF NOT EXISTS policies   text NOT NULL DEFAULT '',
+	ADD COLUMN IF NOT EXISTS detail     text NOT NULL DEFAULT '';`
 
 // Option configures [Open].
 type Option func(*Auditor)
@@ -150,9 +158,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Auditor, error) {
 		return nil, err
 	}
 	t := a.quoted()
-	cols := "id, time, decision, execution_id, request_id, session, principal, tool, effect, digest, code, approval_id, approver"
-	a.insert = "INSERT INTO " + t + " (" + cols + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING"
-	a.insertAll = "INSERT INTO " + t + " (" + cols + ") SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[]) ON CONFLICT (id) DO NOTHING"
+	cols := "id, time, decision, execution_id, request_id, session, principal, tool, effect, digest, code, approval_id, approver, policy_set, policies, detail"
+	a.insert = "INSERT INTO " + t + " (" + cols + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT (id) DO NOTHING"
+	a.insertAll = "INSERT INTO " + t + " (" + cols + ") SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[]) ON CONFLICT (id) DO NOTHING"
 	a.queue = make(chan row, a.queueSize)
 	a.done = make(chan struct{})
 	go a.batch()
@@ -181,7 +189,7 @@ func (a *Auditor) createTable(ctx context.Context) error {
 	base := parts[len(parts)-1]
 	idx := func(suffix string) string { return pgx.Identifier{base + "_" + suffix}.Sanitize() }
 	t := a.quoted()
-	ddl := fmt.Sprintf(Schema, t, idx("execution_id"), t, idx("principal_time"), t)
+	ddl := fmt.Sprintf(Schema, t, idx("execution_id"), t, idx("principal_time"), t, t)
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "carmy audit "+a.table); err != nil {
 			return err
@@ -247,8 +255,18 @@ func (a *Auditor) Audit(ctx context.Context, rec carmy.AuditRecord) error {
 func (a *Auditor) insertOne(ctx context.Context, r row) error {
 	rec := r.rec
 	_, err := a.pool.Exec(ctx, a.insert, r.id, rec.Time, string(rec.Decision), rec.ExecutionID, rec.RequestID, rec.Session, rec.Principal,
-		rec.Tool, rec.Effect.String(), rec.Digest, string(rec.Code), rec.ApprovalID, rec.Approver)
+		rec.Tool, rec.Effect.String(), rec.Digest, string(rec.Code), rec.ApprovalID, rec.Approver, rec.PolicySet, policiesJSON(rec.Policies), rec.Detail)
 	return err
+}
+
+// policiesJSON is the policies column: the ids as a JSON array
+// (policies::jsonb reads it), "" for none.
+func policiesJSON(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(ids) // strings always encode
+	return string(b)
 }
 
 // batch inserts queued records until Close, then what is left.
@@ -318,14 +336,16 @@ func (a *Auditor) insertMany(ctx context.Context, rows []row) error {
 		times                                                 = make([]time.Time, len(rows))
 		decision, exec, req, session, principal, tool, effect = col(rows), col(rows), col(rows), col(rows), col(rows), col(rows), col(rows)
 		digest, code, approval, approver                      = col(rows), col(rows), col(rows), col(rows)
+		policySet, policies, detail                           = col(rows), col(rows), col(rows)
 	)
 	for i, r := range rows {
 		rec := r.rec
 		ids[i], times[i] = r.id, rec.Time
 		decision[i], exec[i], req[i], session[i], principal[i], tool[i], effect[i] = string(rec.Decision), rec.ExecutionID, rec.RequestID, rec.Session, rec.Principal, rec.Tool, rec.Effect.String()
 		digest[i], code[i], approval[i], approver[i] = rec.Digest, string(rec.Code), rec.ApprovalID, rec.Approver
+		policySet[i], policies[i], detail[i] = rec.PolicySet, policiesJSON(rec.Policies), rec.Detail
 	}
-	_, err := a.pool.Exec(ctx, a.insertAll, ids, times, decision, exec, req, session, principal, tool, effect, digest, code, approval, approver)
+	_, err := a.pool.Exec(ctx, a.insertAll, ids, times, decision, exec, req, session, principal, tool, effect, digest, code, approval, approver, policySet, policies, detail)
 	return err
 }
 

@@ -8,6 +8,8 @@ require (
 	github.com/eino-contrib/jsonschema v1.0.3
 )
 
+require github.com/cedar-policy/cedar-go v1.9.2 // indirect
+
 require go.yaml.in/yaml/v3 v3.0.6 // indirect
 
 require (

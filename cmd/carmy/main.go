@@ -10,6 +10,7 @@
 //	vet        check carmy.Tool calls before run time (also a go vet -vettool)
 //	new        create a module with one example tool, ready to run and test
 //	schema     print the input and output schemas of a package's tools
+//	policy     check a Cedar policy file against a package's tools, or test it on recorded requests
 //	tools      list the tools of a running server
 //	call       call a tool of a running server
 //	tasks      list, read, wait for and cancel the caller's tasks on a running server
@@ -60,6 +61,7 @@ func init() {
 		{"vet", "check carmy.Tool calls before run time (also a go vet -vettool)", runVet},
 		{"new", "create a module with one example tool, ready to run and test", runNew},
 		{"schema", "print the input and output schemas of a package's tools", runSchema},
+		{"policy", "check a Cedar policy file against a package's tools, or test it on recorded requests", runPolicy},
 		{"tools", "list the tools of a running server", runTools},
 		{"call", "call a tool of a running server", runCall},
 		{"approvals", "list and decide the calls that wait for you on your local servers", runApprovals},

@@ -24,7 +24,7 @@ import (
 	"github.com/carmy-dev/carmy/internal/toolsrc"
 )
 
-const schemaUsage = `usage: carmy schema [-tool name] [package]
+const schemaUsage = `usage: carmy schema [-cedar] [-tool name] [package]
 
 carmy schema prints the input and output schemas of the tools a package
 declares with carmy.Tool, as a JSON array of {"name", "input_schema",
@@ -32,7 +32,10 @@ declares with carmy.Tool, as a JSON array of {"name", "input_schema",
 the permissions the tool declares with carmy.Requires (a host's
 Builder.EffectPermissions may add the one of its effect); it is left out
 when there are none. The package is a directory or
-an import path, "." by default; -tool keeps one tool.
+an import path, "." by default; -tool keeps one tool. -cedar prints each
+tool's Cedar schema instead: the one its policies are validated against
+(see carmy policy check), in which call's and approve's context.input is
+the tool's input.
 
 The schemas are the ones the registry publishes, descriptions from
 carmy_gen.go included: carmy schema compiles the package's tests with one
@@ -63,6 +66,7 @@ func runSchema(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, schemaUsage) }
 	only := fs.String("tool", "", "print only the tool with this `name`")
+	cedar := fs.Bool("cedar", false, "print the tools' Cedar schemas")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -85,6 +89,10 @@ func runSchema(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "carmy schema: no tool named %q in %s\n", *only, pattern)
 			return 1
 		}
+	}
+	if *cedar {
+		printCedarSchemas(stdout, tools)
+		return 0
 	}
 	out, err := json.MarshalIndent(tools, "", "  ")
 	if err != nil {

@@ -92,6 +92,11 @@ func runVet(args []string, stdout, stderr io.Writer) int {
 	if runErr != nil {
 		return 1
 	}
+	// A configured policy file is checked against the tools of the
+	// package in the working directory.
+	if path, err := policyFile(""); err == nil && code == 0 && !*asJSON {
+		code = checkPolicies(path, ".", io.Discard, stderr)
+	}
 	return code
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/carmy-dev/carmy"
 	"github.com/carmy-dev/carmy/internal/approve"
+	"github.com/carmy-dev/carmy/internal/policy"
 )
 
 // Outcome is what became of one tool call.
@@ -54,7 +55,7 @@ func Run(ctx context.Context, reg *carmy.Registry, caller []carmy.CallOption, to
 		o(&c)
 	}
 	c.Tool, c.RequestID = tool, requestID
-	res, err := execute(ctx, reg, c)
+	res, err := execute(policy.WithDoor(ctx, "adapter"), reg, c)
 	if err == nil {
 		return Outcome{Output: res.Output}
 	}
@@ -100,7 +101,7 @@ func shown(input []byte) string {
 // answer to a framework's interrupt. An approval already decided keeps its
 // decision: the call that follows gets what it says.
 func Decide(ctx context.Context, reg *carmy.Registry, id string, approve bool, approver string) *carmy.Error {
-	if err := reg.Decide(ctx, id, approve, approver); err != nil && carmy.CodeOf(err) != carmy.CodeConflict {
+	if err := reg.Decide(policy.WithDoor(ctx, "adapter"), id, approve, approver); err != nil && carmy.CodeOf(err) != carmy.CodeConflict {
 		return publicError(err)
 	}
 	return nil

@@ -56,6 +56,9 @@ type Settings struct {
 	ToolSearch           bool          // serve the search_tools tool
 	DeferredTools        List          // tools a model should load on demand
 	Mounts               []Mount       // [[mount]]
+	PolicyFile           string        // Cedar policies, reloaded when the file changes
+	PolicyShadow         bool          // policy_mode = "shadow": evaluate and audit, never enforce
+	PolicyPoll           time.Duration // how often the policy file is read
 }
 
 // Token is a bearer token of [[tokens]], known by its hash.
@@ -92,6 +95,7 @@ const (
 	envStoreURL             = "CARMY_STORE_URL"
 	envAuditFile            = "CARMY_AUDIT_FILE"
 	envAuditURL             = "CARMY_AUDIT_URL"
+	envPolicyFile           = "CARMY_POLICY_FILE"
 )
 
 // defaultFile is the file read when CARMY_CONFIG is not set and the file
@@ -117,7 +121,7 @@ func Load(path string) (Settings, error) {
 // CARMY_OAUTH_SCOPES (comma-separated), CARMY_ALLOWED_HOSTS,
 // CARMY_ALLOWED_ORIGINS (both comma-separated), CARMY_SESSION_TIMEOUT,
 // CARMY_MAX_SESSIONS, CARMY_IDEMPOTENCY_WINDOW, CARMY_PUBLIC_URL,
-// CARMY_STATE_KEY and CARMY_TASK_TTL, when set and not empty, override
+// CARMY_STATE_KEY, CARMY_TASK_TTL and CARMY_POLICY_FILE, when set and not empty, override
 // the file's values.
 // A bad variable is a [*Problem] whose Site is its name.
 func FromEnv() (Settings, error) {
@@ -165,6 +169,7 @@ func FromEnv() (Settings, error) {
 	env(envStoreURL, func(v string) (err error) { c.StoreURL, err = parseStoreURL(v); return })
 	env(envAuditFile, func(v string) error { c.AuditFile = v; return nil })
 	env(envAuditURL, func(v string) (err error) { c.AuditURL, err = parseAuditURL(v); return })
+	env(envPolicyFile, func(v string) error { c.PolicyFile = v; return nil })
 	errs = append(errs, oauthFromEnv(&c)...)
 	errs = append(errs, boundaryFromEnv(&c)...)
 	errs = append(errs, storeFromEnv(&c)...)
@@ -173,9 +178,9 @@ func FromEnv() (Settings, error) {
 
 // The top-level keys of carmy.toml; redis_url is store_url by another
 // name, for Redis.
-var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "task_ttl", "public_url", "state_key", "tokens", "oauth", "effect_permissions", "rate_limits", "tool_search", "deferred_tools", "mount"}
+var knownKeys = []string{"listen", "body_limit", "timeout", "drain_timeout", "log_level", "allow_unauthenticated", "store_url", "redis_url", "audit_file", "audit_url", "allowed_hosts", "allowed_origins", "session_timeout", "max_sessions", "idempotency_window", "task_ttl", "public_url", "state_key", "policy_file", "policy_mode", "policy_poll", "tokens", "oauth", "effect_permissions", "rate_limits", "tool_search", "deferred_tools", "mount"}
 
-const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, task_ttl, public_url, state_key, [[tokens]], [oauth], [effect_permissions], [rate_limits], tool_search, deferred_tools and [[mount]]"
+const knownKeysText = "listen, body_limit, timeout, drain_timeout, log_level, allow_unauthenticated, store_url (or redis_url), audit_file, audit_url, allowed_hosts, allowed_origins, session_timeout, max_sessions, idempotency_window, task_ttl, public_url, state_key, policy_file, policy_mode, policy_poll, [[tokens]], [oauth], [effect_permissions], [rate_limits], tool_search, deferred_tools and [[mount]]"
 
 // document is a decoded carmy.toml: each top-level key's value, still
 // undecoded, with the library's metadata that locates it.
@@ -320,6 +325,21 @@ func parse(path, src string) (Settings, error) {
 		c.ToolSearch = b
 	}
 	c.DeferredTools = parseList(&d, path, "deferred_tools", `["export_orders"]`, fail)
+	scalar("policy_file", func(s string) error {
+		if s == "" {
+			return errors.New("must name a file, such as \"policies.cedar\"")
+		}
+		c.PolicyFile = s
+		return nil
+	}, `a path such as "policies.cedar"`)
+	scalar("policy_mode", func(s string) error {
+		if s != "enforce" && s != "shadow" {
+			return fmt.Errorf("%q is not a mode; use \"enforce\" or \"shadow\"", s)
+		}
+		c.PolicyShadow = s == "shadow"
+		return nil
+	}, `"enforce" or "shadow"`)
+	scalar("policy_poll", func(s string) (err error) { c.PolicyPoll, err = parseDuration(s); return }, `a duration such as "2s"`)
 	c.Tokens = parseTokens(&d, fail)
 	c.OAuth = parseOAuth(&d, path, fail)
 	c.EffectPermissions = parseEffectPermissions(&d, path, fail)

@@ -102,6 +102,13 @@ func TrustAnnotations(trust bool) MountOption {
 	return func(s *mountSpec) { s.distrust = !trust }
 }
 
+// MountDeferred marks every tool of the mount [Deferred]: a model loads
+// them on demand (the LLM exports and MCP tools/list say defer_loading).
+// A [ToolOverride]'s Deferred decides for one tool.
+func MountDeferred() MountOption {
+	return func(s *mountSpec) { s.deferred = true }
+}
+
 // MountTool overrides what carmy takes from the upstream about one of its
 // tools, named as the upstream names it.
 func MountTool(name string, o ToolOverride) MountOption {
@@ -130,6 +137,9 @@ type ToolOverride struct {
 	Timeout time.Duration
 	// Description replaces the upstream's.
 	Description string
+	// Deferred, when set, says whether a model loads the tool on demand
+	// ([Deferred]), over [MountDeferred].
+	Deferred *bool
 }
 
 // mountSpec is one Mount call, resolved at Build.
@@ -142,6 +152,7 @@ type mountSpec struct {
 	urlElicitation bool
 	floor          Effect
 	distrust       bool
+	deferred       bool
 	overrides      map[string]ToolOverride
 }
 
@@ -348,6 +359,10 @@ func (m *mount) declare(b *Builder, t mcpclient.Tool) *ToolDef {
 	meta.ParallelSafe = meta.Effect.ReadOnly()
 	if o.Description != "" {
 		meta.Description = o.Description
+	}
+	meta.Deferred = s.deferred
+	if o.Deferred != nil {
+		meta.Deferred = *o.Deferred
 	}
 	if o.Confirm != nil && *o.Confirm || o.Confirm == nil && meta.Effect == Destructive {
 		meta.Confirmation = ConfirmationRequired
@@ -595,7 +610,8 @@ func (t *tool) digestOf(form []byte) string {
 func (b *Builder) configureMounts(mounts []config.Mount) {
 	for _, c := range mounts {
 		s := &mountSpec{prefix: c.Prefix, up: Upstream{command: c.Command, url: c.URL, headers: c.Headers}, site: c.Site,
-			env: c.Env, roots: c.Roots, urlElicitation: c.URLElicitation, distrust: c.TrustAnnotations != nil && !*c.TrustAnnotations}
+			env: c.Env, roots: c.Roots, urlElicitation: c.URLElicitation, distrust: c.TrustAnnotations != nil && !*c.TrustAnnotations,
+			deferred: c.Deferred}
 		s.floor, _ = ParseEffect(c.EffectFloor) // "" leaves no floor
 		for name, o := range c.Tools {
 			if s.overrides == nil {
@@ -603,7 +619,7 @@ func (b *Builder) configureMounts(mounts []config.Mount) {
 			}
 			effect, _ := ParseEffect(o.Effect)
 			s.overrides[name] = ToolOverride{Effect: effect, Requires: o.Requires, Confirm: o.Confirm, Timeout: o.Timeout,
-				Description: o.Description, RateLimit: store.Rate{Calls: o.RateLimit.Calls, Per: o.RateLimit.Per}}
+				Description: o.Description, RateLimit: store.Rate{Calls: o.RateLimit.Calls, Per: o.RateLimit.Per}, Deferred: o.Deferred}
 		}
 		b.mounts = append(b.mounts, s)
 	}

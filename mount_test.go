@@ -395,22 +395,23 @@ func TestMountOverridesAndFloor(t *testing.T) {
 	u := newUpstream()
 	url := u.serveHTTP(t).URL
 	no := false
-	reg := build(t, carmy.New().Mount("", carmy.Endpoint(url), carmy.EffectFloor(carmy.Write),
-		carmy.MountTool("delete", carmy.ToolOverride{Confirm: &no, Requires: []string{"files"}, Description: "Deletes, carefully"}),
+	reg := build(t, carmy.New().Mount("", carmy.Endpoint(url), carmy.EffectFloor(carmy.Write), carmy.MountDeferred(),
+		carmy.MountTool("delete", carmy.ToolOverride{Confirm: &no, Requires: []string{"files"}, Description: "Deletes, carefully", Deferred: &no}),
 		carmy.MountTool("post", carmy.ToolOverride{Effect: carmy.Destructive})))
 	for _, c := range []struct {
 		name     string
 		effect   carmy.Effect
 		confirm  carmy.Confirmation
 		requires []string
+		deferred bool
 	}{
-		{"read", carmy.Write, carmy.ConfirmationNone, nil},
-		{"delete", carmy.Destructive, carmy.ConfirmationNone, []string{"files"}},
-		{"post", carmy.Destructive, carmy.ConfirmationRequired, nil},
+		{"read", carmy.Write, carmy.ConfirmationNone, nil, true},
+		{"delete", carmy.Destructive, carmy.ConfirmationNone, []string{"files"}, false},
+		{"post", carmy.Destructive, carmy.ConfirmationRequired, nil, true},
 	} {
 		m, ok := reg.Lookup(c.name)
-		if !ok || m.Effect != c.effect || m.Confirmation != c.confirm || strings.Join(m.Requires, ",") != strings.Join(c.requires, ",") {
-			t.Errorf("%s: %+v, want effect %s, confirmation %s, requires %v", c.name, m, c.effect, c.confirm, c.requires)
+		if !ok || m.Effect != c.effect || m.Confirmation != c.confirm || strings.Join(m.Requires, ",") != strings.Join(c.requires, ",") || m.Deferred != c.deferred {
+			t.Errorf("%s: %+v, want effect %s, confirmation %s, requires %v, deferred %v", c.name, m, c.effect, c.confirm, c.requires, c.deferred)
 		}
 	}
 	if m, _ := reg.Lookup("delete"); m.Description != "Deletes, carefully" {

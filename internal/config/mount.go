@@ -25,6 +25,7 @@ type Mount struct {
 	Prompts          *bool
 	EffectFloor      string // "" for none; an effect's name, checked here
 	TrustAnnotations *bool
+	Deferred         bool                 // every tool of the mount is loaded on demand
 	Tools            map[string]MountTool // [mount.tools.<upstream name>]
 	Site             string               // "carmy.toml:7"
 }
@@ -37,11 +38,12 @@ type MountTool struct {
 	Confirm     *bool
 	Timeout     time.Duration
 	Description string
+	Deferred    *bool // nil: as the mount says
 }
 
 var (
-	mountKeys     = []string{"prefix", "command", "url", "headers", "env", "roots", "sampling", "url_elicitation", "resources", "prompts", "effect_floor", "trust_annotations", "tools"}
-	mountToolKeys = []string{"effect", "requires", "rate_limit", "confirm", "timeout", "description"}
+	mountKeys     = []string{"prefix", "command", "url", "headers", "env", "roots", "sampling", "url_elicitation", "resources", "prompts", "effect_floor", "trust_annotations", "deferred", "tools"}
+	mountToolKeys = []string{"effect", "requires", "rate_limit", "confirm", "timeout", "description", "deferred"}
 	envReference  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 	// mountLines finds the header of each [[mount]], for its line.
 	mountLines = regexp.MustCompile(`(?m)^[ \t]*\[\[[ \t]*mount[ \t]*\]\]`)
@@ -148,6 +150,7 @@ func parseMounts(d *document, path string, fail func(line int, format string, ar
 		m.URLElicitation = flag("url_elicitation") != nil && *flag("url_elicitation")
 		m.Resources, m.Prompts = flag("resources"), flag("prompts")
 		m.TrustAnnotations = flag("trust_annotations")
+		m.Deferred = flag("deferred") != nil && *flag("deferred")
 		if m.EffectFloor = str("effect_floor"); m.EffectFloor != "" && !slices.Contains(effectNames, m.EffectFloor) {
 			bad("effect_floor %q is not an effect; use one of %s", m.EffectFloor, strings.Join(effectNames, ", "))
 		}
@@ -209,13 +212,17 @@ func parseMountTools(v any, bad func(format string, args ...any)) map[string]Mou
 						bad("tools.%s.timeout: %v", name, err)
 					}
 				}
-			case "confirm":
+			case "confirm", "deferred":
 				b, isBool := x.(bool)
 				if !isBool {
 					wrong("true or false")
 					continue
 				}
-				o.Confirm = &b
+				if k == "confirm" {
+					o.Confirm = &b
+				} else {
+					o.Deferred = &b
+				}
 			case "requires":
 				items, isList := x.([]any)
 				for _, it := range items {

@@ -30,6 +30,7 @@ requires = ["files:write"]
 rate_limit = "10/min"
 timeout = "30s"
 description = "Writes one file"
+deferred = false
 
 [[mount]]
 prefix = "gh"
@@ -38,6 +39,7 @@ headers = { Authorization = "Bearer ${GH_TOKEN}" }
 sampling = true
 url_elicitation = true
 resources = false
+deferred = true
 `
 	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
@@ -52,10 +54,10 @@ resources = false
 		Env:   map[string]string{"NODE_ENV": "production", "TOKEN": "Bearer s3cret"},
 		Roots: []string{"file:///srv"}, EffectFloor: "write", TrustAnnotations: &no, Site: path + ":2",
 		Tools: map[string]config.MountTool{"write_file": {Effect: "destructive", Confirm: &yes, Requires: []string{"files:write"},
-			RateLimit: config.Rate{Calls: 10, Per: time.Minute, Key: "mount.tools.write_file.rate_limit"}, Timeout: 30 * time.Second, Description: "Writes one file"}},
+			RateLimit: config.Rate{Calls: 10, Per: time.Minute, Key: "mount.tools.write_file.rate_limit"}, Timeout: 30 * time.Second, Description: "Writes one file", Deferred: &no}},
 	}, {
 		Prefix: "gh", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"},
-		Sampling: true, URLElicitation: true, Resources: &no, Site: path + ":18",
+		Sampling: true, URLElicitation: true, Resources: &no, Deferred: true, Site: path + ":19",
 	}}
 	if !reflect.DeepEqual(c.Mounts, want) {
 		t.Errorf("mounts =\n%+v\nwant\n%+v", c.Mounts, want)

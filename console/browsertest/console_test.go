@@ -570,3 +570,28 @@ func TestConsoleListsWhatTheCallerMayCall(t *testing.T) {
 		t.Errorf("list_notes' hints = %q; want requires tools:read", hints)
 	}
 }
+
+// A call refused by a policy shows the policy's reason and names the
+// policy that decided it.
+func TestConsoleShowsThePolicy(t *testing.T) {
+	srv, reg, _ := server(t, carmy.New().Policies(`
+permit(principal, action, resource);
+
+@id("no-notes-today")
+@reason("notes are closed today")
+forbid(principal, action == Action::"call", resource == Tool::"add_note");
+`))
+	ctx := browser(t)
+	open(t, ctx, reg.ConsoleURL(srv.URL))
+	do(t, ctx,
+		chromedp.SendKeys(field("add_note", "text", "input"), "buy milk"),
+		chromedp.SendKeys(field("add_note", "meta.author", "input"), "ann"),
+		chromedp.SendKeys(field("add_note", "meta.rating", "input"), "4"),
+		chromedp.Click(css(`#tool-add_note button[type=submit]`)),
+		chromedp.WaitVisible(css(`#tool-add_note .result .fail .policy`)),
+	)
+	refusal := get(t, ctx, chromedp.Text(css(`#tool-add_note .result .fail`)))
+	if !strings.Contains(refusal, "permission_denied") || !strings.Contains(refusal, "notes are closed today") || !strings.Contains(refusal, "no-notes-today") {
+		t.Errorf("refusal shown = %q; want permission_denied with the policy's reason and its id", refusal)
+	}
+}

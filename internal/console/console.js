@@ -201,6 +201,10 @@ async function call(t, form, root, result, body) {
   } else {
     const e = (data && data.error) || { code: String(status), message: 'HTTP ' + status };
     const p = el('p', { class: 'fail' }, el('strong', { text: e.code }), ': ' + e.message);
+    // A refusal by policy names the policies that decided it, so the
+    // person can tell which rule to ask about.
+    const policies = e.details && e.details.policy;
+    if (Array.isArray(policies) && policies.length) p.append(el('span', { class: 'policy', text: ' (policy ' + policies.join(', ') + ')' }));
     result.append(p);
     if (e.details && e.details.approval_id) {
       await inlineApproval(e.details.approval_id, result, () => call(t, form, root, result, body));

@@ -122,3 +122,35 @@ func TestRunTaskRequired(t *testing.T) {
 		t.Fatalf("Run with an invalid input = %+v; want invalid_input", bad.Err)
 	}
 }
+
+// TestRunPolicy: a call through an adapter is decided by the policies as
+// the adapter door ("adapter"), and a refusal names the deciding policy,
+// as on every other door.
+func TestRunPolicy(t *testing.T) {
+	echo := carmy.Tool(func(in struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return in.Text, nil
+	}, carmy.Read, carmy.Name("echo"), carmy.Register(false))
+	reg, err := carmy.New().Tool(echo).Policies(`
+permit(principal, action, resource);
+
+@id("no-adapters")
+@reason("agents in frameworks may not echo")
+forbid(principal, action == Action::"call", resource == Tool::"echo") when { context.door == "adapter" };
+`).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	o := adapt.Run(context.Background(), reg, nil, "echo", []byte(`{"text":"hi"}`), "")
+	if o.Err == nil || o.Err.Code != carmy.CodePermissionDenied || o.Err.Message != "agents in frameworks may not echo" {
+		t.Fatalf("Run(echo) = %s, %+v; want permission_denied with the policy's reason", o.Output, o.Err)
+	}
+	if ids, _ := o.Err.Details["policy"].([]string); len(ids) != 1 || ids[0] != "no-adapters" {
+		t.Errorf("details.policy = %#v; want [no-adapters]", o.Err.Details["policy"])
+	}
+	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "echo", Input: json.RawMessage(`{"text":"hi"}`)}); err != nil {
+		t.Errorf("the same call in Go: %v; want it to run (the policy names the adapter door)", err)
+	}
+}

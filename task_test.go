@@ -300,14 +300,16 @@ func TestTaskHostLost(t *testing.T) {
 	s := newHostsStore(t)
 	e := newExporter()
 	defer close(e.release)
-	a := taskRegistry(t, carmy.SetTaskLease(carmy.New().Store(s), 150*time.Millisecond), e.tool())
+	// A lease long enough that a loaded machine (the race detector, every
+	// test at once) still renews it in time, and short enough to lapse soon.
+	a := taskRegistry(t, carmy.SetTaskLease(carmy.New().Store(s), time.Second), e.tool())
 	b := taskRegistry(t, carmy.New().Store(s), e.tool())
 	c := carmy.Call{Tool: "export", Input: []byte(`{"rows":2}`), Principal: "alice", RequestID: "r1"}
 	task, err := a.Start(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // renewed meanwhile
+	time.Sleep(2500 * time.Millisecond) // past the lease: renewed meanwhile
 	if got := awaitStatus(t, b, task.ID, "alice", carmy.TaskWorking); got.Status != carmy.TaskWorking {
 		t.Fatal("unreachable")
 	}

@@ -117,7 +117,7 @@ func build(t testing.TB, search bool) *Fixture {
 func CheckSearch(t testing.TB, offered []string, output string) {
 	t.Helper()
 	offered = slices.Sorted(slices.Values(offered))
-	if !slices.Equal(offered, []string{"add_note", "delete_note", "search_tools"}) {
+	if !slices.Equal(offered, []string{"add_note", "delete_note", "export_notes", "search_tools"}) {
 		t.Errorf("offered %v", offered)
 	}
 	var out struct{ Tools []struct{ Name string } }
@@ -129,7 +129,7 @@ func CheckSearch(t testing.TB, offered []string, output string) {
 		found = append(found, h.Name)
 	}
 	slices.Sort(found)
-	if !slices.Equal(found, []string{"add_note", "delete_note"}) {
-		t.Errorf("search_tools found %v; want add_note and delete_note, not purge_notes", found)
+	if !slices.Equal(found, []string{"add_note", "delete_note", "export_notes"}) {
+		t.Errorf("search_tools found %v; want add_note, delete_note and export_notes (a task-only tool runs as a task), not purge_notes", found)
 	}
 }

@@ -88,11 +88,24 @@ func (m *missingPermissions) Error() string {
 // host's policy. A call asks it before its input is read, so that a caller
 // that may not call a tool learns nothing about it but its name.
 func (r *Registry) permit(cc *Context, t *tool) *Error {
+	if !t.grantedTo(cc.Permissions) {
+		return t.permissionError(cc.Permissions)
+	}
+	return r.authorized(cc, t)
+}
+
+// grantedTo reports whether perms hold every permission t requires.
+func (t *tool) grantedTo(perms Permissions) bool {
 	for _, p := range t.meta.Requires {
-		if !cc.Permissions.Has(p) {
-			return t.permissionError(cc.Permissions)
+		if !perms.Has(p) {
+			return false
 		}
 	}
+	return true
+}
+
+// authorized asks the host's policy hook, if any, about a call of t.
+func (r *Registry) authorized(cc *Context, t *tool) *Error {
 	if r.authorize == nil {
 		return nil
 	}
@@ -186,7 +199,9 @@ func (r *Registry) listed(cc *Context, t *tool) (ok bool) {
 			ok = false
 		}
 	}()
-	return r.permit(cc, t) == nil
+	// A list asks what permit asks, without making the refusal a call
+	// would get: a search over many hidden tools pays for no message.
+	return t.grantedTo(cc.Permissions) && r.authorized(cc, t) == nil
 }
 
 // declaredPermissions returns every permission some tool requires,

@@ -587,6 +587,7 @@ forbid(principal, action == Action::"call", resource == Tool::"add_note");
 		chromedp.SendKeys(field("add_note", "text", "input"), "buy milk"),
 		chromedp.SendKeys(field("add_note", "meta.author", "input"), "ann"),
 		chromedp.SendKeys(field("add_note", "meta.rating", "input"), "4"),
+		chromedp.SetValue(field("add_note", "priority", "select"), `"high"`),
 		chromedp.Click(css(`#tool-add_note button[type=submit]`)),
 		chromedp.WaitVisible(css(`#tool-add_note .result .fail .policy`)),
 	)

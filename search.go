@@ -96,11 +96,12 @@ func (b *Builder) addSearchTool(r *Registry, sites map[string]string) []error {
 	return nil
 }
 
-// reindex makes the search index current with the registry's tools: Build
-// calls it once the tools are in, and whatever changes the tools calls it
-// again after each change (with the tools' lock held, so that two changes
-// do not race to store their index). Searches keep reading the index they
-// started with. It does nothing for a registry without search_tools.
+// reindex builds the search index from the registry's tools, once Build
+// has them all. The set of tools does not change after Build: a mounted
+// tool whose upstream changes or drops it is held, not removed, and
+// searches skip it as every list does (visibility asks whether it is
+// live), so the index needs no rebuilding. Searches read the index through
+// an atomic pointer. It does nothing for a registry without search_tools.
 func (r *Registry) reindex() {
 	if r.searchIndex.Load() == nil {
 		return

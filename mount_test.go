@@ -306,7 +306,7 @@ func TestMountFaults(t *testing.T) {
 		u := newUpstream()
 		var mu sync.Mutex
 		var recs []carmy.AuditRecord
-		b := carmy.New().Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL)).Audit(carmy.AuditorFunc(func(_ context.Context, r carmy.AuditRecord) error {
+		b := carmy.New().ToolSearch().Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL)).Audit(carmy.AuditorFunc(func(_ context.Context, r carmy.AuditRecord) error {
 			mu.Lock()
 			defer mu.Unlock()
 			recs = append(recs, r)
@@ -346,6 +346,14 @@ func TestMountFaults(t *testing.T) {
 			if m.Name == "fs_write" || m.Name == "fs_post" {
 				t.Errorf("%s is still listed", m.Name)
 			}
+		}
+		// Nor does a search find them, though the index was built with them.
+		found, err := reg.Execute(ctx, carmy.Call{Tool: "search_tools", Input: json.RawMessage(`{"query":"fs write post read","limit":50}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(found.Output), `"fs_read"`) || strings.Contains(string(found.Output), `"fs_write"`) || strings.Contains(string(found.Output), `"fs_post"`) {
+			t.Errorf("search_tools found %s; want fs_read, not the held fs_write and fs_post", found.Output)
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -182,48 +182,56 @@ func Middleware(opts ...Option) carmy.Middleware {
 				ta = newToolAttrs(req.Tool)
 				cached.Store(ta)
 			}
+			// The spans take their own start and end times, the same
+			// clock: no timestamp option to allocate per call.
 			start := time.Now()
 			ctx = parent(ctx, c.prop, req.Call.Metadata)
 			m := req.MCP()
 			var server trace.Span
 			if m.Method != "" {
-				ctx, server = tracer.Start(ctx, ta.mcpSpanName, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start),
-					trace.WithAttributes(ta.mcpAttrs(m)...))
+				ctx, server = tracer.Start(ctx, ta.mcpSpanName, ta.mcpStart, trace.WithAttributes(ta.mcpAttrs(m)...))
 			}
-			attrs := ta.span
+			spanOpts := ta.start
 			if req.Call.RequestID != "" {
-				attrs = append(attrs[:len(attrs):len(attrs)], RequestIDKey.String(req.Call.RequestID))
+				spanOpts = []trace.SpanStartOption{ta.start[0], ta.start[1], trace.WithAttributes(RequestIDKey.String(req.Call.RequestID))}
 			}
-			ctx, span := tracer.Start(ctx, ta.spanName,
-				trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+			ctx, span := tracer.Start(ctx, ta.spanName, spanOpts...)
 			res, err := next(ctx, req)
 			end := time.Now()
 
 			code := carmy.CodeOf(err)
-			if req.ExecutionID != "" {
-				span.SetAttributes(ToolCallIDKey.String(req.ExecutionID))
+			if span.IsRecording() {
+				late := [3]attribute.KeyValue{ReplayedKey.Bool(req.Replayed)}
+				n := 1
+				if req.ExecutionID != "" {
+					late[n] = ToolCallIDKey.String(req.ExecutionID)
+					n++
+				}
+				if err != nil {
+					late[n] = ErrorTypeKey.String(string(code))
+					n++
+				}
+				span.SetAttributes(late[:n]...)
 			}
-			span.SetAttributes(ReplayedKey.Bool(req.Replayed))
 			if err != nil {
-				span.SetAttributes(ErrorTypeKey.String(string(code)))
 				span.SetStatus(codes.Error, string(code))
 			}
-			span.End(trace.WithTimestamp(end))
+			span.End()
 			if server != nil {
 				if err != nil {
 					server.SetAttributes(ErrorTypeKey.String(string(code)))
 					server.SetStatus(codes.Error, string(code))
 				}
-				server.End(trace.WithTimestamp(end))
-				mcpDuration.RecordSet(ctx, end.Sub(start).Seconds(), ta.set(setKey{mcp: true, code: code, version: m.ProtocolVersion, transport: m.Transport}))
+				server.End()
+				mcpDuration.Inst().Record(ctx, end.Sub(start).Seconds(), ta.set(setKey{mcp: true, code: code, version: m.ProtocolVersion, transport: m.Transport}).record...)
 			}
 
 			set := ta.set(setKey{code: code})
 			if calls != nil {
-				calls.Add(ctx, 1, metric.WithAttributeSet(set))
+				calls.Add(ctx, 1, set.add...)
 			}
 			if duration != nil {
-				duration.Record(ctx, end.Sub(start).Seconds(), metric.WithAttributeSet(set))
+				duration.Record(ctx, end.Sub(start).Seconds(), set.record...)
 			}
 			return res, err
 		}
@@ -252,10 +260,23 @@ type toolAttrs struct {
 	effect      string
 	spanName    string
 	mcpSpanName string
-	span        []attribute.KeyValue
-	mcp         []attribute.KeyValue // those of the MCP span that every call of the tool has
-	ok          attribute.Set
-	sets        atomic.Pointer[map[setKey]attribute.Set] // copied on write: sets are few
+	start       []trace.SpanStartOption // the execute_tool span's: its kind and attributes
+	mcpStart    trace.SpanStartOption   // the MCP span's kind
+	mcp         []attribute.KeyValue    // those of the MCP span that every call of the tool has
+	ok          *metricSet
+	sets        atomic.Pointer[map[setKey]*metricSet] // copied on write: sets are few
+}
+
+// metricSet is one attribute set of a tool's metrics, as the options the
+// instruments take, made once: a call records with no option to allocate.
+type metricSet struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+func newMetricSet(kv ...attribute.KeyValue) *metricSet {
+	o := metric.WithAttributeSet(attribute.NewSet(kv...))
+	return &metricSet{add: []metric.AddOption{o}, record: []metric.RecordOption{o}}
 }
 
 // setKey names one attribute set of a tool's metrics: carmy's own (mcp
@@ -274,9 +295,11 @@ func newToolAttrs(m carmy.ToolMetadata) *toolAttrs {
 		effect:      effect,
 		spanName:    operation + " " + m.Name,
 		mcpSpanName: "tools/call " + m.Name,
-		span:        []attribute.KeyValue{OperationNameKey.String(operation), ToolNameKey.String(m.Name), EffectKey.String(effect)},
-		mcp:         []attribute.KeyValue{OperationNameKey.String(operation), ToolNameKey.String(m.Name)},
-		ok:          attribute.NewSet(ToolNameKey.String(m.Name), EffectKey.String(effect), CodeKey.String("ok")),
+		start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(OperationNameKey.String(operation), ToolNameKey.String(m.Name), EffectKey.String(effect))},
+		mcpStart: trace.WithSpanKind(trace.SpanKindServer),
+		mcp:      []attribute.KeyValue{OperationNameKey.String(operation), ToolNameKey.String(m.Name)},
+		ok:       newMetricSet(ToolNameKey.String(m.Name), EffectKey.String(effect), CodeKey.String("ok")),
 	}
 }
 
@@ -303,7 +326,7 @@ func (t *toolAttrs) mcpAttrs(m carmy.MCPRequest) []attribute.KeyValue {
 const maxCachedSets = 64
 
 // set returns the attributes of a call's metrics.
-func (t *toolAttrs) set(k setKey) attribute.Set {
+func (t *toolAttrs) set(k setKey) *metricSet {
 	if !k.mcp && k.code == "" {
 		return t.ok
 	}
@@ -318,7 +341,7 @@ func (t *toolAttrs) set(k setKey) attribute.Set {
 		if old != nil && len(*old) >= maxCachedSets {
 			return s // a tool making up codes of its own: not kept
 		}
-		m := make(map[setKey]attribute.Set, 1)
+		m := make(map[setKey]*metricSet, 1)
 		if old != nil {
 			maps.Copy(m, *old)
 		}
@@ -329,14 +352,14 @@ func (t *toolAttrs) set(k setKey) attribute.Set {
 	}
 }
 
-func (t *toolAttrs) newSet(k setKey) attribute.Set {
+func (t *toolAttrs) newSet(k setKey) *metricSet {
 	if !k.mcp {
-		return attribute.NewSet(ToolNameKey.String(t.name), EffectKey.String(t.effect), CodeKey.String(string(k.code)))
+		return newMetricSet(ToolNameKey.String(t.name), EffectKey.String(t.effect), CodeKey.String(string(k.code)))
 	}
 	a := []attribute.KeyValue{MCPMethodNameKey.String("tools/call"), ToolNameKey.String(t.name), OperationNameKey.String(operation),
 		MCPProtocolVersionKey.String(k.version), NetworkTransportKey.String(k.transport)}
 	if k.code != "" {
 		a = append(a, ErrorTypeKey.String(string(k.code)))
 	}
-	return attribute.NewSet(a...)
+	return newMetricSet(a...)
 }

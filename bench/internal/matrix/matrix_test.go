@@ -73,3 +73,33 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCell: carmy's cells of the matrix, bare and governed, one
+// caller calling one call at a time over loopback, client and server in
+// this process: a benchstat-able, profilable view of what governance adds
+// on each door (the matrix itself measures the server's CPU alone).
+//
+//	go test -run '^$' -bench Cell -benchmem -count 6 ./internal/matrix
+func BenchmarkCell(b *testing.B) {
+	for _, door := range matrix.Doors {
+		for _, impl := range []string{matrix.CarmyBare, matrix.CarmyGoverned} {
+			b.Run("door="+door+"/impl="+impl, func(b *testing.B) {
+				s, err := matrix.NewServer(impl, filepath.Join(b.TempDir(), "audit.jsonl"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = s.Close() })
+				srv := httptest.NewServer(s.Handler)
+				b.Cleanup(srv.Close)
+				l := matrix.Load{URL: srv.URL, MCPPath: s.MCPPath, Door: door, Callers: 1}
+				if impl == matrix.CarmyGoverned {
+					l.Token = matrix.Token
+				}
+				b.ReportAllocs()
+				if err := matrix.Probe(context.Background(), l, b.N); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}

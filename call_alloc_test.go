@@ -26,7 +26,7 @@ import (
 // (the job, its channel) from a sync.Pool: side by side the pool bought no
 // time per call, and its recycling protocol (who may put a job back, when
 // a caller gave up on it) was a source of bugs for nothing.
-const maxExecuteAllocs = 15
+const maxExecuteAllocs = 10
 
 func TestExecuteAllocs(t *testing.T) {
 	// Serial: AllocsPerRun counts every goroutine's allocations.

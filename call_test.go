@@ -684,6 +684,20 @@ func TestExecuteTimeout(t *testing.T) {
 		rtError(t, err, carmy.CodeTimeout)
 	})
 
+	t.Run("a context derived from the tool's ends at the deadline", func(t *testing.T) {
+		r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func(ctx context.Context) (string, error) {
+			child, cancel := context.WithCancel(ctx)
+			defer cancel()
+			<-child.Done()
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) || !errors.Is(context.Cause(child), context.DeadlineExceeded) {
+				return "", fmt.Errorf("ctx.Err() = %v, context.Cause(child) = %v; want the deadline", ctx.Err(), context.Cause(child))
+			}
+			return "", child.Err()
+		}, carmy.Read, carmy.Name("derived"), carmy.Timeout(30*time.Millisecond), carmy.Register(false))))
+		_, err := r.Execute(context.Background(), carmy.Call{Tool: "derived"})
+		rtError(t, err, carmy.CodeTimeout)
+	})
+
 	t.Run("deadline is visible to the tool", func(t *testing.T) {
 		r := rtRegistry(t, carmy.New().Tool(carmy.Tool(func(ctx context.Context) (bool, error) {
 			d, ok := ctx.Deadline()

@@ -38,11 +38,22 @@ func (r *Registry) awaitTurn(ctx context.Context, t *tool, c *Call) (store.Lock,
 	return nil, r.storeError(ctx, t, err)
 }
 
-// execValue is the context a tool sees, the execution's deadline context
-// carrying the tool's Context for ContextFrom: one allocation for both.
+// execValue is the context a tool sees, carrying the tool's Context for
+// ContextFrom, in one allocation with it: the caller's context held to the
+// tool's deadline, as context.WithTimeout would make it, without the
+// timer, channel and registration with the caller's context that one makes
+// per call. Its Done channel is made only when asked for; the timer of the
+// worker that runs the tool ends it at the deadline (job.expire); the
+// caller, which waits for the execution anyway, ends it when its own
+// context ends; and execute ends it when the call is answered.
 type execValue struct {
-	context.Context
-	c Context
+	context.Context // the caller's
+	c               Context
+	deadline        time.Time // the tool's, set as its execution starts
+
+	mu   sync.Mutex
+	done chan struct{} // made by the first Done
+	err  error         // why it ended; nil while it runs
 }
 
 func (v *execValue) Value(key any) any {
@@ -52,8 +63,47 @@ func (v *execValue) Value(key any) any {
 	return v.Context.Value(key)
 }
 
+// Deadline is the tool's, or the caller's when that comes first.
+func (v *execValue) Deadline() (time.Time, bool) {
+	if d, ok := v.Context.Deadline(); ok && (v.deadline.IsZero() || d.Before(v.deadline)) {
+		return d, true
+	}
+	return v.deadline, !v.deadline.IsZero()
+}
+
+func (v *execValue) Done() <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.done == nil {
+		v.done = make(chan struct{})
+		if v.err != nil {
+			close(v.done)
+		}
+	}
+	return v.done
+}
+
+func (v *execValue) Err() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.err
+}
+
+// end ends the context with err, once; later calls change nothing.
+func (v *execValue) end(err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.err != nil {
+		return
+	}
+	v.err = err
+	if v.done != nil {
+		close(v.done)
+	}
+}
+
 // invoke calls the tool, recovering a panic, and encodes its output.
-func (r *Registry) invoke(ctx, execCtx context.Context, t *tool, cc *Context, in reflect.Value) (o outcome) {
+func (r *Registry) invoke(ctx context.Context, execCtx *execValue, t *tool, cc *Context, in reflect.Value) (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			o = outcome{err: r.panicked(t, cc.ExecutionID, p)}
@@ -162,28 +212,34 @@ func funcName(fn reflect.Value) string {
 func (r *Registry) execute(ctx context.Context, t *tool, req *Request, in reflect.Value) (Result, error) {
 	ev := req.exec
 	cc := &ev.c
-	execCtx, cancel := context.WithTimeout(ctx, t.meta.Timeout)
-	defer cancel()
-	ev.Context = execCtx
+	ev.Context, ev.deadline = ctx, time.Now().Add(t.meta.Timeout)
 	cc.Context = ev
+	defer ev.end(context.Canceled) // as a cancel function would: the call is answered
 	req.ExecutionID = cc.ExecutionID
 	if req.task != nil {
 		req.task.started()
 	}
-	j := &job{r: r, t: t, cc: cc, in: in, execCtx: execCtx, ctx: ctx, held: req.held, done: make(chan outcome, 1)}
+	j := &job{r: r, t: t, cc: cc, ev: ev, in: in, ctx: ctx, held: req.held, done: make(chan outcome, 2)}
 	req.held = holds{} // the execution's now
 	r.workers.run(j)
 	select {
 	case o := <-j.done:
-		return o.res, o.err
-	case <-execCtx.Done():
-		// A tool that honours its context returns within moments; only one
-		// that does not is left behind.
-		grace := time.NewTimer(deadlineGrace)
-		defer grace.Stop()
+		if !o.expired {
+			return o.res, o.err
+		}
+	case <-ctx.Done():
+		ev.end(ctx.Err()) // the tool's context ends with its caller's
+	}
+	// A tool that honours its context returns within moments; only one
+	// that does not is left behind.
+	grace := time.NewTimer(deadlineGrace)
+	defer grace.Stop()
+	for {
 		select {
 		case o := <-j.done:
-			return o.res, o.err
+			if !o.expired {
+				return o.res, o.err
+			}
 		case <-grace.C:
 			j.abandoned.Store(true)
 			return Result{}, stopError(ctx, t)
@@ -196,11 +252,11 @@ type job struct {
 	r         *Registry
 	t         *tool
 	cc        *Context
+	ev        *execValue // the tool's context
 	in        reflect.Value
-	execCtx   context.Context
 	ctx       context.Context
 	held      holds        // taken over from the call
-	done      chan outcome // buffered: the worker never waits for the caller
+	done      chan outcome // room for the deadline's signal and the outcome: nobody waits to send
 	abandoned atomic.Bool
 }
 
@@ -225,8 +281,22 @@ func (j *job) run() {
 		r.release(j.ctx, t, &j.held)
 		j.done <- o
 	}()
-	o = r.invoke(j.ctx, j.execCtx, t, cc, j.in)
+	o = r.invoke(j.ctx, j.ev, t, cc, j.in)
 	returned = true
+}
+
+// expire ends the tool's context at its deadline and tells the caller.
+// The timer of a worker's previous job may fire late, once this job has
+// started: before the deadline, it changes nothing.
+func (j *job) expire() {
+	if time.Now().Before(j.ev.deadline) {
+		return
+	}
+	j.ev.end(context.DeadlineExceeded)
+	select {
+	case j.done <- outcome{expired: true}:
+	default:
+	}
 }
 
 // workerIdle is how long an idle worker waits for the next execution
@@ -241,36 +311,49 @@ const workerIdle = 500 * time.Millisecond
 // when the registry closes, so an idle registry holds no goroutine for
 // long.
 type workers struct {
-	jobs chan runner
+	jobs chan *job
 	stop chan struct{}
 	once sync.Once
 }
 
 func newWorkers() *workers {
-	return &workers{jobs: make(chan runner), stop: make(chan struct{})}
+	return &workers{jobs: make(chan *job), stop: make(chan struct{})}
 }
 
-// runner is one execution. An interface holding a pointer costs no
-// allocation, where a closure would.
-type runner interface{ run() }
-
-// run starts f on an idle worker, or on a new one when all are busy.
-func (w *workers) run(f runner) {
+// run starts j on an idle worker, or on a new one when all are busy.
+func (w *workers) run(j *job) {
 	select {
-	case w.jobs <- f:
+	case w.jobs <- j:
 	default:
-		go w.work(f)
+		go w.work(j)
 	}
 }
 
-func (w *workers) work(f runner) {
-	f.run()
+// work runs j, then the jobs it is given until it has been idle for
+// workerIdle. One timer per worker, reset for each job, holds the jobs to
+// their deadlines.
+func (w *workers) work(j *job) {
+	var cur atomic.Pointer[job]
+	deadline := time.AfterFunc(time.Hour, func() {
+		if j := cur.Load(); j != nil {
+			j.expire()
+		}
+	})
+	defer deadline.Stop()
+	do := func(j *job) {
+		cur.Store(j)
+		deadline.Reset(time.Until(j.ev.deadline))
+		j.run()
+		cur.Store(nil)
+		deadline.Stop()
+	}
+	do(j)
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
 		select {
-		case f := <-w.jobs:
-			f.run()
+		case j := <-w.jobs:
+			do(j)
 			idle.Reset(workerIdle)
 		case <-idle.C:
 			return

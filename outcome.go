@@ -105,8 +105,9 @@ func (r *Registry) refused(ctx context.Context, t *tool, c *Call, e *Error) *Err
 }
 
 type outcome struct {
-	res Result
-	err error
+	res     Result
+	err     error
+	expired bool // not an outcome: the deadline passed before one came
 }
 
 // encodeOptions encode the host's own documents (metadata, errors); tool

@@ -72,6 +72,7 @@ type Builder struct {
 	stdioIdentity  Identity
 	sessionTimeout time.Duration
 	maxSessions    int
+	sessionEnded   []func(MCPSession)
 	signals        bool // shut down on SIGINT and SIGTERM (App)
 	mcpConfig      mcpConfig
 	tuning         tuning // defaults in production; tests change them
@@ -368,7 +369,7 @@ func (b *Builder) Build() (*Registry, error) {
 		r.observers = append(r.observers, auditing{r})
 	}
 	r.life, r.end = context.WithCancel(context.Background())
-	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
+	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions, b.sessionEnded)
 	r.mcpConfig = b.mcpConfig.clone()
 	r.tuning = b.tuning
 	if r.logger == nil {

@@ -124,6 +124,18 @@ type MCPRequest struct {
 	Transport       string          // "tcp" for streamable HTTP, "pipe" for stdio
 }
 
+// MCPSession is an MCP session that ended, as the functions given to
+// [Builder.OnMCPSessionEnd] are told of it: from its initialization to
+// its end, whatever ended it (its client, its idle timeout, its
+// principal's bound of sessions, the host's shutdown).
+type MCPSession struct {
+	ID              string    // the session's id; "" over stdio
+	Principal       string    // who initialized it
+	ProtocolVersion string    // the protocol version it was initialized with
+	Transport       string    // "tcp" for streamable HTTP, "pipe" for stdio
+	Start, End      time.Time // its initialization and its end
+}
+
 // MCP describes the MCP request that carried the call; its Method is ""
 // for a call that came another way (the HTTP API, Execute, a task's run).
 func (req *Request) MCP() MCPRequest { return req.mcp }
@@ -279,15 +291,25 @@ func mcpBlock(b Block) mcp.Content {
 }
 
 // newSessionTable is the session table of a registry, with the defaults
-// for what the builder left unset.
-func newSessionTable(timeout time.Duration, max int) *mcpserve.Sessions {
+// for what the builder left unset, which tells ended of each session that
+// ends.
+func newSessionTable(timeout time.Duration, max int, ended []func(MCPSession)) *mcpserve.Sessions {
 	if timeout <= 0 {
 		timeout = DefaultSessionTimeout
 	}
 	if max <= 0 {
 		max = DefaultMaxSessions
 	}
-	return mcpserve.NewSessions(timeout, max)
+	var tell func(mcpserve.SessionSpan)
+	if len(ended) > 0 {
+		tell = func(s mcpserve.SessionSpan) {
+			m := MCPSession(s)
+			for _, f := range ended {
+				f(m)
+			}
+		}
+	}
+	return mcpserve.NewSessions(timeout, max, tell)
 }
 
 // ConfigureMCP lets the host add to the MCP server that carmy builds, the

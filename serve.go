@@ -392,6 +392,20 @@ func (b *Builder) MaxSessions(n int) *Builder {
 	return b
 }
 
+// OnMCPSessionEnd adds f to the functions told of every MCP session that
+// ends, over streamable HTTP or stdio, with when it started and ended (for
+// a metric of session durations, as otelcarmy records). f runs on the
+// goroutine that ended the session, never while a lock of carmy's is
+// held; it must not block for long.
+func (b *Builder) OnMCPSessionEnd(f func(MCPSession)) *Builder {
+	if f == nil {
+		b.misuse("Builder.OnMCPSessionEnd(nil)")
+		return b
+	}
+	b.sessionEnded = append(b.sessionEnded, f)
+	return b
+}
+
 // DefaultHealthGrace is how long a host may be unable to reach its store
 // before its health and readiness checks fail, unless the host sets
 // another ([Builder.HealthGrace]).

@@ -11,7 +11,10 @@
 // A call that came over MCP also gets the span and the metric of the
 // OpenTelemetry semantic conventions for MCP servers: a span of kind server
 // named "tools/call <tool>", the execute_tool span's parent, and the
-// histogram mcp.server.operation.duration.
+// histogram mcp.server.operation.duration. [Sessions] records the
+// conventions' mcp.server.session.duration:
+//
+//	b.Use(otelcarmy.Middleware()).OnMCPSessionEnd(otelcarmy.Sessions())
 //
 // A call joins its caller's trace: the span is the child of the span in the
 // call's context, or of the W3C trace context the caller sent (the
@@ -75,6 +78,10 @@ const (
 	// MCPOperationMetric is the MCP conventions' histogram of the
 	// duration of MCP requests, in seconds.
 	MCPOperationMetric = "mcp.server.operation.duration"
+
+	// MCPSessionMetric is the MCP conventions' histogram of the duration
+	// of MCP sessions, in seconds ([Sessions]).
+	MCPSessionMetric = "mcp.server.session.duration"
 )
 
 // DurationBuckets are the explicit bucket boundaries of the duration
@@ -144,8 +151,8 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 // duration goes to mcp.server.operation.duration (seconds, with
 // [DurationBuckets]) with mcp.method.name, gen_ai.tool.name,
 // gen_ai.operation.name, mcp.protocol.version, network.transport and
-// error.type. The metric mcp.server.session.duration is not recorded: a
-// middleware sees calls, not the ends of sessions.
+// error.type. A middleware sees calls, not the ends of sessions: [Sessions]
+// records mcp.server.session.duration.
 func Middleware(opts ...Option) carmy.Middleware {
 	c := config{prop: propagation.TraceContext{}}
 	for _, o := range opts {
@@ -235,6 +242,39 @@ func Middleware(opts ...Option) carmy.Middleware {
 			}
 			return res, err
 		}
+	}
+}
+
+// SessionBuckets are the explicit bucket boundaries of the session
+// duration histogram, in seconds: the MCP conventions' advice, from a
+// session of one request to one a client keeps open for hours.
+var SessionBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400}
+
+// Sessions returns the function to give [carmy.Builder.OnMCPSessionEnd]
+// that records the MCP conventions' histogram mcp.server.session.duration
+// (seconds, with [SessionBuckets]) of every MCP session that ends, with
+// mcp.protocol.version, network.transport ("tcp" for streamable HTTP,
+// "pipe" for stdio) and, over HTTP, network.protocol.name ("http"). The
+// sessionless protocol (2026-07-28) has no sessions to record. Only the
+// meter provider of the options counts.
+func Sessions(opts ...Option) func(carmy.MCPSession) {
+	c := config{}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	h, err := mcpconv.NewServerSessionDuration(c.mp.Meter(ScopeName), metric.WithExplicitBucketBoundaries(SessionBuckets...))
+	if err != nil {
+		otel.Handle(err)
+	}
+	return func(s carmy.MCPSession) {
+		attrs := []attribute.KeyValue{MCPProtocolVersionKey.String(s.ProtocolVersion), NetworkTransportKey.String(s.Transport)}
+		if s.Transport == "tcp" {
+			attrs = append(attrs, semconv.NetworkProtocolName("http"))
+		}
+		h.Record(context.Background(), s.End.Sub(s.Start).Seconds(), attrs...)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -525,5 +526,80 @@ func TestMCPServerSpan(t *testing.T) {
 		if !seen[k] {
 			t.Errorf("no data point of one call for %s in %v", k, seen)
 		}
+	}
+}
+
+// TestMCPSessionDuration: every MCP session that ends, over streamable
+// HTTP (deleted by its client) and over a single-client transport, is one
+// data point of mcp.server.session.duration, with its protocol version and
+// transport, lasting at least as long as the client kept it; the
+// sessionless protocol has no session to record.
+func TestMCPSessionDuration(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reg, err := carmy.New().Tool(tools(nil)...).OnMCPSessionEnd(otelcarmy.Sessions(otelcarmy.WithMeterProvider(mp))).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	srv := httptest.NewServer(reg.Handler())
+	defer srv.Close()
+	ctx := context.Background()
+	const held = 30 * time.Millisecond
+	use := func(t *testing.T, tr mcp.Transport, opts *mcp.ClientSessionOptions) {
+		t.Helper()
+		s, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(ctx, tr, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "save", Arguments: map[string]any{"id": "a"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(held)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sessions := &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	use(t, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, sessions)
+	use(t, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, nil) // sessionless
+	clientT, serverT := mcp.NewInMemoryTransports()
+	served := make(chan error, 1)
+	go func() { served <- reg.ServeMCP(ctx, serverT) }()
+	use(t, clientT, sessions)
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]metricdata.HistogramDataPoint[float64]{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != otelcarmy.MCPSessionMetric {
+				continue
+			}
+			if m.Unit != "s" {
+				t.Errorf("unit %q", m.Unit)
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				v, _ := dp.Attributes.Value(otelcarmy.MCPProtocolVersionKey)
+				tr, _ := dp.Attributes.Value(otelcarmy.NetworkTransportKey)
+				proto, _ := dp.Attributes.Value("network.protocol.name")
+				got[v.AsString()+"/"+tr.AsString()+"/"+proto.AsString()] = dp
+			}
+		}
+	}
+	for _, k := range []string{"2025-11-25/tcp/http", "2025-11-25/pipe/"} {
+		dp, ok := got[k]
+		if !ok || dp.Count != 1 || dp.Sum < held.Seconds() {
+			t.Errorf("%s: %+v, want one session of at least %v (data points: %v)", k, dp, held, slices.Collect(maps.Keys(got)))
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("data points %v; the sessionless client has no session", slices.Collect(maps.Keys(got)))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -25,12 +26,16 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 	// Not mcp.Server.Run, which logs an error when ctx ends, the usual way
 	// to stop serving.
 	ft := &fastTransport{Transport: t, s: s}
+	start := time.Now()
 	ss, err := s.sdk.Connect(ctx, ft, nil)
 	if err != nil {
 		return err
 	}
 	ft.conn.serve(ss)
 	defer ft.conn.wait()
+	if s.cfg.Sessions != nil {
+		defer s.sessionEnded(ss, start)
+	}
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
 	select {
@@ -44,6 +49,18 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 		}
 		return err
 	}
+}
+
+// sessionEnded tells the host of a session Serve served, once it ends: a
+// session the client initialized (a sessionless client's connection is
+// none).
+func (s *Server) sessionEnded(ss *mcp.ServerSession, start time.Time) {
+	init := ss.InitializeParams()
+	if init == nil {
+		return
+	}
+	s.cfg.Sessions.Ended(SessionSpan{ID: ss.ID(), Principal: s.cfg.Stdio.Principal, ProtocolVersion: init.ProtocolVersion,
+		Transport: "pipe", Start: start, End: time.Now()})
 }
 
 // fastTransport is a transport of Serve whose connection answers

@@ -133,7 +133,8 @@ type Config struct {
 	// rounds (nil: nothing, the host seals its own states).
 	State *State
 	// Sessions is the table of sessions over HTTP, which HTTPHandler needs;
-	// the host closes them.
+	// the host closes them. Its ended hook is also told of the sessions
+	// that Serve served.
 	Sessions *Sessions
 	// FormConfirmation is where a call that needs confirmation is
 	// confirmed by a form that the client shows its user.
@@ -457,11 +458,15 @@ func (s *Server) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "initialize" || err != nil {
 			return res, err
 		}
+		var version string
+		if ir, ok := res.(*mcp.InitializeResult); ok {
+			version = ir.ProtocolVersion
+		}
 		withoutTasks(res)
 		res = s.withSessionTasks(res)
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		if id, _, ok := httpCaller(req.GetExtra()); ok && ss != nil && ss.ID() != "" {
-			s.cfg.Sessions.Open(ss, id.Principal)
+			s.cfg.Sessions.Open(ss, id.Principal, version)
 		}
 		return res, err
 	}

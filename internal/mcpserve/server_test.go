@@ -358,7 +358,7 @@ func TestPeerSessionless(t *testing.T) {
 		c.Peer.Seal("sealed s1")
 		return mcpserve.Outcome{Err: wireError{"code": "unavailable"}}, nil
 	}}
-	srv := httptest.NewServer(mcpserve.New(mcpserve.Config{Host: h, Tools: tools(), BodyLimit: 1 << 20, Sessions: mcpwire.NewSessionTable(time.Minute, 4)}).HTTPHandler())
+	srv := httptest.NewServer(mcpserve.New(mcpserve.Config{Host: h, Tools: tools(), BodyLimit: 1 << 20, Sessions: mcpwire.NewSessionTable(time.Minute, 4, nil)}).HTTPHandler())
 	defer srv.Close()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"object","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
 	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(body))
@@ -396,7 +396,7 @@ func TestPeerSessionless(t *testing.T) {
 func TestHTTPSessions(t *testing.T) {
 	t.Parallel()
 	h := &host{run: outcomes}
-	sessions := mcpwire.NewSessionTable(time.Minute, 4)
+	sessions := mcpwire.NewSessionTable(time.Minute, 4, nil)
 	defer sessions.CloseAll()
 	s := mcpserve.New(mcpserve.Config{Host: h, Tools: tools(), BodyLimit: 1 << 20, Sessions: sessions})
 	srv := httptest.NewServer(s.HTTPHandler())

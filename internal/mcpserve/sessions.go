@@ -17,10 +17,14 @@ import (
 // concurrent use.
 type Sessions = mcpwire.SessionTable
 
+// SessionSpan is a session from its start to its end.
+type SessionSpan = mcpwire.SessionSpan
+
 // NewSessions is a table of sessions that close after timeout without a
-// request, at most max open per principal.
-func NewSessions(timeout time.Duration, max int) *Sessions {
-	return mcpwire.NewSessionTable(timeout, max)
+// request, at most max open per principal; ended (nil for none) is told of
+// each one that ends.
+func NewSessions(timeout time.Duration, max int, ended func(SessionSpan)) *Sessions {
+	return mcpwire.NewSessionTable(timeout, max, ended)
 }
 
 // Stdio is a transport of one client over a pair of streams, one JSON-RPC

@@ -20,16 +20,30 @@ type SessionTable struct {
 	timeout time.Duration
 	max     int
 
+	ended func(SessionSpan) // told of every session that leaves the table; nil for none
+
 	mu          sync.Mutex
 	byID        map[string]*Session
 	byPrincipal map[string]*list.List // of *Session, most recently used first
 	closed      bool
+	gone        []*Session // dropped, to tell ended of once the lock is let go
+}
+
+// SessionSpan is a session from its start to its end, as a table's ended
+// hook is told of it, over HTTP or over a single-client transport.
+type SessionSpan struct {
+	ID, Principal   string
+	ProtocolVersion string // the version it was initialized with
+	Transport       string // "tcp" (streamable HTTP) or "pipe" (stdio and the like)
+	Start, End      time.Time
 }
 
 // Session is one session of a [SessionTable].
 type Session struct {
 	id        string
 	principal string
+	version   string
+	start     time.Time
 	ss        *mcp.ServerSession
 	active    int         // requests of its client in progress
 	timer     *time.Timer // closes the session once idle for the timeout
@@ -42,14 +56,18 @@ type Session struct {
 
 // NewSessionTable returns an empty table whose sessions close once idle
 // for timeout, and that keeps at most max sessions of one principal.
-func NewSessionTable(timeout time.Duration, max int) *SessionTable {
-	return &SessionTable{timeout: timeout, max: max, byID: map[string]*Session{}, byPrincipal: map[string]*list.List{}}
+// ended, when not nil, is told of each session that leaves the table,
+// whatever ended it: its client, its idle timeout, its principal's bound,
+// or the table's closing.
+func NewSessionTable(timeout time.Duration, max int, ended func(SessionSpan)) *SessionTable {
+	return &SessionTable{timeout: timeout, max: max, ended: ended, byID: map[string]*Session{}, byPrincipal: map[string]*list.List{}}
 }
 
-// Open records a session that its principal just initialized, closing
-// that principal's least recently used sessions beyond the limit.
-func (t *SessionTable) Open(ss *mcp.ServerSession, principal string) {
-	s := &Session{id: ss.ID(), principal: principal, ss: ss}
+// Open records a session that its principal just initialized with
+// protocol version, closing that principal's least recently used sessions
+// beyond the limit.
+func (t *SessionTable) Open(ss *mcp.ServerSession, principal, version string) {
+	s := &Session{id: ss.ID(), principal: principal, version: version, start: time.Now(), ss: ss}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -73,7 +91,7 @@ func (t *SessionTable) Open(ss *mcp.ServerSession, principal string) {
 		evicted = append(evicted, old)
 	}
 	s.timer = time.AfterFunc(t.timeout, func() { t.expire(s) })
-	t.mu.Unlock()
+	t.unlock()
 	for _, old := range evicted {
 		// Close waits for the session's calls in progress to return.
 		go old.ss.Close()
@@ -113,7 +131,7 @@ func (t *SessionTable) Release(s *Session) {
 // Forget drops a session its client deleted.
 func (t *SessionTable) Forget(s *Session) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	if t.byID[s.id] == s {
 		t.dropLocked(s)
 	}
@@ -128,11 +146,37 @@ func (t *SessionTable) expire(s *Session) {
 		return
 	}
 	t.dropLocked(s)
-	t.mu.Unlock()
+	t.unlock()
 	_ = s.ss.Close()
 }
 
+// Ended tells the table's ended hook of a session served outside the
+// table, one client's over stdio.
+func (t *SessionTable) Ended(span SessionSpan) {
+	if t.ended != nil {
+		t.ended(span)
+	}
+}
+
+// unlock lets go of the lock, then tells the ended hook of the sessions
+// dropped meanwhile, so that the hook may take its time.
+func (t *SessionTable) unlock() {
+	gone := t.gone
+	t.gone = nil
+	t.mu.Unlock()
+	if t.ended == nil {
+		return
+	}
+	end := time.Now()
+	for _, s := range gone {
+		t.ended(SessionSpan{ID: s.id, Principal: s.principal, ProtocolVersion: s.version, Transport: "tcp", Start: s.start, End: end})
+	}
+}
+
 func (t *SessionTable) dropLocked(s *Session) {
+	if t.ended != nil {
+		t.gone = append(t.gone, s)
+	}
 	s.timer.Stop()
 	delete(t.byID, s.id)
 	l := t.byPrincipal[s.principal]
@@ -152,7 +196,7 @@ func (t *SessionTable) CloseAll() {
 		t.dropLocked(s)
 		all = append(all, s)
 	}
-	t.mu.Unlock()
+	t.unlock()
 	for _, s := range all {
 		go s.ss.Close()
 	}

@@ -2,6 +2,7 @@ package mcpwire_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,10 +50,16 @@ type idConn struct {
 func (c idConn) SessionID() string { return c.id }
 
 func TestSessionTable(t *testing.T) {
-	tab := mcpwire.NewSessionTable(time.Hour, 2)
+	var ended []string // the ids the hook was told of, in order
+	tab := mcpwire.NewSessionTable(time.Hour, 2, func(s mcpwire.SessionSpan) {
+		if s.Principal != "alice" || s.ProtocolVersion != "2025-11-25" || s.Transport != "tcp" || s.Start.IsZero() || s.End.Before(s.Start) {
+			t.Errorf("ended session %+v", s)
+		}
+		ended = append(ended, s.ID)
+	})
 	a, b, c := openSession(t, "a"), openSession(t, "b"), openSession(t, "c")
-	tab.Open(a, "alice")
-	tab.Open(b, "alice")
+	tab.Open(a, "alice", "2025-11-25")
+	tab.Open(b, "alice", "2025-11-25")
 	if s, ok := tab.Acquire("a", "mallory"); s != nil || ok {
 		t.Fatalf("another principal acquired alice's session")
 	}
@@ -64,7 +71,7 @@ func TestSessionTable(t *testing.T) {
 		t.Fatalf("Acquire(a) = %v, %v", s, ok)
 	}
 	tab.Release(s)
-	tab.Open(c, "alice") // beyond the limit of 2: b, the least recently used, goes
+	tab.Open(c, "alice", "2025-11-25") // beyond the limit of 2: b, the least recently used, goes
 	if tab.Get("b") != nil || tab.Get("a") == nil || tab.Get("c") == nil || tab.Len() != 2 {
 		t.Fatalf("after eviction: a %v b %v c %v len %d", tab.Get("a"), tab.Get("b"), tab.Get("c"), tab.Len())
 	}
@@ -76,11 +83,16 @@ func TestSessionTable(t *testing.T) {
 	if tab.Len() != 0 {
 		t.Fatalf("CloseAll left %d sessions", tab.Len())
 	}
+	// Evicted, deleted by its client, closed with the table: each told once.
+	if want := []string{"b", "c", "a"}; !slices.Equal(ended, want) {
+		t.Fatalf("the ended hook was told of %v, want %v", ended, want)
+	}
 }
 
 func TestSessionTableExpiresIdleSessions(t *testing.T) {
-	tab := mcpwire.NewSessionTable(20*time.Millisecond, 10)
-	tab.Open(openSession(t, "x"), "p")
+	expired := make(chan mcpwire.SessionSpan, 1)
+	tab := mcpwire.NewSessionTable(20*time.Millisecond, 10, func(s mcpwire.SessionSpan) { expired <- s })
+	tab.Open(openSession(t, "x"), "p", "2025-06-18")
 	s, _ := tab.Acquire("x", "p")
 	time.Sleep(60 * time.Millisecond)
 	if tab.Get("x") == nil {
@@ -93,6 +105,9 @@ func TestSessionTableExpiresIdleSessions(t *testing.T) {
 			t.Fatal("an idle session did not expire")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if s := <-expired; s.ID != "x" || s.End.Sub(s.Start) < 60*time.Millisecond {
+		t.Fatalf("the expired session was told as %+v; it lasted at least 60ms", s)
 	}
 }
 

@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -243,6 +244,10 @@ func NewJSONLinesAuditor(w io.Writer) Auditor {
 	return j
 }
 
+// auditLines are the buffers records are encoded in, before they join a
+// batch: no record allocates its line.
+var auditLines = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 type jsonLines struct {
 	w    io.Writer
 	sync interface{ Sync() error }
@@ -268,8 +273,10 @@ type auditBatch struct {
 func (j *jsonLines) localSink() {}
 
 func (j *jsonLines) Audit(_ context.Context, rec AuditRecord) error {
-	line, err := jsonv2.Marshal(rec, encodeOptions)
-	if err != nil {
+	line := auditLines.Get().(*bytes.Buffer)
+	defer auditLines.Put(line)
+	line.Reset()
+	if err := jsonv2.MarshalWrite(line, rec, encodeOptions); err != nil {
 		return err
 	}
 	j.mu.Lock()
@@ -278,7 +285,7 @@ func (j *jsonLines) Audit(_ context.Context, rec AuditRecord) error {
 		b = &auditBatch{}
 		j.open = b
 	}
-	j.pending = append(append(j.pending, line...), '\n')
+	j.pending = append(append(j.pending, line.Bytes()...), '\n')
 	b.sync = b.sync || rec.Effect == Destructive && j.sync != nil
 	if j.writing {
 		for !b.done {
@@ -337,12 +344,14 @@ func (a auditing) observe(ctx context.Context, rec AuditRecord, _ time.Duration)
 	if rec.Decision != AuditRefused && rec.Effect < Write {
 		return
 	}
-	actx := context.WithoutCancel(ctx)
-	if !a.r.auditLocal() {
-		var cancel context.CancelFunc
-		actx, cancel = context.WithTimeout(actx, a.r.tools[rec.Tool].meta.Timeout)
-		defer cancel()
+	if a.r.auditLocal() {
+		// Local sinks read no deadline nor cancellation: the caller's
+		// context serves as is.
+		_ = a.r.writeAudit(ctx, rec)
+		return
 	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.r.tools[rec.Tool].meta.Timeout)
+	defer cancel()
 	_ = a.r.writeAudit(actx, rec)
 }
 

@@ -51,11 +51,16 @@ func ParseEffect(s string) (Effect, error) {
 }
 
 // MarshalText implements [encoding.TextMarshaler]. An unset effect is an error.
-func (e Effect) MarshalText() ([]byte, error) {
+func (e Effect) MarshalText() ([]byte, error) { return e.AppendText(nil) }
+
+// AppendText implements [encoding.TextAppender], as [Effect.MarshalText]
+// does, appending to b: encoders that know it (every audit record holds an
+// effect) allocate nothing for it.
+func (e Effect) AppendText(b []byte) ([]byte, error) {
 	if !e.valid() {
 		return nil, fmt.Errorf("carmy: cannot marshal unset or unknown %s", e)
 	}
-	return []byte(effectNames[e]), nil
+	return append(b, effectNames[e]...), nil
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] with [ParseEffect].

@@ -95,6 +95,9 @@ func TestEffectTextRoundTrip(t *testing.T) {
 			if string(text) != e.String() {
 				t.Errorf("MarshalText = %q, want %q", text, e.String())
 			}
+			if app, err := e.AppendText([]byte("x:")); err != nil || string(app) != "x:"+e.String() {
+				t.Errorf("AppendText = %q, %v; want x:%s", app, err, e.String())
+			}
 			var back carmy.Effect
 			if err := back.UnmarshalText(text); err != nil || back != e {
 				t.Fatalf("UnmarshalText(%q) = %v, %v; want %v", text, back, err, e)

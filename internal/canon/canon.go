@@ -42,10 +42,9 @@ func Form(doc []byte, m Model) ([]byte, error) {
 	if t := trimJSONSpace(doc); len(t) == 0 || string(t) == "null" {
 		return []byte("{}"), nil
 	}
-	dec := decoders.Get().(*jsontext.Decoder)
-	defer decoders.Put(dec)
-	dec.Reset(bytes.NewReader(doc))
-	out, err := value(make([]byte, 0, len(doc)), dec, m)
+	dec := reading(doc)
+	defer done(dec)
+	out, err := value(make([]byte, 0, len(doc)), dec.Decoder, m)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +66,31 @@ func Sum(form []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(bytes.NewReader(nil)) }}
+// pooledDecoder is a decoder kept with the reader it reads, so that
+// neither is made per document.
+type pooledDecoder struct {
+	*jsontext.Decoder
+	r bytes.Reader
+}
+
+var decoders = sync.Pool{New: func() any {
+	d := new(pooledDecoder)
+	d.Decoder = jsontext.NewDecoder(&d.r)
+	return d
+}}
+
+// reading returns a pooled decoder reading doc; done gives it back.
+func reading(doc []byte) *pooledDecoder {
+	d := decoders.Get().(*pooledDecoder)
+	d.r.Reset(doc)
+	d.Reset(&d.r)
+	return d
+}
+
+func done(d *pooledDecoder) {
+	d.r.Reset(nil) // the pool keeps no document
+	decoders.Put(d)
+}
 
 type member struct {
 	key   string

@@ -3,8 +3,6 @@ package canon
 import (
 	"bytes"
 	"io"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // UnsignZeros returns doc, a valid JSON document, with every negative zero
@@ -16,9 +14,8 @@ func UnsignZeros(doc []byte) []byte {
 	if !bytes.Contains(doc, []byte("-0")) {
 		return doc
 	}
-	dec := decoders.Get().(*jsontext.Decoder)
-	defer decoders.Put(dec)
-	dec.Reset(bytes.NewReader(doc))
+	dec := reading(doc)
+	defer done(dec)
 	var out []byte
 	last := 0
 	for {

@@ -119,6 +119,7 @@ func governed(auditPath string) (*Server, error) {
 		Authenticate(carmy.BearerTokens(carmy.Token{SHA256: carmy.HashToken(Token), Principal: "bench", Permissions: []string{Permission}})).
 		AuditFile(auditPath).
 		Use(otelcarmy.Middleware(otelcarmy.WithTracerProvider(tp), otelcarmy.WithMeterProvider(mp))).
+		OnMCPSessionEnd(otelcarmy.Sessions(otelcarmy.WithMeterProvider(mp))).
 		Build()
 	if err != nil {
 		return nil, err

@@ -32,7 +32,6 @@ type Registry struct {
 	approvals *approvals
 	signer    *mcpserve.Signer // signs the sessionless protocol's request states
 	tasks     tasks
-	recent    recent // the last calls, for the console
 	// searchIndex is search_tools' index of the tools; nil without it.
 	searchIndex atomic.Pointer[toolIndex]
 	// observers are told of every decided call: the console's recent
@@ -45,8 +44,8 @@ type Registry struct {
 	auditFailures atomic.Int64
 
 	// Serving.
-	http          *httpServer // the HTTP API, Handler's
-	bodyLimit     int64       // of a message over MCP, stdio included
+	http          *httpDoor // the HTTP API, Handler's, and the console
+	bodyLimit     int64     // of a message over MCP, stdio included
 	elicit        formConfirmation
 	stdioIdentity Identity
 	sessions      *mcpserve.Sessions // MCP sessions over HTTP
@@ -95,7 +94,7 @@ func (r *Registry) Close() error {
 		r.workers.close()
 		r.end()
 		r.sessions.CloseAll()
-		errs := []error{r.http.consoleFiles.remove()}
+		errs := []error{r.http.srv.Close()}
 		for _, c := range r.closers {
 			errs = append(errs, c())
 		}

@@ -360,8 +360,9 @@ func (b *Builder) Build() (*Registry, error) {
 	auditors, auditErrs := b.openAuditors(&storeClosers)
 	errs = append(errs, auditErrs...)
 	errs = append(errs, b.checkEffectPermissions()...)
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, auditors: auditors, ttl: b.ttl, workers: newWorkers(),
-		bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, ttl: b.ttl, workers: newWorkers()}
+	r.closers, r.auditors = storeClosers, auditors
+	r.bodyLimit, r.elicit, r.stdioIdentity = b.bodyLimit, b.elicit, b.stdioIdentity
 	r.life, r.end = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
 	r.mcpConfig = b.mcpConfig.clone()

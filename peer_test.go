@@ -35,7 +35,7 @@ func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	// The door's packages, which speak the SDK.
 	doorPackages := map[string]bool{door: true, wire: true, module + "/internal/oauthrs": true,
 		module + "/internal/mcpclient": true, // the client of mounted upstreams, behind mount.go's carmy types
-		web: true}
+		web:                            true}
 	// The root's files that may import the door: the adapter, and the
 	// files that build, hold and serve it.
 	rootDoorFiles := map[string]bool{"mcp.go": true, "builder.go": true, "registry.go": true, "serve.go": true}

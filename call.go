@@ -200,11 +200,19 @@ func (r *Registry) dispatch(ctx context.Context, c Call, v via, run *taskRun) (R
 		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
 	if t.direct {
-		// No middleware can keep the request: it stays on the stack.
-		req := Request{Tool: t.meta, Call: c, via: v, task: run}
-		return r.call(ctx, t, &req)
+		return r.callDirect(ctx, t, c, v, run)
 	}
 	return t.handler(ctx, &Request{Tool: t.meta, Call: c, via: v, task: run})
+}
+
+// callDirect runs a call of a tool without middleware, which cannot keep
+// the request: it stays on the stack, in this frame, not in dispatch's,
+// which stays small under a middleware chain's frames.
+//
+//go:noinline
+func (r *Registry) callDirect(ctx context.Context, t *tool, c Call, v via, run *taskRun) (Result, error) {
+	req := Request{Tool: t.meta, Call: c, via: v, task: run}
+	return r.call(ctx, t, &req)
 }
 
 // unknownTool is the refusal of a call of a tool that does not exist. It

@@ -179,6 +179,7 @@ func Middleware(opts ...Option) carmy.Middleware {
 	if err != nil {
 		otel.Handle(err)
 	}
+	in := &instruments{tracer: tracer, prop: c.prop, calls: calls, duration: duration, mcpDuration: mcpDuration}
 	return func(next carmy.CallFunc) carmy.CallFunc {
 		// The runtime builds one chain per tool: the attributes that do
 		// not change from call to call are made once.
@@ -189,59 +190,88 @@ func Middleware(opts ...Option) carmy.Middleware {
 				ta = newToolAttrs(req.Tool)
 				cached.Store(ta)
 			}
-			// The spans take their own start and end times, the same
-			// clock: no timestamp option to allocate per call.
-			start := time.Now()
-			ctx = parent(ctx, c.prop, req.Call.Metadata)
-			m := req.MCP()
-			var server trace.Span
-			if m.Method != "" {
-				ctx, server = tracer.Start(ctx, ta.mcpSpanName, ta.mcpStart, trace.WithAttributes(ta.mcpAttrs(m)...))
-			}
-			spanOpts := ta.start
-			if req.Call.RequestID != "" {
-				spanOpts = []trace.SpanStartOption{ta.start[0], ta.start[1], trace.WithAttributes(RequestIDKey.String(req.Call.RequestID))}
-			}
-			ctx, span := tracer.Start(ctx, ta.spanName, spanOpts...)
+			// The work before and after the call is in functions of its
+			// own: this frame, on the stack while the call runs, stays
+			// small, and a server's goroutines seldom grow their stacks.
+			var o observed
+			ctx = in.begin(ctx, ta, req, &o)
 			res, err := next(ctx, req)
-			end := time.Now()
-
-			code := carmy.CodeOf(err)
-			if span.IsRecording() {
-				late := [3]attribute.KeyValue{ReplayedKey.Bool(req.Replayed)}
-				n := 1
-				if req.ExecutionID != "" {
-					late[n] = ToolCallIDKey.String(req.ExecutionID)
-					n++
-				}
-				if err != nil {
-					late[n] = ErrorTypeKey.String(string(code))
-					n++
-				}
-				span.SetAttributes(late[:n]...)
-			}
-			if err != nil {
-				span.SetStatus(codes.Error, string(code))
-			}
-			span.End()
-			if server != nil {
-				if err != nil {
-					server.SetAttributes(ErrorTypeKey.String(string(code)))
-					server.SetStatus(codes.Error, string(code))
-				}
-				server.End()
-				mcpDuration.Inst().Record(ctx, end.Sub(start).Seconds(), ta.set(setKey{mcp: true, code: code, version: m.ProtocolVersion, transport: m.Transport}).record...)
-			}
-
-			set := ta.set(setKey{code: code})
-			if calls != nil {
-				calls.Add(ctx, 1, set.add...)
-			}
-			if duration != nil {
-				duration.Record(ctx, end.Sub(start).Seconds(), set.record...)
-			}
+			in.end(ctx, ta, req, &o, err)
 			return res, err
 		}
+	}
+}
+
+// instruments are a middleware's tracer and meters.
+type instruments struct {
+	tracer      trace.Tracer
+	prop        propagation.TextMapPropagator
+	calls       metric.Int64Counter
+	duration    metric.Float64Histogram
+	mcpDuration mcpconv.ServerOperationDuration
+}
+
+// observed is what a call's telemetry holds from its start to its end.
+type observed struct {
+	start        time.Time
+	mcp          carmy.MCPRequest
+	server, span trace.Span // server is nil for a call that did not come over MCP
+}
+
+// begin starts a call's spans and returns the context the call runs in.
+func (in *instruments) begin(ctx context.Context, ta *toolAttrs, req *carmy.Request, o *observed) context.Context {
+	// The spans take their own start and end times, the same clock: no
+	// timestamp option to allocate per call.
+	o.start = time.Now()
+	ctx = parent(ctx, in.prop, req.Call.Metadata)
+	o.mcp = req.MCP()
+	if o.mcp.Method != "" {
+		ctx, o.server = in.tracer.Start(ctx, ta.mcpSpanName, ta.mcpStart, trace.WithAttributes(ta.mcpAttrs(o.mcp)...))
+	}
+	spanOpts := ta.start
+	if req.Call.RequestID != "" {
+		spanOpts = []trace.SpanStartOption{ta.start[0], ta.start[1], trace.WithAttributes(RequestIDKey.String(req.Call.RequestID))}
+	}
+	ctx, o.span = in.tracer.Start(ctx, ta.spanName, spanOpts...)
+	return ctx
+}
+
+// end ends a call's spans and records its metrics.
+func (in *instruments) end(ctx context.Context, ta *toolAttrs, req *carmy.Request, o *observed, err error) {
+	end := time.Now()
+	code := carmy.CodeOf(err)
+	span := o.span
+	if span.IsRecording() {
+		late := [3]attribute.KeyValue{ReplayedKey.Bool(req.Replayed)}
+		n := 1
+		if req.ExecutionID != "" {
+			late[n] = ToolCallIDKey.String(req.ExecutionID)
+			n++
+		}
+		if err != nil {
+			late[n] = ErrorTypeKey.String(string(code))
+			n++
+		}
+		span.SetAttributes(late[:n]...)
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, string(code))
+	}
+	span.End()
+	if o.server != nil {
+		if err != nil {
+			o.server.SetAttributes(ErrorTypeKey.String(string(code)))
+			o.server.SetStatus(codes.Error, string(code))
+		}
+		o.server.End()
+		in.mcpDuration.Inst().Record(ctx, end.Sub(o.start).Seconds(), ta.set(setKey{mcp: true, code: code, version: o.mcp.ProtocolVersion, transport: o.mcp.Transport}).record...)
+	}
+	set := ta.set(setKey{code: code})
+	if in.calls != nil {
+		in.calls.Add(ctx, 1, set.add...)
+	}
+	if in.duration != nil {
+		in.duration.Record(ctx, end.Sub(o.start).Seconds(), set.record...)
 	}
 }
 

@@ -500,27 +500,13 @@ func TestMCPServerSpan(t *testing.T) {
 		t.Errorf("the HTTP API's call has span %q", s.Name)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := h.reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
 	seen := map[string]bool{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != otelcarmy.MCPOperationMetric {
-				continue
-			}
-			if m.Unit != "s" {
-				t.Errorf("unit %q", m.Unit)
-			}
-			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
-				v, _ := dp.Attributes.Value(otelcarmy.MCPProtocolVersionKey)
-				tool, _ := dp.Attributes.Value(otelcarmy.ToolNameKey)
-				method, _ := dp.Attributes.Value(otelcarmy.MCPMethodNameKey)
-				et, _ := dp.Attributes.Value(otelcarmy.ErrorTypeKey)
-				seen[v.AsString()+"/"+method.AsString()+"/"+tool.AsString()+"/"+et.AsString()] = dp.Count == 1
-			}
-		}
+	for _, dp := range secondsHistogram(t, h.reader, otelcarmy.MCPOperationMetric) {
+		v, _ := dp.Attributes.Value(otelcarmy.MCPProtocolVersionKey)
+		tool, _ := dp.Attributes.Value(otelcarmy.ToolNameKey)
+		method, _ := dp.Attributes.Value(otelcarmy.MCPMethodNameKey)
+		et, _ := dp.Attributes.Value(otelcarmy.ErrorTypeKey)
+		seen[v.AsString()+"/"+method.AsString()+"/"+tool.AsString()+"/"+et.AsString()] = dp.Count == 1
 	}
 	for _, k := range []string{"2025-11-25/tools/call/save/", "2025-11-25/tools/call/find/not_found", "2026-07-28/tools/call/save/", "2026-07-28/tools/call/find/not_found"} {
 		if !seen[k] {
@@ -572,26 +558,12 @@ func TestMCPSessionDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]metricdata.HistogramDataPoint[float64]{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != otelcarmy.MCPSessionMetric {
-				continue
-			}
-			if m.Unit != "s" {
-				t.Errorf("unit %q", m.Unit)
-			}
-			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
-				v, _ := dp.Attributes.Value(otelcarmy.MCPProtocolVersionKey)
-				tr, _ := dp.Attributes.Value(otelcarmy.NetworkTransportKey)
-				proto, _ := dp.Attributes.Value("network.protocol.name")
-				got[v.AsString()+"/"+tr.AsString()+"/"+proto.AsString()] = dp
-			}
-		}
+	for _, dp := range secondsHistogram(t, reader, otelcarmy.MCPSessionMetric) {
+		v, _ := dp.Attributes.Value(otelcarmy.MCPProtocolVersionKey)
+		tr, _ := dp.Attributes.Value(otelcarmy.NetworkTransportKey)
+		proto, _ := dp.Attributes.Value("network.protocol.name")
+		got[v.AsString()+"/"+tr.AsString()+"/"+proto.AsString()] = dp
 	}
 	for _, k := range []string{"2025-11-25/tcp/http", "2025-11-25/pipe/"} {
 		dp, ok := got[k]
@@ -602,4 +574,27 @@ func TestMCPSessionDuration(t *testing.T) {
 	if len(got) != 2 {
 		t.Errorf("data points %v; the sessionless client has no session", slices.Collect(maps.Keys(got)))
 	}
+}
+
+// secondsHistogram collects reader's metrics and returns the data points
+// of the histogram named name, whose unit must be seconds.
+func secondsHistogram(t *testing.T, reader *sdkmetric.ManualReader, name string) []metricdata.HistogramDataPoint[float64] {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var points []metricdata.HistogramDataPoint[float64]
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			if m.Unit != "s" {
+				t.Errorf("%s: unit %q", name, m.Unit)
+			}
+			points = append(points, m.Data.(metricdata.Histogram[float64]).DataPoints...)
+		}
+	}
+	return points
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/carmy-dev/carmy/internal/schemes"
 )
@@ -244,6 +245,60 @@ func NewJSONLinesAuditor(w io.Writer) Auditor {
 	return j
 }
 
+// appendAuditRecord appends rec as the JSON library encodes it, without
+// its reflection, the larger part of a record's cost. It reports false,
+// having appended part of it maybe, for a record it cannot encode as the
+// library would (a string that is not UTF-8, an unknown effect, a time
+// past year 9999), which the library then encodes or refuses.
+func appendAuditRecord(b []byte, rec *AuditRecord) ([]byte, bool) {
+	if y := rec.Time.Year(); y < 0 || y > 9999 {
+		return b, false
+	}
+	b = append(b, `{"time":"`...)
+	b = rec.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	ok := true
+	field := func(name, v string) {
+		b = append(append(append(b, ',', '"'), name...), '"', ':')
+		var err error
+		b, err = jsontext.AppendQuote(b, v)
+		ok = ok && err == nil
+	}
+	field("decision", string(rec.Decision))
+	field("execution_id", rec.ExecutionID)
+	field("request_id", rec.RequestID)
+	field("session", rec.Session)
+	field("principal", rec.Principal)
+	field("tool", rec.Tool)
+	if !rec.Effect.valid() {
+		return b, false
+	}
+	field("effect", effectNames[rec.Effect])
+	field("digest", rec.Digest)
+	field("code", string(rec.Code))
+	field("approval_id", rec.ApprovalID)
+	field("approver", rec.Approver)
+	if rec.PolicySet != "" {
+		field("policy_set", rec.PolicySet)
+	}
+	if len(rec.Policies) > 0 {
+		b = append(b, `,"policies":[`...)
+		for i, p := range rec.Policies {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			b, err = jsontext.AppendQuote(b, p)
+			ok = ok && err == nil
+		}
+		b = append(b, ']')
+	}
+	if rec.Detail != "" {
+		field("detail", rec.Detail)
+	}
+	return append(b, '}'), ok
+}
+
 // auditLines are the buffers records are encoded in, before they join a
 // batch: no record allocates its line.
 var auditLines = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -276,7 +331,9 @@ func (j *jsonLines) Audit(_ context.Context, rec AuditRecord) error {
 	line := auditLines.Get().(*bytes.Buffer)
 	defer auditLines.Put(line)
 	line.Reset()
-	if err := jsonv2.MarshalWrite(line, rec, encodeOptions); err != nil {
+	if b, ok := appendAuditRecord(line.AvailableBuffer(), &rec); ok {
+		line.Write(b)
+	} else if err := jsonv2.MarshalWrite(line, rec, encodeOptions); err != nil {
 		return err
 	}
 	j.mu.Lock()

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/carmy-dev/carmy"
 )
 
@@ -529,5 +531,47 @@ func TestAppAuditFile(t *testing.T) {
 	b, err := os.ReadFile(path)
 	if err != nil || !strings.Contains(string(b), `"tool":"edit_app"`) {
 		t.Fatalf("audit file %q, %v", b, err)
+	}
+}
+
+// TestJSONLinesAuditorEncodesAsTheJSONLibrary: the file sink writes each
+// record exactly as the JSON library encodes an AuditRecord (the form
+// readers of the file and pgaudit's columns rely on), escapes, optional
+// fields and times included, and refuses what the library refuses.
+func TestJSONLinesAuditorEncodesAsTheJSONLibrary(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 5, 13, 4, 5, 120_000_000, time.FixedZone("", 3600))
+	full := carmy.AuditRecord{Time: at, Decision: carmy.AuditExecuted, ExecutionID: "e-1", RequestID: "r\"1\u2028", Session: "s<1>&",
+		Principal: "ünïcode \x01", Tool: "t", Effect: carmy.Destructive, Digest: "abc", Code: "ok", ApprovalID: "a", Approver: "p",
+		PolicySet: "set", Policies: []string{"p1", "p\n2"}, Detail: "why"}
+	for _, tc := range []struct {
+		name string
+		rec  carmy.AuditRecord
+	}{
+		{"every field", full},
+		{"the usual write call", carmy.AuditRecord{Time: time.Now(), Decision: carmy.AuditExecuted, ExecutionID: "e", Principal: "bench", Tool: "edit", Effect: carmy.Write, Digest: "d", Code: "ok"}},
+		{"UTC, whole seconds", carmy.AuditRecord{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Decision: carmy.AuditRefused, Tool: "t", Effect: carmy.Read, Code: carmy.CodePermissionDenied}},
+		{"policies but no set", carmy.AuditRecord{Time: at, Tool: "t", Effect: carmy.None, Policies: []string{}}},
+		{"a year past 9999", carmy.AuditRecord{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), Tool: "t", Effect: carmy.Read}},
+		{"not UTF-8", carmy.AuditRecord{Time: at, Tool: "t\xff", Effect: carmy.Read}},
+		{"no effect", carmy.AuditRecord{Time: at, Tool: "t"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantErr := jsonv2.Marshal(tc.rec, jsonv2.Deterministic(true))
+			var out bytes.Buffer
+			err := carmy.NewJSONLinesAuditor(&out).Audit(context.Background(), tc.rec)
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("Audit error %v, the JSON library's %v", err, wantErr)
+			}
+			if err != nil {
+				if out.Len() != 0 {
+					t.Fatalf("a refused record was written: %q", out.String())
+				}
+				return
+			}
+			if got := strings.TrimSuffix(out.String(), "\n"); got != string(want) {
+				t.Fatalf("wrote  %s\nlibrary %s", got, want)
+			}
+		})
 	}
 }

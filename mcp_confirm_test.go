@@ -251,8 +251,11 @@ func TestConfirmWaitSendsProgress(t *testing.T) {
 					}
 					return
 				}
-				if got < 2 {
-					t.Fatalf("%d progress notifications while the call waited for a person; want several", got)
+				// A client busy with a form may hold up the notifications
+				// behind it (over stdio, a pipe it reads once the person
+				// answered); over a page, it goes on reading.
+				if want := map[string]int{"url": 2, "form": 1}[tc.mode]; got < want {
+					t.Fatalf("%d progress notifications while the call waited for a person; want %d at least", got, want)
 				}
 				last := -1.0
 				for range got {
@@ -324,7 +327,9 @@ func TestElicitWaitSendsProgress(t *testing.T) {
 				// of their own: the last may come after the result.
 				want := 0
 				if token {
-					want = 4 // starting, two waits at least, done
+					// starting, a wait at least (a client busy with the
+					// question may hold up the notifications behind it), done
+					want = 3
 				}
 				for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 					mu.Lock()

@@ -675,9 +675,6 @@ func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.Ta
 	if refused != nil {
 		return nil, *refused, nil
 	}
-	if err := checkRequestID(c.RequestID); err != nil {
-		return nil, mcpOutcome(err), nil
-	}
 	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) taskPeer {
 		return peerOf(mcpserve.TaskPeer(mc.Peer, asking(ctx, run)))
 	})

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/approve"
-	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -54,9 +53,15 @@ type taskRun struct {
 	id string
 	// peer is the MCP client whose call started the task, whose questions
 	// wait on the task; nil for other callers.
-	peer  taskPeer
-	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
-	once  sync.Once
+	peer taskPeer
+	// input is the call's input, and form and digest its canonical form
+	// and digest when the call has a request id ("" otherwise): taken as
+	// the task started, for the pipeline (Request.canonical).
+	input  []byte
+	form   []byte
+	digest string
+	begun  chan struct{} // closed once the call passed its checks, waits for a person, or ended
+	once   sync.Once
 	// refusal is the error of a call refused before it passed its checks,
 	// set as begun is closed: Start returns it.
 	refusal  error
@@ -123,13 +128,21 @@ func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error
 
 // startTaskFor is startTask for a call of an MCP client, whose peer for
 // the task peerOf makes (nil for other callers).
+//
+// The call's request id is checked here, once, and its input's digest
+// taken once, for the task and for the pipeline, which reads both from the
+// task run.
 func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) taskPeer) (*Task, error) {
+	if err := checkRequestID(c.RequestID); err != nil {
+		return nil, err
+	}
+	var form []byte
 	var digest string
 	if c.RequestID != "" {
-		// The digest the pipeline takes; an input it cannot take is
-		// refused there.
-		if form, err := t.canonicalInput(c.Input); err == nil {
-			digest = canon.Sum(form)
+		// The pipeline's canonical form and digest; an input that has none
+		// is refused there.
+		if f, err := t.canonicalInput(c.Input); err == nil {
+			form, digest = f, t.digestOf(f)
 		}
 	}
 	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, Digest: digest,
@@ -143,7 +156,7 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 	if !created {
 		return r.taskOf(rec, c.Principal), nil // that call, started before
 	}
-	run := &taskRun{r: r, t: t, id: rec.ID, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
+	run := &taskRun{r: r, t: t, id: rec.ID, input: c.Input, form: form, digest: digest, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
 	if peerOf != nil {
 		run.peer = peerOf(run)
 	}

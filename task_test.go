@@ -533,14 +533,7 @@ func TestTaskDigestIsTheCallsDigest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newHostsStore(t)
-	var mu sync.Mutex
-	var recs []carmy.AuditRecord
-	sink := carmy.AuditorFunc(func(_ context.Context, rec carmy.AuditRecord) error {
-		mu.Lock()
-		defer mu.Unlock()
-		recs = append(recs, rec)
-		return nil
-	})
+	sink := &auditLog{}
 	reg := build(t, carmy.New().Store(s).Audit(sink).Logger(quietLogger()).Mount("fs", carmy.Endpoint(newUpstream().serveHTTP(t).URL)))
 	call := carmy.Call{Tool: "fs_write", Principal: "alice", RequestID: "r1", Input: []byte(`{ "text" : "hi", "path" : "a.txt" }`)}
 	task, err := reg.Start(ctx, call)
@@ -554,14 +547,12 @@ func TestTaskDigestIsTheCallsDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
 	var digest string
-	for _, r := range recs {
+	for _, r := range sink.take() {
 		if r.Decision == carmy.AuditExecuted {
 			digest = r.Digest
 		}
 	}
-	mu.Unlock()
 	if digest == "" || rec.Digest != digest {
 		t.Fatalf("the task's digest = %q, its call's = %q; want one digest", rec.Digest, digest)
 	}

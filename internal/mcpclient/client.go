@@ -46,6 +46,9 @@ type Config struct {
 	Roots []string
 	// URLElicitation declares URL elicitation beside forms.
 	URLElicitation bool
+	// Sampling declares sampling: the upstream's requests go to the
+	// caller of the call they belong to (Request.Sample).
+	Sampling bool
 	// Logger gets the child's stderr, the upstream's log messages and
 	// anything tied to no call.
 	Logger *slog.Logger
@@ -60,6 +63,8 @@ type Config struct {
 	// ResourcesChanged is told of the upstream's resource or prompt list
 	// changes.
 	ResourcesChanged func()
+	// ResourceUpdated is told of an update of a resource subscribed to.
+	ResourceUpdated func(uri string)
 }
 
 // Tool is one upstream tool as the upstream defines it.
@@ -132,6 +137,12 @@ type Request struct {
 	// ElicitURL sends the caller's person to a URL, the upstream's
 	// elicitation id with it; nil declines.
 	ElicitURL func(ctx context.Context, message, url, id string) (action string, err error)
+	// Sample asks the caller to sample (sampling/createMessage's params
+	// and result, as JSON); nil refuses.
+	Sample func(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+	// Log gets the upstream's log messages during the call; nil leaves
+	// them to carmy's log.
+	Log func(level slog.Level, logger string, data any)
 }
 
 // Result is an upstream tool's answer, as the upstream wrote it.
@@ -232,6 +243,9 @@ func (c *Client) options() *mcp.ClientOptions {
 	if c.cfg.URLElicitation {
 		caps.Elicitation.URL = &mcp.URLElicitationCapabilities{}
 	}
+	if c.cfg.Sampling {
+		caps.Sampling = &mcp.SamplingCapabilities{}
+	}
 	o := &mcp.ClientOptions{
 		Logger:             c.logger,
 		Capabilities:       caps,
@@ -240,8 +254,16 @@ func (c *Client) options() *mcp.ClientOptions {
 			c.poke()
 		},
 		ProgressNotificationHandler: c.progress,
-		//lint:ignore SA1019 logging is deprecated from 2026-07-28 on, and still what servers of earlier versions send
-		LoggingMessageHandler: c.logMessage,
+		// Log messages are read on the wire (logLine), in order with the
+		// results they precede.
+	}
+	if c.cfg.Sampling {
+		o.CreateMessageHandler = c.sample
+	}
+	if c.cfg.ResourceUpdated != nil {
+		o.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			c.cfg.ResourceUpdated(req.Params.URI)
+		}
 	}
 	if c.cfg.ResourcesChanged != nil {
 		o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { c.cfg.ResourcesChanged() }
@@ -265,11 +287,28 @@ func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			h.Set(k, v)
 		}
 		rt := &roundTripper{base: http.DefaultTransport, tap: tap{c}, headers: h, max: c.cfg.MaxResult}
-		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1}
+		// A response stream the server closes is resumed (a GET with the
+		// last event's id), never sent again: a couple of tries, so that a
+		// call whose upstream went away is soon known lost.
+		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
 	}
-	cs, err := c.sdk.Connect(ctx, t, nil)
+	// A session of the 2025-11-25 protocol, where the upstream offers one:
+	// its tools may then ask the caller in the middle of a call (sampling,
+	// elicitation), as a session's tools do, and those written for the
+	// sessionless protocol's rounds still work, the upstream's SDK asking
+	// for them.
+	cs, err := c.sdk.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		return nil, &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "cannot connect", Err: err}
+	}
+	// A session's server logs nothing until asked: carmy asks for every
+	// level, and its callers' own levels filter what reaches them. A
+	// sessionless request asks for itself (Call).
+	if res := cs.InitializeResult(); !sessionless(cs) && res != nil && res.Capabilities != nil && res.Capabilities.Logging != nil {
+		//lint:ignore SA1019 logging is deprecated from 2026-07-28 on, and still what servers of earlier versions send
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			c.logger.Warn("carmy: the upstream refused a log level; its log messages may not reach carmy", "error", err)
+		}
 	}
 	return cs, nil
 }
@@ -460,6 +499,9 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 		meta[k] = v
 	}
 	meta["progressToken"] = token
+	if sessionless(cs) {
+		meta[mcp.MetaKeyLogLevel] = "debug"
+	}
 	args := req.Arguments
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
@@ -626,21 +668,6 @@ func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		}
 	}
 	return res, nil
-}
-
-// logMessage writes the upstream's log notifications to carmy's log.
-func (c *Client) logMessage(_ context.Context, req *mcp.LoggingMessageRequest) {
-	level := slog.LevelInfo
-	switch req.Params.Level {
-	case "debug":
-		level = slog.LevelDebug
-	case "notice", "info":
-	case "warning":
-		level = slog.LevelWarn
-	default:
-		level = slog.LevelError
-	}
-	c.logger.Log(context.Background(), level, "carmy: upstream log", "logger", req.Params.Logger, "data", req.Params.Data)
 }
 
 // poke asks the refresher to list the tools again.

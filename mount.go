@@ -477,13 +477,15 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 			return res, err
 		}
 	}
-	req.Log = func(level slog.Level, logger string, data any) {
+	// The caller gets the upstream's message as it is; carmy's log ties
+	// it to the call by its execution id.
+	req.Log = func(level slog.Level, _ string, data any) {
 		text, ok := data.(string)
 		if !ok {
 			b, _ := json.Marshal(data)
 			text = string(b)
 		}
-		cc.Log(level, text, "mount", m.spec.name(), "logger", logger)
+		cc.Log(level, text)
 	}
 	if cc.RequestID != "" {
 		req.Meta = map[string]any{MetaRequestID: cc.RequestID}

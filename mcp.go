@@ -561,6 +561,10 @@ func (m mcpAsker) confirmedBefore(ctx context.Context, c Call, digest string) (s
 	return a, true
 }
 
+// waitsForRound reports the error of a question that waits for the
+// client's next round of the sessionless protocol.
+func waitsForRound(err error) bool { return errors.Is(err, mcpserve.ErrNeedsInput) }
+
 // needsInput is the error that ends a run of a tool whose question the
 // client of the sessionless protocol has not answered yet, as the tool and
 // the runtime see it: retryable, so that an idempotency record never keeps

@@ -452,6 +452,11 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 		Elicit: func(_ context.Context, message string, schema json.RawMessage) (string, json.RawMessage, error) {
 			answer, ok, err := cc.ElicitSchema(m.label()+message, schema)
 			switch {
+			case waitsForRound(err):
+				// The caller of the sessionless protocol answers in its next
+				// round, which calls the upstream again from the start: this
+				// call of it stops here.
+				return "cancel", nil, nil
 			case err != nil:
 				cc.Log(slog.LevelWarn, "carmy: a question of the upstream was declined: the caller cannot be asked", "mount", m.spec.name(), "error", err)
 				return "decline", nil, nil

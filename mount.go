@@ -448,6 +448,10 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What the upstream's requests met at the caller, set on the client's
+	// goroutines: a question that waits for the caller's next round, a
+	// sampling the caller cannot do.
+	var round, unsampled atomic.Pointer[error]
 	req := &mcpclient.Request{Name: mt.upstream, Arguments: form, Progress: cc.Progress,
 		Elicit: func(_ context.Context, message string, schema json.RawMessage) (string, json.RawMessage, error) {
 			answer, ok, err := cc.ElicitSchema(m.label()+message, schema)
@@ -455,7 +459,8 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 			case waitsForRound(err):
 				// The caller of the sessionless protocol answers in its next
 				// round, which calls the upstream again from the start: this
-				// call of it stops here.
+				// call of it stops here, and ends as the round's.
+				round.Store(&err)
 				return "cancel", nil, nil
 			case err != nil:
 				cc.Log(slog.LevelWarn, "carmy: a question of the upstream was declined: the caller cannot be asked", "mount", m.spec.name(), "error", err)
@@ -472,12 +477,11 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	}
 	// A sampling the caller cannot do ends the call with why, not with the
 	// upstream's reading of the refusal.
-	var unsampled error
 	if m.spec.sampling {
 		req.Sample = func(_ context.Context, params json.RawMessage) (json.RawMessage, error) {
 			res, err := sample(cc, params)
 			if err != nil {
-				unsampled = err
+				unsampled.Store(&err)
 			}
 			return res, err
 		}
@@ -496,8 +500,11 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 		req.Meta = map[string]any{MetaRequestID: cc.RequestID}
 	}
 	res, err := m.client.Call(cc, req)
-	if unsampled != nil {
-		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s: %s asked the client to sample, and it cannot: %v", m.spec.name(), mt.upstream, unsampled), Err: unsampled}
+	if p := round.Load(); p != nil {
+		return nil, *p
+	}
+	if p := unsampled.Load(); p != nil {
+		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s: %s asked the client to sample, and it cannot: %v", m.spec.name(), mt.upstream, *p), Err: *p}
 	}
 	if err != nil {
 		return nil, mt.fault(err)

@@ -254,3 +254,52 @@ func TestMountKeepsTaskSupport(t *testing.T) {
 		t.Error("a task of a tool its upstream runs only synchronously was started")
 	}
 }
+
+// TestMountQuestionInSessionlessRounds: a caller of the sessionless
+// protocol is asked an upstream's question in carmy's own round; the
+// upstream call stops there, and the round that brings the answer calls
+// the upstream again, which gets the answer.
+func TestMountQuestionInSessionlessRounds(t *testing.T) {
+	u := newUpstream()
+	var mu sync.Mutex
+	var actions []string
+	u.server.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Your name?",
+				RequestedSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)})
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			actions = append(actions, res.Action)
+			mu.Unlock()
+			name, _ := res.Content["name"].(string)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action + " " + name}}}, nil
+		})
+	reg := mountBuild(t, u.serveHTTP(t).URL)
+	var asked []string
+	cs, err := mcpDial(t, nil, serve(t, reg).URL, "2026-07-28", &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs_ask", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; res.IsError || text != "accept Ada" {
+		t.Fatalf("result %q, want the upstream's answer to the round's answer", text)
+	}
+	if !slices.Equal(asked, []string{"Server fs asks: Your name?"}) {
+		t.Errorf("the caller was asked %q, want the upstream's question once, labelled", asked)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(actions, []string{"cancel", "accept"}) {
+		t.Errorf("the upstream got %q, want its first call stopped (cancel) and the round's call answered", actions)
+	}
+}

@@ -564,6 +564,7 @@ func BenchmarkMountStdio(b *testing.B) {
 		defer cs.Close()
 		params := &mcp.CallToolParams{Name: "read", Arguments: json.RawMessage(`{"path":"x"}`)}
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		for b.Loop() {
 			if _, err := cs.CallTool(ctx, params); err != nil {
 				b.Fatal(err)
@@ -578,6 +579,7 @@ func BenchmarkMountStdio(b *testing.B) {
 		defer reg.Close()
 		call := carmy.Call{Tool: "kid_read", Input: json.RawMessage(`{"path":"x"}`)}
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		for b.Loop() {
 			if _, err := reg.Execute(ctx, call); err != nil {
 				b.Fatal(err)
@@ -585,6 +587,10 @@ func BenchmarkMountStdio(b *testing.B) {
 		}
 	})
 }
+
+// reportCPU reports the CPU time this process spent per op, where the
+// system says (mount_cpu_test.go); elsewhere nothing.
+var reportCPU = func(*testing.B) func() { return func() {} }
 
 // TestMountForwardsURLElicitation: an upstream may send the caller's person
 // to a page only where the mount says so.

@@ -1,10 +1,14 @@
+//lint:file-ignore SA1019 roots, sampling and logging are deprecated from 2026-07-28 on, and still what servers of earlier versions use.
+
 // Package mcpclient is carmy's client of an upstream MCP server, the one a
 // mount connects to: a stdio server run as a child process, or a
 // streamable HTTP endpoint of either protocol generation. It lists the
 // upstream's tools with their definitions as the upstream wrote them,
-// calls them with carmy's _meta, forwards progress, questions and
-// cancellation, follows the upstream's list changes and reconnects with
-// backoff. It decides nothing: the mount governs every call.
+// calls them with carmy's _meta, forwards progress, log messages,
+// questions, sampling and cancellation, reads the upstream's resources and
+// prompts on a caller's behalf, follows the upstream's list changes and
+// reconnects with backoff. It decides nothing: the mount governs every
+// call and every read.
 package mcpclient
 
 import (
@@ -206,7 +210,6 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	c.life, c.stop = context.WithCancel(context.Background())
 	c.sdk = mcp.NewClient(&mcp.Implementation{Name: "carmy", Version: "mount"}, c.options())
 	for _, r := range cfg.Roots {
-		//lint:ignore SA1019 roots are deprecated from 2026-07-28 on, and still what servers of earlier versions read
 		c.sdk.AddRoots(&mcp.Root{URI: r})
 	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
@@ -236,7 +239,6 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 func (c *Client) options() *mcp.ClientOptions {
 	caps := &mcp.ClientCapabilities{}
 	if len(c.cfg.Roots) > 0 {
-		//lint:ignore SA1019 roots are deprecated from 2026-07-28 on, and still what servers of earlier versions read
 		caps.RootsV2 = &mcp.RootCapabilities{}
 	}
 	caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
@@ -305,7 +307,6 @@ func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	// level, and its callers' own levels filter what reaches them. A
 	// sessionless request asks for itself (Call).
 	if res := cs.InitializeResult(); !sessionless(cs) && res != nil && res.Capabilities != nil && res.Capabilities.Logging != nil {
-		//lint:ignore SA1019 logging is deprecated from 2026-07-28 on, and still what servers of earlier versions send
 		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 			c.logger.Warn("carmy: the upstream refused a log level; its log messages may not reach carmy", "error", err)
 		}

@@ -18,7 +18,7 @@ import (
 // and the upstream's requests to carmy's caller during a call (sampling,
 // log messages).
 
-// session is the open session, or the error of a mount not connected now.
+// open is the open session, or the error of a mount not connected now.
 func (c *Client) open() (*mcp.ClientSession, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -30,6 +30,10 @@ type Mount struct {
 	Read func(ctx context.Context, id Identity, kind, name string, allowed bool)
 }
 
+// resourceNotFound is the code of a read of a resource that does not
+// exist (SEP-2164: invalid params).
+const resourceNotFound = jsonrpc.CodeInvalidParams
+
 // mounts is what the server forwards to its mounts.
 type mounts struct {
 	mu   sync.Mutex
@@ -94,7 +98,7 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "resources/read":
 			res, err := next(ctx, method, req)
 			var rpc *jsonrpc.Error
-			if err == nil || !errors.As(err, &rpc) || rpc.Code != mcp.CodeResourceNotFound {
+			if err == nil || !errors.As(err, &rpc) || rpc.Code != resourceNotFound {
 				return res, err
 			}
 			uri := req.GetParams().(*mcp.ReadResourceParams).URI
@@ -108,7 +112,7 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 				m.Read(ctx, id, "resource", uri, true)
 				got, rerr := m.Client.ReadResource(ctx, uri)
-				if errors.As(rerr, &rpc) && rpc.Code == mcp.CodeResourceNotFound {
+				if errors.As(rerr, &rpc) && rpc.Code == resourceNotFound {
 					continue
 				}
 				return completed(req, got, rerr)

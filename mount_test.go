@@ -471,6 +471,7 @@ prefix = "up"
 url = "` + url + `"
 headers = { Authorization = "Bearer ${UPSTREAM_TOKEN}" }
 effect_floor = "write"
+requires = ["mounted"]
 
 [mount.tools.delete]
 confirm = false
@@ -485,10 +486,10 @@ requires = ["files"]
 		t.Errorf("up_read: %+v, want effect write (the floor)", m)
 	}
 	m, _ := reg.Lookup("up_delete")
-	if m.Confirmation != carmy.ConfirmationNone || strings.Join(m.Requires, ",") != "files" {
-		t.Errorf("up_delete: %+v, want the override's confirmation none and requires files", m)
+	if m.Confirmation != carmy.ConfirmationNone || strings.Join(m.Requires, ",") != "files,mounted" {
+		t.Errorf("up_delete: %+v, want the override's confirmation none and requires files and the mount's mounted", m)
 	}
-	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "up_delete", Permissions: []string{"files"}, Input: json.RawMessage(`{"path":"x"}`)}); err != nil {
+	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "up_delete", Permissions: []string{"files", "mounted"}, Input: json.RawMessage(`{"path":"x"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := u.auth.Load(); got != "Bearer t0k" {

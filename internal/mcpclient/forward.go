@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -46,52 +47,37 @@ func (c *Client) forwarded(what string, err error) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mount %s: %s: %v", c.cfg.Name, what, err)}
 }
 
-// Resources lists every resource of the upstream, page by page.
-func (c *Client) Resources(ctx context.Context) ([]*mcp.Resource, error) {
+// every collects every item of one of the upstream's paged lists.
+func every[T any](c *Client, what string, list func(*mcp.ClientSession) iter.Seq2[T, error]) ([]T, error) {
 	cs, err := c.open()
 	if err != nil {
 		return nil, err
 	}
-	var out []*mcp.Resource
-	for r, err := range cs.Resources(ctx, nil) {
+	var out []T
+	for x, err := range list(cs) {
 		if err != nil {
-			return nil, c.forwarded("cannot list resources", err)
+			return nil, c.forwarded("cannot list "+what, err)
 		}
-		out = append(out, r)
+		out = append(out, x)
 	}
 	return out, nil
+}
+
+// Resources lists every resource of the upstream, page by page.
+func (c *Client) Resources(ctx context.Context) ([]*mcp.Resource, error) {
+	return every(c, "resources", func(cs *mcp.ClientSession) iter.Seq2[*mcp.Resource, error] { return cs.Resources(ctx, nil) })
 }
 
 // ResourceTemplates lists every resource template of the upstream.
 func (c *Client) ResourceTemplates(ctx context.Context) ([]*mcp.ResourceTemplate, error) {
-	cs, err := c.open()
-	if err != nil {
-		return nil, err
-	}
-	var out []*mcp.ResourceTemplate
-	for r, err := range cs.ResourceTemplates(ctx, nil) {
-		if err != nil {
-			return nil, c.forwarded("cannot list resource templates", err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return every(c, "resource templates", func(cs *mcp.ClientSession) iter.Seq2[*mcp.ResourceTemplate, error] {
+		return cs.ResourceTemplates(ctx, nil)
+	})
 }
 
 // Prompts lists every prompt of the upstream, by its upstream name.
 func (c *Client) Prompts(ctx context.Context) ([]*mcp.Prompt, error) {
-	cs, err := c.open()
-	if err != nil {
-		return nil, err
-	}
-	var out []*mcp.Prompt
-	for p, err := range cs.Prompts(ctx, nil) {
-		if err != nil {
-			return nil, c.forwarded("cannot list prompts", err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return every(c, "prompts", func(cs *mcp.ClientSession) iter.Seq2[*mcp.Prompt, error] { return cs.Prompts(ctx, nil) })
 }
 
 // ReadResource reads one resource of the upstream.

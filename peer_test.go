@@ -21,7 +21,11 @@ import (
 // carmy's own types. The MCP door (internal/mcpserve) is built, held and
 // served by the registry's files alone, and its wire code
 // (internal/mcpwire) is the door's own. Programs that use carmy's public
-// API (examples) may use the SDK, as a host does.
+// API (examples) may use the SDK, as a host does. The rule holds for what
+// a package reaches as well as what it imports: a package that reaches
+// the SDK (go list's Deps) is the root, a door package, or one that uses
+// carmy's public API, never one that reaches it around the root (a store
+// that imports the upstream client, say).
 func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	const (
 		module = "github.com/carmy-dev/carmy"
@@ -39,7 +43,7 @@ func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the go command is not on PATH:", err)
 	}
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", module+"/...").Output()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}\t{{join .Deps \" \"}}", module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -47,11 +51,18 @@ func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), "\t")
-		if len(fields) != 3 {
+		if len(fields) != 4 {
 			t.Fatalf("go list printed %q", sc.Text())
 		}
 		pkg, dir := fields[0], fields[1]
 		packages++
+		deps := map[string]bool{}
+		for _, d := range strings.Fields(fields[3]) {
+			deps[d] = true
+		}
+		if deps[sdk+"/mcp"] && pkg != module && !doorPackages[pkg] && !deps[module] && !strings.HasPrefix(pkg, module+"/examples/") {
+			t.Errorf("%s reaches the SDK around the root: only the root, the door's packages and users of carmy's public API may", pkg)
+		}
 		for _, name := range strings.Fields(fields[2]) {
 			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.ImportsOnly)
 			if err != nil {

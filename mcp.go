@@ -392,22 +392,19 @@ func (d mcpDoor) skillRules(ctx context.Context, id mcpserve.Identity) skills.Ru
 }
 
 // mcpAsker asks the person at an MCP client to confirm a call in-band
-// (a [personAsker]), and decides the call's approval by the answer. Where
-// form confirmation applies (by default over a single-client transport;
+// (a [personAsker]), and translates the door's answer into carmy's
+// (verdicts); the confirmation stage acts on it (answered). Where form
+// confirmation applies (by default over a single-client transport;
 // everywhere with [Builder.ElicitConfirmation], nowhere with
 // [Builder.NoFormConfirmation]) a client that can show its user a form is
-// asked to confirm with one that shows the call's canonical input:
-// accepted, the approval is approved and the call goes on, using it up;
-// declined, the approval is denied and the call refused as declined;
-// dismissed, the refusal stands; an answer that breaks the form is
-// invalid input. Otherwise a client that supports URL elicitation is sent
-// the approval's page: once the user opened it, the call waits for a
-// person's decision there (until the approval expires or the client gives
-// up), and goes on by it. Over a single-client transport that page is a
-// console that carmy serves on a loopback port, and its URL carries a
-// one-time code for that console's secret, for the person at the client;
-// other clients there get a refusal that names what the person can use
-// (personRefusal). Other clients get the refusal.
+// asked to confirm with one that shows the call's canonical input.
+// Otherwise a client that supports URL elicitation is sent the approval's
+// page: once the user opened it, the call waits for a person's decision
+// there (until the approval expires or the client gives up). Over a
+// single-client transport that page is a console that carmy serves on a
+// loopback port, and its URL carries a one-time code for that console's
+// secret, for the person at the client; a refusal that stands there names
+// what the person can use (standing).
 //
 // In the sessionless protocol the question goes back in the round's
 // result, and the answer counts in the next round of the same call; a

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/carmy-dev/carmy"
 	"github.com/carmy-dev/carmy/internal/console"
 )
 
@@ -135,7 +136,7 @@ func (s localServer) send(ctx context.Context, method, path string, v any) (int,
 	}
 	if res.StatusCode != http.StatusOK {
 		var e struct {
-			Error *wireError `json:"error"`
+			Error *carmy.Error `json:"error"`
 		}
 		if json.Unmarshal(body, &e) == nil && e.Error != nil {
 			return res.StatusCode, fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)

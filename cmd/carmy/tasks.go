@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/carmy-dev/carmy"
 )
 
 const tasksUsage = `usage: carmy tasks [flags] URL [get ID | wait ID | cancel ID | answer ID QUESTION ANSWER]
@@ -38,17 +40,18 @@ prints the server's answers as they came.
 Flags:
 `
 
-// wireTask is a task as the HTTP API shows it.
+// wireTask is a task as the HTTP API shows it, its status, error and
+// progress read through carmy's own types.
 type wireTask struct {
-	ID          string          `json:"id"`
-	Tool        string          `json:"tool"`
-	Status      string          `json:"status"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
-	Output      json.RawMessage `json:"output"`
-	Error       *wireError      `json:"error"`
-	ApprovalID  string          `json:"approval_id"`
-	ApprovalURL string          `json:"approval_url"`
+	ID          string           `json:"id"`
+	Tool        string           `json:"tool"`
+	Status      carmy.TaskStatus `json:"status"`
+	CreatedAt   time.Time        `json:"created_at"`
+	UpdatedAt   time.Time        `json:"updated_at"`
+	Output      json.RawMessage  `json:"output"`
+	Error       *carmy.Error     `json:"error"`
+	ApprovalID  string           `json:"approval_id"`
+	ApprovalURL string           `json:"approval_url"`
 	// Questions are those the tool waits for, by id, as MCP's
 	// inputRequests.
 	Questions map[string]struct {
@@ -57,15 +60,7 @@ type wireTask struct {
 			RequestedSchema json.RawMessage `json:"requestedSchema"`
 		} `json:"params"`
 	} `json:"questions"`
-	Progress *struct {
-		Done    float64 `json:"done"`
-		Total   float64 `json:"total"`
-		Message string  `json:"message"`
-	} `json:"progress"`
-}
-
-func (t *wireTask) final() bool {
-	return t.Status == "completed" || t.Status == "failed" || t.Status == "cancelled"
+	Progress *carmy.TaskProgress `json:"progress"`
 }
 
 // taskWait is how long one GET of carmy tasks wait holds the request: the
@@ -150,7 +145,7 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "carmy tasks: the server's answer is not a task: %v\n", err)
 			return 1
 		}
-		if verb == "wait" && !t.final() {
+		if verb == "wait" && !t.Status.Final() {
 			if len(t.Questions) > 0 && !told {
 				// Nothing moves until someone answers: say how, once.
 				told = true
@@ -166,7 +161,7 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 		} else {
 			printTask(stdout, &t)
 		}
-		if verb == "wait" && t.Status != "completed" {
+		if verb == "wait" && t.Status != carmy.TaskCompleted {
 			return 1
 		}
 		return 0
@@ -263,12 +258,15 @@ func taskAnswer(question, answer string) ([]byte, error) {
 // printOutcome writes a finished task's outcome as carmy call writes a
 // call's.
 func printOutcome(stdout, stderr io.Writer, t *wireTask) int {
-	if t.Status == "completed" {
+	if t.Status == carmy.TaskCompleted {
 		stdout.Write(withNewline(indented(t.Output, "")))
 		return 0
 	}
-	body, _ := json.Marshal(map[string]*wireError{"error": t.Error})
-	printFailure(stderr, "carmy tasks", http.StatusOK, body)
+	if t.Error == nil {
+		fmt.Fprintf(stderr, "carmy tasks: task %s is %s, without an error\n", t.ID, t.Status)
+		return 1
+	}
+	printError(stderr, t.Error)
 	return 1
 }
 

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -130,16 +130,12 @@ func (r *Registry) approvalURL(ctx context.Context, id string) string {
 // console secret, if the console has one: the client hands it to its
 // user, not to the model. It is "" when no console can be served.
 func (r *Registry) personalApprovalURL(ctx context.Context, id, link string) string {
-	c := r.http.console
-	base, ok := strings.CutSuffix(link, "/console?approval="+url.QueryEscape(id))
-	if !ok || base == "" {
-		var err error
-		if base, c, err = r.http.localConsole(ctx); err != nil {
-			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
-			return ""
-		}
+	u, err := r.http.srv.PersonalLink(ctx, id, link)
+	if err != nil {
+		r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
+		return ""
 	}
-	return linkWithCode(base, c, url.Values{"approval": {id}})
+	return u
 }
 
 // awaitDecision returns approval id once it is no longer pending, or when
@@ -190,24 +186,57 @@ func (r *Registry) Decide(ctx context.Context, id string, approve bool, approver
 		return &Error{Code: CodeInvalidInput, Message: "Decide needs the approver: " + describe(f), Fields: []FieldError{f}}
 	}
 	a, err := r.approvals.store.Get(ctx, id)
-	if err == nil && a.Principal == approver {
-		refused := a
-		refused.Approver = ""
-		r.auditApproval(ctx, refused, AuditRefused, approver, CodePermissionDenied)
+	if err != nil {
+		return r.decisionError(id, a, err)
+	}
+	_, err = r.decideAs(ctx, a, approve, hostApprover(approver), Identity{Principal: approver}, doorOf(ctx))
+	return hostDecisionError(err, id, approver)
+}
+
+// hostApprover is the person a host names to [Registry.Decide]: the host
+// holds every right to decide, but that of the call's own principal.
+func hostApprover(name string) approve.Who {
+	return approve.Who{Principal: name, Permissions: []string{"approve:*"}}
+}
+
+// hostDecisionError is the error of [Registry.Decide] when the gate
+// refused approver with err.
+func hostDecisionError(err error, id, approver string) error {
+	if errors.Is(err, approve.ErrOwnCall) {
 		return &Error{Code: CodePermissionDenied,
 			Message: "the principal that made a call never decides its approval: name the person who decided, such as \"person:" + approver + "\"",
 			Details: map[string]any{"approval_id": id, "reason": "own_call"}}
 	}
-	if err == nil {
-		if e := r.policyApprove(ctx, a, Identity{Principal: approver}, doorOf(ctx)); e != nil {
-			return e
-		}
-		a, err = r.decide(ctx, id, approve, approver)
+	return err
+}
+
+// decideAs is the one gate of a person's decision, for every door that
+// decides (the HTTP API and the console, [Registry.Decide]): who must see
+// approval a ([store.ErrApprovalNotFound] otherwise, as for none), hold
+// the right to decide it and not be the principal whose call waits
+// ([approve.ErrNoRight], [approve.ErrOwnCall]; the door words them), and
+// the policies must let decider decide it, asked by door. Each refusal is
+// audited with who tried. It then records the decision, with attrs in its
+// log line.
+func (r *Registry) decideAs(ctx context.Context, a store.Approval, approved bool, who approve.Who, decider Identity, door string, attrs ...slog.Attr) (store.Approval, error) {
+	refused := a
+	refused.Approver = ""
+	if !who.MayView(a) { // one the caller may not see: as for none
+		r.auditApproval(ctx, refused, AuditRefused, who.Principal, CodePermissionDenied)
+		return a, store.ErrApprovalNotFound
 	}
+	if why := who.MayDecide(a); why != nil {
+		r.auditApproval(ctx, refused, AuditRefused, who.Principal, CodePermissionDenied)
+		return a, why
+	}
+	if e := r.policyApprove(ctx, a, decider, door); e != nil {
+		return a, e
+	}
+	got, err := r.decide(ctx, a.ID, approved, who.Name(), attrs...)
 	if err != nil {
-		return r.decisionError(id, a, err)
+		return got, r.decisionError(a.ID, got, err)
 	}
-	return nil
+	return got, nil
 }
 
 // decisionError is the error of a decision on approval id that the store

@@ -1,10 +1,14 @@
 package carmy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/carmy-dev/carmy/internal/console"
+)
 
 // ConsoleHeader is the header in which the console's page sends the
 // console secret.
-const ConsoleHeader = consoleHeader
+const ConsoleHeader = console.Header
 
 // PromptInput is the text the MCP confirmation prompt shows for an input
 // of tool.

@@ -360,13 +360,9 @@ func (b *Builder) Build() (*Registry, error) {
 	auditors, auditErrs := b.openAuditors(&storeClosers)
 	errs = append(errs, auditErrs...)
 	errs = append(errs, b.checkEffectPermissions()...)
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, closers: storeClosers, auditors: auditors, ttl: b.ttl, workers: newWorkers(),
-		bodyLimit: b.bodyLimit, elicit: b.elicit, stdioIdentity: b.stdioIdentity}
-	r.http = newHTTPServer(b, r)
-	r.observers = []observer{&r.recent}
-	if len(auditors) > 0 {
-		r.observers = append(r.observers, auditing{r})
-	}
+	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, ttl: b.ttl, workers: newWorkers()}
+	r.closers, r.auditors = storeClosers, auditors
+	r.bodyLimit, r.elicit, r.stdioIdentity = b.bodyLimit, b.elicit, b.stdioIdentity
 	r.life, r.end = context.WithCancel(context.Background())
 	r.sessions = newSessionTable(b.sessionTimeout, b.maxSessions)
 	r.mcpConfig = b.mcpConfig.clone()
@@ -431,7 +427,11 @@ func (b *Builder) Build() (*Registry, error) {
 			r.locker = store.NewMemoryLocker()
 		}
 	}
-	r.http.health = newHealth(b.healthGraceOrDefault(), r.store, r.locker)
+	r.http = newHTTPDoor(b, r)
+	r.observers = []observer{r.http}
+	if len(auditors) > 0 {
+		r.observers = append(r.observers, auditing{r})
+	}
 	for _, t := range r.tools {
 		t.handler = r.handlerFor(t, b.middleware)
 	}

@@ -134,7 +134,7 @@ type mcpDoor struct{ r *Registry }
 // Authenticate identifies the caller of a request to /mcp with the HTTP
 // API's one login check, which writes the refusal.
 func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserve.Identity, bool) {
-	id, ok := login(d.r.http, w, req, d.r.http.identify)
+	id, ok := d.r.http.login(w, req)
 	return mcpserve.Identity(id), ok
 }
 

@@ -132,46 +132,42 @@ type resourceServer interface {
 	challenge(req *http.Request, err error) string
 }
 
-// mountWellKnown serves the protected resource metadata when the
-// authenticator is a resource server.
-func (s *httpServer) mountWellKnown(mux *http.ServeMux) {
-	rs, ok := s.auth.(resourceServer)
+// metadata serves the protected resource metadata when the authenticator
+// is a resource server; nil otherwise.
+func (h *httpDoor) metadata() func(w http.ResponseWriter, req *http.Request, path string) {
+	rs, ok := h.auth.(resourceServer)
 	if !ok {
-		return
+		return nil
 	}
-	declared := s.r.declaredPermissions()
-	for pattern, path := range map[string]string{oauthrs.WellKnown: "", oauthrs.WellKnownMCP: "/mcp"} {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, req *http.Request) {
-			rs.serveMetadata(w, req, path, declared)
-		})
+	declared := h.r.declaredPermissions()
+	return func(w http.ResponseWriter, req *http.Request, path string) {
+		rs.serveMetadata(w, req, path, declared)
 	}
 }
 
-// writeAuthError answers a request its authentication refused; a resource server
-// adds its challenge.
-func (s *httpServer) writeAuthError(w http.ResponseWriter, req *http.Request, err error) {
-	if rs, ok := s.auth.(resourceServer); ok {
-		w.Header().Set("WWW-Authenticate", rs.challenge(req, err))
-	}
-	writeError(w, err)
-}
-
-// challengeMissing adds to the 403 of a call refused for missing
-// permissions, on a server that is an OAuth resource server, the challenge
-// of RFC 6750 §3.1: error="insufficient_scope" and the scopes a token
-// needs for the call (those every token must hold, and every one the tool
+// Challenge is the WWW-Authenticate value of a refusal err of req on a
+// server that is an OAuth resource server: of its authentication (authn),
+// or, for a call refused for missing permissions, the challenge of RFC
+// 6750 §3.1: error="insufficient_scope" and the scopes a token needs for
+// the call (those every token must hold, and every one the tool
 // requires), so that a client can ask its user for them.
-func (s *httpServer) challengeMissing(w http.ResponseWriter, req *http.Request, err error) {
-	rs, ok := s.auth.(resourceServer)
+func (h *httpDoor) Challenge(req *http.Request, err error, authn bool) string {
+	rs, ok := h.auth.(resourceServer)
+	if !ok {
+		return ""
+	}
+	if authn {
+		return rs.challenge(req, err)
+	}
 	var m *missingPermissions
-	if !ok || !errors.As(err, &m) {
-		return
+	if !errors.As(err, &m) {
+		return ""
 	}
 	scopes := m.required
 	if o, ok := rs.(*oauthAuthenticator); ok {
 		scopes = union(o.v.Scopes(), scopes)
 	}
-	w.Header().Set("WWW-Authenticate", rs.challenge(req, &oauthrs.ScopeError{Missing: scopes}))
+	return rs.challenge(req, &oauthrs.ScopeError{Missing: scopes})
 }
 
 // oauthSetting is the OAuth configuration of carmy.toml or CARMY_OAUTH_*,

@@ -20,22 +20,26 @@ import (
 // through the little peer.go declares of one, questions and answers in
 // carmy's own types. The MCP door (internal/mcpserve) is built, held and
 // served by the registry's files alone, and its wire code
-// (internal/mcpwire) is the door's own. Programs that use carmy's public
-// API (examples) may use the SDK, as a host does. The rule holds for what
-// a package reaches as well as what it imports: a package that reaches
-// the SDK (go list's Deps) is the root, a door package, or one that uses
-// carmy's public API, never one that reaches it around the root (a store
-// that imports the upstream client, say).
+// (internal/mcpwire) is the door's own. The HTTP door (internal/httpapi)
+// is wired by the root's http.go alone, and reaches no other door.
+// Programs that use carmy's public API (examples) may use the SDK, as a
+// host does. The rule holds for what a package reaches as well as what it
+// imports: a package that reaches the SDK (go list's Deps) is the root, a
+// door package, or one that uses carmy's public API, never one that
+// reaches it around the root (a store that imports the upstream client,
+// say).
 func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	const (
 		module = "github.com/carmy-dev/carmy"
 		sdk    = "github.com/modelcontextprotocol/go-sdk"
 		door   = module + "/internal/mcpserve"
 		wire   = module + "/internal/mcpwire"
+		web    = module + "/internal/httpapi"
 	)
 	// The door's packages, which speak the SDK.
 	doorPackages := map[string]bool{door: true, wire: true, module + "/internal/oauthrs": true,
-		module + "/internal/mcpclient": true} // the client of mounted upstreams, behind mount.go's carmy types
+		module + "/internal/mcpclient": true, // the client of mounted upstreams, behind mount.go's carmy types
+		web:                            true}
 	// The root's files that may import the door: the adapter, and the
 	// files that build, hold and serve it.
 	rootDoorFiles := map[string]bool{"mcp.go": true, "builder.go": true, "registry.go": true, "serve.go": true}
@@ -80,6 +84,12 @@ func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 					if pkg != door {
 						t.Errorf("%s imports %s: the MCP wire code is the door's own, in internal/mcpserve", where, path)
 					}
+				case path == web:
+					if pkg != module || name != "http.go" {
+						t.Errorf("%s imports %s: the root's http.go alone wires the HTTP door; the runtime reaches it through http.go", where, path)
+					}
+				case pkg == web && (path == door || path == wire || path == module+"/internal/mcpclient"):
+					t.Errorf("%s imports %s: the HTTP door reaches no other door", where, path)
 				case path == door:
 					if pkg != module || !rootDoorFiles[name] {
 						t.Errorf("%s imports %s: the runtime reaches an MCP client through the peer interfaces of peer.go, and the registry's files alone build and serve the door", where, path)

@@ -30,31 +30,43 @@ type Registry struct {
 	overruns  atomic.Int64
 	workers   *workers
 	approvals *approvals
-	signer    *mcpserve.Signer // signs the sessionless protocol's request states
 	tasks     tasks
-	recent    recent // the last calls, for the console
 	// searchIndex is search_tools' index of the tools; nil without it.
 	searchIndex atomic.Pointer[toolIndex]
-	// observers are told of every decided call: the console's recent
-	// calls, and the audit when there are sinks.
-	observers []observer
 
 	mounts []*mount // the upstreams mounted (mount.go)
 
+	observing
+	serving
+	lifetime
+}
+
+// observing is who a registry tells of its calls.
+type observing struct {
+	// observers are told of every decided call: the console's recent
+	// calls, and the audit when there are sinks.
+	observers     []observer
 	auditors      []Auditor
 	auditFailures atomic.Int64
+}
 
-	// Serving.
-	http          *httpServer // the HTTP API, Handler's
-	bodyLimit     int64       // of a message over MCP, stdio included
+// serving is what a registry's doors hold: the HTTP door, and the MCP
+// door, built on its first use, with what it is built from.
+type serving struct {
+	http          *httpDoor // the HTTP API, Handler's, and the console
+	bodyLimit     int64     // of a message over MCP, stdio included
 	elicit        formConfirmation
 	stdioIdentity Identity
 	sessions      *mcpserve.Sessions // MCP sessions over HTTP
+	signer        *mcpserve.Signer   // signs the sessionless protocol's request states
 	mcpOnce       sync.Once
 	mcp           *mcpserve.Server
 	mcpConfig     mcpConfig // the host's additions to the MCP server
 	tuning        tuning
+}
 
+// lifetime is a registry's life, and what ends with it.
+type lifetime struct {
 	// life is done once the registry closes, never before: its streams
 	// end (a server's shutdown ends its own), and its tasks stop, as a
 	// dying host's do.
@@ -95,7 +107,7 @@ func (r *Registry) Close() error {
 		r.workers.close()
 		r.end()
 		r.sessions.CloseAll()
-		errs := []error{r.http.consoleFiles.remove()}
+		errs := []error{r.http.srv.Close()}
 		for _, c := range r.closers {
 			errs = append(errs, c())
 		}

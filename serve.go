@@ -158,10 +158,12 @@ func (r *Registry) Serve(ctx context.Context, ln net.Listener, drain time.Durati
 }
 
 // The server's timeouts against slow and idle clients: a client has
-// readHeaderTimeout to send a request's headers, and a kept-alive
-// connection is closed after idleTimeout without a request.
+// readHeaderTimeout to send a request's headers, and bodyReadTimeout,
+// counted from when its headers were read, to send its body; a
+// kept-alive connection is closed after idleTimeout without a request.
 const (
 	readHeaderTimeout = 10 * time.Second
+	bodyReadTimeout   = 30 * time.Second
 	idleTimeout       = 2 * time.Minute
 )
 
@@ -246,6 +248,19 @@ func (t *tuning) console() (w io.Writer, terminal bool) {
 		return t.consoleOut, t.consoleTerminal
 	}
 	return os.Stderr, isTerminal(os.Stderr)
+}
+
+// isTerminal reports whether w is a terminal, where a person reads. Under
+// systemd, Docker or Kubernetes, standard error is a pipe or a file that a
+// log collector reads, and whoever reads the logs would get the
+// approver's rights.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // MinStateKeySize is the shortest key [Builder.StateKey] takes, in bytes.

@@ -363,3 +363,26 @@ func taskQuestions(rec store.Task) []TaskQuestion {
 	}
 	return qs
 }
+
+// taskAnswers reads the body of POST /tasks/{id}/input: answers by
+// question id, each an elicitation result with a known action.
+func taskAnswers(body []byte) (map[string]json.RawMessage, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
+		return nil, Errorf(CodeInvalidInput, `the answers must be a JSON object by question id, such as {"confirm":{"action":"accept","content":{"sure":true}}}`)
+	}
+	out := make(map[string]json.RawMessage, len(raw))
+	for _, q := range slices.Sorted(maps.Keys(raw)) { // the first problem, the same each time
+		var a answer
+		if err := json.Unmarshal(raw[q], &a); err != nil {
+			return nil, Errorf(CodeInvalidInput, "the answer to %q is not an object with an action and its content", q)
+		}
+		switch a.Action {
+		case "accept", "decline", "cancel":
+		default:
+			return nil, Errorf(CodeInvalidInput, "the answer to %q has the action %q; want accept, decline or cancel", q, a.Action)
+		}
+		out[q] = raw[q]
+	}
+	return out, nil
+}

@@ -3,8 +3,8 @@ package carmy_test
 import (
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 

@@ -335,6 +335,56 @@ func TestApprovalRetryAfterRecordExpired(t *testing.T) {
 	}
 }
 
+// The retry, with its request id, of a call that runs by an approval,
+// made while that call still runs, waits for it and gets its outcome: the
+// approval it finds is used up, and the reservation stage replays. A retry
+// after the outcome was recorded gets it at once; neither runs the tool.
+func TestApprovalRetryWhileTheCallRuns(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	gate, started := make(chan struct{}), make(chan struct{}, 1)
+	del := carmy.Tool(func(in DeleteNote) (uint64, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		<-gate
+		return in.ID, nil
+	}, carmy.Destructive, carmy.Name("delete_note"), carmy.RequireConfirmation(), carmy.ParallelSafe(), carmy.Register(false))
+	reg := build(t, carmy.New().Tool(del).Logger(quietLogger()))
+	ctx := context.Background()
+	call := carmy.Call{Tool: "delete_note", Principal: "agent", RequestID: "r1", Input: []byte(`{"id":7}`)}
+	_, err := reg.Execute(ctx, call)
+	id, _ := wantCode(t, err, carmy.CodeConfirmationRequired).Details["approval_id"].(string)
+	if err := reg.Decide(ctx, id, true, "person:alice"); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { _, err := reg.Execute(ctx, call); first <- err }()
+	<-started
+	retry := make(chan carmy.Result, 1)
+	go func() {
+		res, err := reg.Execute(ctx, call)
+		if err != nil {
+			t.Error(err)
+		}
+		retry <- res
+	}()
+	select {
+	case res := <-retry:
+		t.Fatalf("the retry answered %+v while the call ran; want it to wait for the outcome", res)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if res := <-retry; !res.Replayed || string(res.Output) != "7" {
+		t.Fatalf("the retry = %+v; want the call's outcome, replayed", res)
+	}
+	if res, err := reg.Execute(ctx, call); err != nil || !res.Replayed || runs.Load() != 1 {
+		t.Fatalf("a later retry = %+v, %v, runs %d; want the replay, one run", res, err, runs.Load())
+	}
+}
+
 // An approved call that never starts (its tool was busy) leaves the
 // approval for its next try.
 func TestApprovalKeptWhenTheCallCannotStart(t *testing.T) {

@@ -172,7 +172,9 @@ const deadlineGrace = 10 * time.Millisecond
 //  9. Reserve the request id, for a call that has one: the first call
 //     with it runs; a repeat with the same input gets the recorded
 //     outcome, replayed (waiting for the execution in flight, if any); a
-//     repeat with another input is [CodeConflict].
+//     repeat with another input is [CodeConflict]. A call that stage 8
+//     would refuse only looks, before the person is asked: the retry of
+//     a call that ran gets that call's outcome, and holds nothing.
 //  10. Wait for the tool's turn when it is not parallel-safe, at most the
 //     tool's timeout (busy: [CodeUnavailable], retryable).
 //  11. Use up the approval the call runs by, and write the started audit

@@ -100,35 +100,24 @@ const (
 )
 
 // confirm is the confirmation stage of a tool that needs one: a grant for
-// the tool, or for this input, lets the call on; otherwise a person's
-// approval decides (confirmByApproval), asked in-band where the call's
-// door can (askInBand). A call refused here that retries,
-// with its request id, a call that ran gets that call's recorded outcome
-// (rec). replayOnly reports a call that may get such an outcome but not
-// run.
-func (r *Registry) confirm(ctx context.Context, t *tool, req *Request) (replayOnly bool, rec *store.Record, err error) {
+// the tool, or for this input, lets the call on (nil); otherwise a
+// person's approval decides (confirmByApproval). The refusal of a call it
+// does not let on stands unless the reservation stage finds the recorded
+// outcome of the call it retries, or the person, asked in-band where the
+// call's door can (askInBand), approves it.
+func (r *Registry) confirm(ctx context.Context, t *tool, req *Request) error {
 	perms := req.exec.c.Permissions
 	if t.meta.Confirmation != ConfirmationRequired && (req.policy == nil || !req.policy.confirm) || perms.Has(t.confirm) {
-		return false, nil, nil
+		return nil
 	}
 	_, digest, err := req.canonical(t)
 	if err != nil {
-		return false, nil, r.internal(t, "", err, "cannot digest a validated input")
+		return r.internal(t, "", err, "cannot digest a validated input")
 	}
 	if perms.Has(t.confirm + ":" + digest) {
-		return false, nil, nil
+		return nil
 	}
-	if replayOnly, err = r.confirmByApproval(ctx, t, req); err != nil {
-		if rec, ok := r.recordedOutcome(ctx, t, req); ok {
-			return false, rec, nil
-		}
-		// A door that can ask the person in-band does so here, and an
-		// approval given goes on in this same pass.
-		if err = r.askInBand(ctx, t, req, err); err != nil {
-			return false, nil, err
-		}
-	}
-	return replayOnly, nil, nil
+	return r.confirmByApproval(ctx, t, req)
 }
 
 // confirmByApproval decides a call that needs confirmation and holds no
@@ -136,26 +125,26 @@ func (r *Registry) confirm(ctx context.Context, t *tool, req *Request) (replayOn
 // finds the one recorded for this principal, tool and input. A call with
 // an approved one goes on, and uses it up as its execution starts
 // (useApproval), so that a call that never starts (busy,
-// cancelled while waiting for its turn) leaves it for the next.
-// replayOnly reports an approval used by an earlier call with this call's
-// request id: this call is that call's retry, which may get its recorded
-// outcome but not run.
-func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request) (replayOnly bool, err error) {
+// cancelled while waiting for its turn) leaves it for the next. An
+// approval used by an earlier call with this call's request id makes this
+// call that call's retry, which may get its recorded outcome but never
+// runs: it is refused, unless the reservation stage finds the outcome.
+func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request) error {
 	c := &req.Call
 	form, digest, err := req.canonical(t)
 	if err != nil {
-		return false, r.internal(t, "", err, "cannot make the canonical form of a validated input")
+		return r.internal(t, "", err, "cannot make the canonical form of a validated input")
 	}
 	if req.asker != nil {
 		if id, ok := req.asker.confirmedBefore(ctx, digest); ok {
 			a := r.confirmedBefore(ctx, id, c.Principal)
 			req.approval = &a
-			return false, nil
+			return nil
 		}
 	}
 	id, err := newExecutionID()
 	if err != nil {
-		return false, r.internal(t, "", err, "cannot make an approval id")
+		return r.internal(t, "", err, "cannot make an approval id")
 	}
 	now := time.Now()
 	a, err := r.approvals.store.Create(ctx, store.Approval{
@@ -163,7 +152,7 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 		Status: store.ApprovalPending, Created: now, Expires: now.Add(r.approvals.timeout),
 	})
 	if err != nil {
-		return false, r.storeError(ctx, t, err)
+		return r.storeError(ctx, t, err)
 	}
 	req.approval = &a // for the audit record, refused or not
 	if a.ID == id {
@@ -171,18 +160,13 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 	}
 	switch a.Status {
 	case store.ApprovalApproved:
-		return false, nil
+		return nil
 	case store.ApprovalUsed:
-		return true, nil
+		return usedRefusal(t, a)
 	case store.ApprovalDenied:
-		return false, r.refused(ctx, t, c, deniedRefusal(t, a))
+		return deniedRefusal(t, a)
 	}
-	if req.asker != nil {
-		// Logged as refused only if asking the person in-band does not
-		// decide it (askInBand).
-		return false, r.approvalRefusal(ctx, t, a)
-	}
-	return false, r.refused(ctx, t, c, r.approvalRefusal(ctx, t, a))
+	return r.approvalRefusal(ctx, t, a)
 }
 
 // confirmedBefore is approval id, which confirmed an earlier round of a
@@ -288,28 +272,34 @@ type personAnswer struct {
 	err      error          // failed: why
 }
 
-// askInBand asks the person, through the door's asker, to decide the
-// pending approval that refused a call, and acts on their answer
-// (answered): approved, the call goes on in the same pass, and uses the
-// approval up as its execution starts. Any other refusal, and a call with
-// no asker, keeps err.
+// askInBand is the end of a call that the confirmation stage did not let
+// on, and whose request id has no outcome to replay: it asks the person,
+// through the door's asker, to decide the pending approval that refused
+// the call, and acts on their answer (answered): approved, the call goes
+// on in the same pass, and uses the approval up as its execution starts.
+// Any other refusal, and a call with no asker, keeps err. A refusal that
+// stands is logged here, once.
 func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err error) error {
 	var e *Error
 	var pending *approve.Pending
-	if req.asker == nil || !errors.As(err, &e) || e.Code != CodeConfirmationRequired || !errors.As(err, &pending) {
-		return err
+	if !errors.As(err, &e) || e.Code != CodeConfirmationRequired && e.Code != CodePermissionDenied {
+		return err // the stores', or an internal error, logged as they were made
+	}
+	if req.asker == nil || e.Code != CodeConfirmationRequired || !errors.As(err, &pending) {
+		return r.refused(ctx, t, &req.Call, e)
 	}
 	form, _, _ := req.canonical(t) // made before the approval was
 	input, perr := promptInput(form)
 	if perr != nil {
-		return err
+		return r.refused(ctx, t, &req.Call, e)
 	}
 	q := personQuestion{tool: t.meta.Name, principal: req.Call.Principal, pending: pending, input: input, refusal: e}
-	// A task waiting for a person is not running: it gives up its place
-	// under MaxInFlight while it waits, and takes one again once approved.
-	waits := req.task != nil && req.held.slot != nil
-	if waits {
-		r.freeSlot(ctx, t, req)
+	// A task waiting for a person is not running: it gives its place
+	// under MaxInFlight back through release while it waits (it holds
+	// nothing else yet), and takes one again in the limits stage once
+	// approved.
+	if req.task != nil {
+		r.release(ctx, t, &req.held)
 	}
 	a, err := r.answered(ctx, t, req, q, req.asker.ask(ctx, q))
 	if err == nil {
@@ -318,13 +308,6 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 		// is checked again before the tool starts, as of now.
 		if pe := r.permit(&req.exec.c, t); pe != nil {
 			err = pe
-		}
-	}
-	if err == nil && waits {
-		if busy, serr := r.takeSlot(ctx, t, req); busy != nil {
-			err = busy
-		} else if serr != nil {
-			err = serr
 		}
 	}
 	if err != nil {
@@ -420,31 +403,6 @@ func (r *Registry) approvalRefusal(ctx context.Context, t *tool, a store.Approva
 	return &Error{Code: CodeConfirmationRequired, Message: msg, Details: details, Err: pending}
 }
 
-// recordedOutcome finds the recorded outcome of a call that needs an
-// approval it does not have: the retry, with its request id, of a call
-// that ran under an approval since used up gets that call's outcome,
-// whatever approval the same input waits for now. A call without a
-// request id, or whose request id has no record, has none.
-func (r *Registry) recordedOutcome(ctx context.Context, t *tool, req *Request) (*store.Record, bool) {
-	c := &req.Call
-	if c.RequestID == "" {
-		return nil, false
-	}
-	_, digest, err := req.canonical(t)
-	if err != nil {
-		return nil, false
-	}
-	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
-	res, err := r.find(ctx, t, key, digest)
-	switch {
-	case err != nil:
-		return nil, false // the refusal stands
-	case res.Record != nil && res.Digest == digest:
-		return res.Record, true
-	}
-	return nil, false
-}
-
 // useApproval uses up the approval a call runs by, as its execution
 // starts: it holds its tool's turn, if any, and its request id's
 // reservation, so it runs next. Of two calls that found one approval, the
@@ -475,16 +433,15 @@ func (r *Registry) useApproval(ctx context.Context, t *tool, req *Request) error
 	return nil
 }
 
-// replayOnlyError refuses to run the retry of a call that ran by an
-// approval when its outcome is no longer recorded: the approval let one
-// call run, and it did.
-func (r *Registry) replayOnlyError(ctx context.Context, t *tool, req *Request) error {
-	a := req.approval
-	return r.refused(ctx, t, &req.Call, &Error{
+// usedRefusal refuses to run the retry of a call that ran by approval a,
+// used up, when the reservation stage finds no outcome of it to replay:
+// the approval let one call run, and it did.
+func usedRefusal(t *tool, a store.Approval) *Error {
+	return &Error{
 		Code:    CodeConfirmationRequired,
 		Message: fmt.Sprintf("approval %s of %s was used by an earlier call with this request id, whose outcome is no longer kept; send a new request id to ask for a new approval", a.ID, t.meta.Name),
 		Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
-	})
+	}
 }
 
 // declined denies the approval of a call whose confirmation the person

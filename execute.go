@@ -221,6 +221,9 @@ func (j *job) run() {
 			r.overruns.Add(1)
 			r.logger.Warn("carmy: tool returned after its caller was answered", "tool", t.meta.Name, "execution_id", cc.ExecutionID, "timeout", t.meta.Timeout)
 		}
+		if cc.task != nil {
+			o = cc.task.keep(o)
+		}
 		r.record(t, &j.held, cc.ExecutionID, o)
 		r.release(j.ctx, t, &j.held)
 		j.done <- o

@@ -30,14 +30,20 @@ const (
 	reservationReplay
 	// reservationConflict: the request id was used with another input.
 	reservationConflict
+	// reservationVacant: nothing holds the request id, which a call that
+	// only looks leaves free.
+	reservationVacant
 )
 
-// reserve is the reservation stage of a call with a request id: it asks
-// the store for the key (principal, tool, request id) until the answer is
-// owned, replay (with the record) or conflict, waiting for an execution
-// in flight with the key to end and asking again. It never runs the tool:
+// reserve is the reservation stage of a call with a request id, the one
+// stage that decides replays: it asks the store for the key (principal,
+// tool, request id) until the answer is owned, replay (with the record) or
+// conflict, waiting for an execution in flight with the key to end and
+// asking again. A call that only looks (look: one not confirmed, which
+// must hold no key while a person may decide on it) never owns the key:
+// where nothing holds it, the answer is vacant. It never runs the tool:
 // the pipeline decides what each answer means.
-func (r *Registry) reserve(ctx context.Context, t *tool, req *Request) (reservationAnswer, *store.Record, error) {
+func (r *Registry) reserve(ctx context.Context, t *tool, req *Request, look bool) (reservationAnswer, *store.Record, error) {
 	c := &req.Call
 	_, digest, err := req.canonical(t)
 	if err != nil {
@@ -45,10 +51,18 @@ func (r *Registry) reserve(ctx context.Context, t *tool, req *Request) (reservat
 	}
 	key := store.Key{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID}
 	for {
-		res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
+		var res store.Reservation
+		vacant := false
+		if look {
+			res, vacant, err = r.find(ctx, t, key, digest)
+		} else {
+			res, err = r.store.Begin(ctx, key, digest, t.reservationLease())
+		}
 		switch {
 		case err != nil:
 			return 0, nil, r.storeError(ctx, t, err)
+		case vacant:
+			return reservationVacant, nil, nil
 		case res.Owned:
 			req.held.resv = &reservation{key: key, token: res.Token, digest: digest, fence: res.Fence}
 			return reservationOwned, nil, nil
@@ -291,23 +305,23 @@ func (r *Registry) checkReservation(ctx context.Context, t *tool, req *Request) 
 	return r.storeError(ctx, t, err)
 }
 
-// find reports what holds a request id's key without running anything:
-// through the store's lookup ([store.Finder]) when it has one, and
-// otherwise with a Begin whose reservation, if it gets one, is released at
-// once.
-func (r *Registry) find(ctx context.Context, t *tool, key store.Key, digest string) (store.Reservation, error) {
+// find reports what holds a request id's key without holding it (vacant:
+// nothing does): through the store's lookup ([store.Finder]) when it has
+// one, and otherwise with a Begin whose reservation, if it gets one, is
+// released at once.
+func (r *Registry) find(ctx context.Context, t *tool, key store.Key, digest string) (res store.Reservation, vacant bool, err error) {
 	if f, ok := r.store.(store.Finder); ok {
-		res, _, err := f.Find(ctx, key)
-		return res, err
+		res, found, err := f.Find(ctx, key)
+		return res, !found, err
 	}
-	res, err := r.store.Begin(ctx, key, digest, t.reservationLease())
+	res, err = r.store.Begin(ctx, key, digest, t.reservationLease())
 	if err == nil && res.Owned {
 		if err := r.store.Release(context.WithoutCancel(ctx), key, res.Token); err != nil {
 			r.logger.Error("carmy: cannot release a request id's reservation", "tool", t.meta.Name, "request_id", key.RequestID, "error", err)
 		}
-		res = store.Reservation{}
+		return store.Reservation{}, true, nil
 	}
-	return res, err
+	return res, false, err
 }
 
 // useOnce records the nonce of a request state as used, in the

@@ -78,22 +78,26 @@ func limitersOf(s store.IdempotencyStore, now func() time.Time) (store.RateLimit
 // counted against the rate. The slot is the call's until release frees it,
 // when the call is refused or its tool's code returns. A store that cannot
 // answer refuses the call as unavailable: a limit never lapses because
-// its store is down.
+// its store is down. A call that comes through the stage again (a task
+// that gave its place back while it waited for a person) takes a slot
+// again, and is counted against the rate once.
 func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
 	if t.rate.Calls == 0 && t.maxInFlight == 0 {
 		return nil
 	}
 	c := &req.Call
-	if t.maxInFlight > 0 {
-		refusal, err := r.takeSlot(ctx, t, req)
-		if refusal != nil {
-			return r.refused(ctx, t, c, refusal)
+	if t.maxInFlight > 0 && req.held.slot == nil {
+		key := store.LimitKey{Principal: c.Principal, Tool: t.meta.Name}
+		slot, err := r.slots.AcquireSlot(ctx, key, t.maxInFlight, t.reservationLease())
+		if errors.Is(err, store.ErrNoSlot) {
+			return r.refused(ctx, t, c, t.inFlightError())
 		}
 		if err != nil {
-			return err
+			return r.storeError(ctx, t, err)
 		}
+		req.held.slot = slot
 	}
-	if t.rate.Calls > 0 {
+	if t.rate.Calls > 0 && !req.rated {
 		d, err := r.limiter.Allow(ctx, store.LimitKey{Principal: c.Principal, Tool: t.meta.Name}, t.rate)
 		if err != nil {
 			return r.storeError(ctx, t, err)
@@ -101,24 +105,9 @@ func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
 		if !d.Allowed {
 			return r.refused(ctx, t, c, t.rateError(d.RetryAfter))
 		}
+		req.rated = true
 	}
 	return nil
-}
-
-// takeSlot takes one of the caller's MaxInFlight slots of t, which the
-// call holds until release: refusal when every slot is held, err when the
-// store cannot answer.
-func (r *Registry) takeSlot(ctx context.Context, t *tool, req *Request) (refusal *Error, err error) {
-	key := store.LimitKey{Principal: req.Call.Principal, Tool: t.meta.Name}
-	slot, err := r.slots.AcquireSlot(ctx, key, t.maxInFlight, t.reservationLease())
-	if errors.Is(err, store.ErrNoSlot) {
-		return t.inFlightError(), nil
-	}
-	if err != nil {
-		return nil, r.storeError(ctx, t, err)
-	}
-	req.held.slot = slot
-	return nil, nil
 }
 
 // rateError is the refusal of a call past t's rate, whose next call is
@@ -213,11 +202,4 @@ func (b *Builder) configureRateLimits(c config.RateLimits) {
 			b.toolRates[name] = toolRate{rate: r, site: t.Site}
 		}
 	}
-}
-
-// freeSlot gives up the call's place under its tool's MaxInFlight.
-func (r *Registry) freeSlot(ctx context.Context, t *tool, req *Request) {
-	held := holds{slot: req.held.slot}
-	req.held.slot = nil
-	r.release(ctx, t, &held)
 }

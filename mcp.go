@@ -1,7 +1,6 @@
 package carmy
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +58,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 					return r.useOnce(ctx, Call{Principal: principal, Tool: tool}, nonce, ttl)
 				}},
 			FormConfirmation: formConfirmations[r.elicit],
+			WaitProgress:     r.tuning.personProgress,
 			BodyLimit:        r.bodyLimit,
 			Streams:          r.life,
 			Options:          r.mcpConfig.options,
@@ -434,7 +434,7 @@ func (m mcpAsker) ask(ctx context.Context, q personQuestion) personAnswer {
 	if !c.Form && p.Single() {
 		c.URL = r.personalApprovalURL(ctx, c.Approval, c.URL)
 	}
-	defer r.keepWaiting(ctx, p, q.tool)()
+	defer p.KeepWaiting(ctx, "waiting for a person to decide on this call of "+q.tool)()
 	got, err := p.Confirm(ctx, c)
 	ans := personAnswer{verdict: verdicts[got], err: err}
 	switch got {
@@ -477,43 +477,6 @@ func (m mcpAsker) standing(ctx context.Context, q personQuestion, asked bool) er
 	out := *e
 	out.Message, out.Details = w.Message(), details
 	return &out
-}
-
-// personProgressEvery is how often a call that waits for a person over a
-// connection sends its client progress: well within the 30 or 60 seconds
-// after which clients give up on a request by default, unless progress
-// resets their timeout.
-const personProgressEvery = 5 * time.Second
-
-// keepWaiting sends the client of p progress, while a call of tool waits
-// for a person (a form the client shows, a page the person opens, their
-// decision there), when the client gave the call a progress token, so
-// that a client that resets its timeout on progress keeps waiting. The
-// function it returns stops it, once the wait is over.
-func (r *Registry) keepWaiting(ctx context.Context, p *mcpserve.Peer, tool string) (stop func()) {
-	if !p.WantsProgress() {
-		return func() {}
-	}
-	every := cmp.Or(r.tuning.personProgress, personProgressEvery)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for n := 1; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			p.Progress(ctx, float64(n), 0, "waiting for a person to decide on this call of "+tool)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }
 
 // confirmedBefore returns the approval of a confirmation that the server
@@ -596,7 +559,12 @@ func (p mcpPeer) elicitable() error {
 	return nil
 }
 
+// Elicit asks the client's user; a request that waits for the answer
+// keeps the client waiting with progress (KeepWaiting).
 func (p mcpPeer) Elicit(ctx context.Context, name string, q question) (answer, error) {
+	if !p.Sessionless() {
+		defer p.KeepWaiting(ctx, "waiting for the user's answer to a question of the tool")()
+	}
 	res, err := p.Peer.Elicit(ctx, name, &mcp.ElicitParams{Message: q.Message, RequestedSchema: q.Form, Mode: q.Mode, URL: q.URL, ElicitationID: q.ElicitationID})
 	if errors.Is(err, mcpserve.ErrNeedsInput) {
 		return answer{}, needsInput()
@@ -691,9 +659,6 @@ func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.Ta
 	ctx, c, refused := d.callOf(ctx, mc)
 	if refused != nil {
 		return nil, *refused, nil
-	}
-	if err := checkRequestID(c.RequestID); err != nil {
-		return nil, mcpOutcome(err), nil
 	}
 	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) taskPeer {
 		return peerOf(mcpserve.TaskPeer(mc.Peer, asking(ctx, run)))

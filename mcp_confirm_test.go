@@ -2,6 +2,8 @@ package carmy_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -179,59 +181,194 @@ func TestConfirmationInBandIsOnePass(t *testing.T) {
 	})
 }
 
-// TestConfirmWaitSendsProgress: over HTTP, a session's call that waits for
-// a person's decision at the page URL elicitation sent sends its client
-// progress while it waits, when the client gave a progress token, so a
-// client that resets its request timeout on progress keeps waiting; the
-// call runs once approved. Without a token, no progress is sent.
+// TestConfirmWaitSendsProgress: on every MCP path (HTTP and stdio, both
+// protocol generations), a call that waits for a person's decision (at the
+// page URL elicitation sent, or on a form the client shows) sends its
+// client progress while it waits, when the client gave a progress token,
+// so a client that resets its request timeout on progress keeps waiting;
+// the call runs once approved. Without a token, no progress is sent. In
+// the sessionless generation the request waits once the client answered
+// that its user opened the page; a form's answer comes in a round of its
+// own, and no request waits for it.
 func TestConfirmWaitSendsProgress(t *testing.T) {
 	t.Parallel()
-	for _, token := range []bool{true, false} {
-		t.Run(map[bool]string{true: "progress token", false: "no token"}[token], func(t *testing.T) {
-			t.Parallel()
-			srv, reg, runs := approvalServer(t, carmy.SetPersonProgress(carmy.New(), 10*time.Millisecond))
-			person := consoleClient(t, srv, reg)
-			progress := make(chan *mcp.ProgressNotificationParams, 100)
-			opts := &mcp.ClientOptions{
-				Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
-				ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-					go func() {
-						time.Sleep(200 * time.Millisecond) // the person takes their time
-						httpDo(t, person, "POST", srv.URL+"/approvals/"+req.Params.ElicitationID+"/approve", "")
-					}()
-					return &mcp.ElicitResult{Action: "accept"}, nil
-				},
-				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-					progress <- req.Params
-				},
-			}
-			s := mcpConnect(t, srv.URL, "2025-11-25", opts)
-			params := &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 7}}
-			if token {
-				params.SetProgressToken("wait-1")
-			}
-			res, err := s.CallTool(context.Background(), params)
-			if err != nil || res.IsError || runs.Load() != 1 {
-				t.Fatalf("result %+v, %v, runs %d; want one run", res, err, runs.Load())
-			}
-			got := len(progress)
-			if !token {
-				if got != 0 {
-					t.Fatalf("%d progress notifications without a progress token; want none", got)
+	for _, tc := range []struct{ transport, version, mode string }{
+		{"http", "2025-11-25", "url"},
+		{"http", "2026-07-28", "url"},
+		{"stdio", "2025-11-25", "url"},
+		{"stdio", "2026-07-28", "url"},
+		{"stdio", "2025-11-25", "form"},
+	} {
+		for _, token := range []bool{true, false} {
+			name := tc.transport + "/" + tc.version + "/" + tc.mode + "/" + map[bool]string{true: "progress token", false: "no token"}[token]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				srv, reg, runs := approvalServer(t, carmy.SetPersonProgress(carmy.New(), 10*time.Millisecond))
+				progress := make(chan *mcp.ProgressNotificationParams, 100)
+				caps := &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}
+				if tc.mode == "form" {
+					caps = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
 				}
-				return
-			}
-			if got < 2 {
-				t.Fatalf("%d progress notifications while the call waited for a person; want several", got)
-			}
-			last := 0.0
-			for range got {
-				p := <-progress
-				if p.ProgressToken != "wait-1" || p.Progress <= last || p.Message == "" {
-					t.Fatalf("progress %+v after %v; want the call's token, increasing, with a message", p, last)
+				opts := &mcp.ClientOptions{
+					Capabilities: &mcp.ClientCapabilities{Elicitation: caps},
+					ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+						if req.Params.Mode != "url" {
+							time.Sleep(200 * time.Millisecond) // the person takes their time
+							return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+						}
+						go func() {
+							time.Sleep(200 * time.Millisecond) // the person takes their time
+							if tc.transport == "http" {
+								httpDo(t, consoleClient(t, srv, reg), "POST", srv.URL+"/approvals/"+req.Params.ElicitationID+"/approve", "")
+							} else if err := reg.Decide(context.Background(), req.Params.ElicitationID, true, "person:alice"); err != nil {
+								t.Error(err)
+							}
+						}()
+						return &mcp.ElicitResult{Action: "accept"}, nil
+					},
+					ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+						progress <- req.Params
+					},
 				}
-				last = p.Progress
-			}
-		})
+				var s *mcp.ClientSession
+				if tc.transport == "http" {
+					s = mcpConnect(t, srv.URL, tc.version, opts)
+				} else {
+					s = singleClient(t, reg, "stdio", tc.version, opts)
+				}
+				params := &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": 7}}
+				if token {
+					params.SetProgressToken("wait-1")
+				}
+				res, err := s.CallTool(context.Background(), params)
+				if err != nil || res.IsError || runs.Load() != 1 {
+					t.Fatalf("result %+v, %v, runs %d; want one run", res, err, runs.Load())
+				}
+				got := len(progress)
+				if !token {
+					if got != 0 {
+						t.Fatalf("%d progress notifications without a progress token; want none", got)
+					}
+					return
+				}
+				// A client busy with a form may hold up the notifications
+				// behind it (over stdio, a pipe it reads once the person
+				// answered); over a page, it goes on reading.
+				if want := map[string]int{"url": 2, "form": 1}[tc.mode]; got < want {
+					t.Fatalf("%d progress notifications while the call waited for a person; want %d at least", got, want)
+				}
+				last := -1.0
+				for range got {
+					p := <-progress
+					if p.ProgressToken != "wait-1" || p.Progress <= last || p.Message == "" {
+						t.Fatalf("progress %+v after %v; want the call's token, increasing, with a message", p, last)
+					}
+					last = p.Progress
+				}
+			})
+		}
 	}
+}
+
+// TestElicitWaitSendsProgress: in a session, over HTTP and stdio, a tool
+// whose question waits for the client's user keeps the client waiting
+// with progress, when the call has a progress token; each notification's
+// value is greater than the one before, as MCP requires, and what the tool
+// reported stands: its values, its total. Without a token, nothing is
+// sent.
+func TestElicitWaitSendsProgress(t *testing.T) {
+	t.Parallel()
+	type Who struct {
+		Name string `json:"name"`
+	}
+	for _, transport := range []string{"http", "stdio"} {
+		for _, token := range []bool{true, false} {
+			t.Run(transport+"/"+map[bool]string{true: "progress token", false: "no token"}[token], func(t *testing.T) {
+				t.Parallel()
+				greet := carmy.Tool(func(ctx carmy.Context, _ struct{}) (string, error) {
+					ctx.Progress(0, 2, "starting")
+					var who Who
+					if ok, err := ctx.Elicit("Who are you?", &who); err != nil || !ok {
+						return "", fmt.Errorf("no answer: %v", err)
+					}
+					ctx.Progress(2, 2, "done")
+					return "hello " + who.Name, nil
+				}, carmy.Read, carmy.Name("greet"), carmy.Register(false))
+				reg := build(t, carmy.SetPersonProgress(carmy.New(), 10*time.Millisecond).Tool(greet).Logger(quietLogger()))
+				var mu sync.Mutex
+				var progress []*mcp.ProgressNotificationParams
+				opts := &mcp.ClientOptions{
+					Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}},
+					ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+						time.Sleep(200 * time.Millisecond) // the user takes their time
+						return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+					},
+					ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+						mu.Lock()
+						defer mu.Unlock()
+						progress = append(progress, req.Params)
+					},
+				}
+				var s *mcp.ClientSession
+				if transport == "http" {
+					s = mcpConnect(t, serve(t, reg).URL, "2025-11-25", opts)
+				} else {
+					s = singleClient(t, reg, "stdio", "2025-11-25", opts)
+				}
+				params := &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}}
+				if token {
+					params.SetProgressToken("ask-1")
+				}
+				res, err := s.CallTool(context.Background(), params)
+				if err != nil || res.IsError {
+					t.Fatalf("result %+v, %v; want the greeting", res, err)
+				}
+				// The client hands notifications to its handler on goroutines
+				// of their own: the last may come after the result.
+				want := 0
+				if token {
+					// starting, a wait at least (a client busy with the
+					// question may hold up the notifications behind it), done
+					want = 3
+				}
+				for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+					mu.Lock()
+					n, last := len(progress), ""
+					if n > 0 {
+						last = progress[n-1].Message
+					}
+					mu.Unlock()
+					if (n >= want && (!token || last == "done")) || time.Now().After(deadline) {
+						break
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if !token {
+					if len(progress) != 0 {
+						t.Fatalf("%d progress notifications without a progress token; want none", len(progress))
+					}
+					return
+				}
+				if len(progress) < want || progress[0].Message != "starting" || progress[0].Progress != 0 || progress[len(progress)-1].Message != "done" || progress[len(progress)-1].Progress != 2 {
+					t.Fatalf("progress %v; want the tool's start, waits, and its end", progressText(progress))
+				}
+				last := -1.0
+				for _, p := range progress {
+					if p.ProgressToken != "ask-1" || p.Progress <= last || p.Total != 2 || p.Message == "" {
+						t.Fatalf("progress %v; want the call's token, increasing values, the tool's total", progressText(progress))
+					}
+					last = p.Progress
+				}
+			})
+		}
+	}
+}
+
+func progressText(ps []*mcp.ProgressNotificationParams) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "[%v/%v %q] ", p.Progress, p.Total, p.Message)
+	}
+	return b.String()
 }

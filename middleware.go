@@ -52,9 +52,11 @@ type Request struct {
 	policy *policyOutcome
 
 	// What the pipeline (run) carries from stage to stage: the tool's
-	// Context, and what the call holds until release.
-	exec *execValue
-	held holds
+	// Context, what the call holds until release, and whether the rate
+	// counted the call (limit).
+	exec  *execValue
+	held  holds
+	rated bool
 }
 
 // Logging returns middleware that logs one record per call: execution id,

@@ -30,9 +30,12 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	}()
 	c := &req.Call
 
-	// The request id's form, before anything reads it.
-	if err := checkRequestID(c.RequestID); err != nil {
-		return Result{}, err
+	// The request id's form, before anything reads it: a task's was
+	// checked as it started (startTaskFor).
+	if req.task == nil {
+		if err := checkRequestID(c.RequestID); err != nil {
+			return Result{}, err
+		}
 	}
 	cc, err := r.newContext(ctx, req)
 	if err != nil {
@@ -75,19 +78,32 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 		}
 	}
 
-	// Confirmation: a grant, or a person's approval.
-	replayOnly, rec, err := r.confirm(ctx, t, req)
-	if rec != nil {
-		return req.replayed(rec)
-	}
-	if err != nil {
-		return Result{}, err
-	}
+	// Confirmation: a grant, or a person's approval; without either, the
+	// refusal that stands unless what follows changes it.
+	unconfirmed := r.confirm(ctx, t, req)
 
-	// Reservation of the request id: owned, replay or conflict. Only an
-	// owned call goes on to run.
+	// Reservation of the request id: owned, replay or conflict, the one
+	// stage that decides replays. Only an owned call goes on to run. A
+	// call not confirmed only looks, and holds nothing while a person may
+	// decide: the retry of a call that ran gets its outcome; otherwise its
+	// refusal stands, unless the person, asked in-band where its door can,
+	// approves it. Then it takes its limits again (a task that waited gave
+	// its place back) and its reservation, as any call.
+	if unconfirmed != nil {
+		if c.RequestID != "" {
+			if answer, rec, err := r.reserve(ctx, t, req, true); err == nil && answer == reservationReplay {
+				return req.replayed(rec)
+			}
+		}
+		if err := r.askInBand(ctx, t, req, unconfirmed); err != nil {
+			return Result{}, err
+		}
+		if err := r.limit(ctx, t, req); err != nil {
+			return Result{}, err
+		}
+	}
 	if c.RequestID != "" {
-		answer, rec, err := r.reserve(ctx, t, req)
+		answer, rec, err := r.reserve(ctx, t, req, false)
 		switch {
 		case err != nil:
 			return Result{}, err
@@ -95,8 +111,6 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 			return req.replayed(rec)
 		case answer == reservationConflict:
 			return Result{}, r.refused(ctx, t, c, requestIDConflict(t, c.RequestID))
-		case replayOnly:
-			return Result{}, r.replayOnlyError(ctx, t, req)
 		}
 		cc.Fence = req.held.resv.fence
 	}

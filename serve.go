@@ -216,7 +216,7 @@ type tuning struct {
 	codeTTL   time.Duration
 	taskLease time.Duration // 0: defaultTaskLease
 	// personProgress is how often a call that waits for a person over a
-	// connection sends its client progress; 0 is personProgressEvery.
+	// connection sends its client progress; 0 is every 5 seconds.
 	personProgress time.Duration
 }
 

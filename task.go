@@ -161,9 +161,6 @@ func (r *Registry) Start(ctx context.Context, c Call) (*Task, error) {
 	if t.meta.Tasks == TaskForbidden {
 		return nil, Errorf(CodeInvalidInput, "%s does not run as a task: call it synchronously", t.meta.Name)
 	}
-	if err := checkRequestID(c.RequestID); err != nil {
-		return nil, err
-	}
 	return r.startTask(ctx, t, c)
 }
 

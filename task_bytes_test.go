@@ -118,19 +118,21 @@ func TestTaskBytesBoundedWhenTheyGrow(t *testing.T) {
 }
 
 // An output that does not fit in the caller's bytes of tasks is not kept:
-// the task fails, output_too_large, which a retry with the same request id
-// replays; the tool never runs again for that request id.
+// the task fails, output_too_large, and that failure is the request id's
+// recorded outcome: a retry with the same request id, as a task, through
+// Execute or over HTTP, replays it; the tool never runs again.
 func TestTaskOutputTooLarge(t *testing.T) {
 	ctx := context.Background()
 	e := &echoer{gate: make(chan struct{}), size: store.DefaultTaskBytes + 1}
 	close(e.gate)
-	reg := taskRegistry(t, carmy.New(), e.tool())
+	reg := taskRegistry(t, carmy.New().Authenticate(carmy.BearerTokens(
+		carmy.Token{SHA256: carmy.HashToken("alice"), Principal: "alice"})), e.tool())
 	call := carmy.Call{Tool: "echo", Principal: "alice", RequestID: "r1", Input: []byte(`{"text":"big"}`)}
-	wantTooLarge := func(err error) {
+	wantTooLarge := func(how string, err error) {
 		t.Helper()
 		ce := wantCode(t, err, carmy.CodeUnavailable)
 		if ce.Retryable || ce.Details["reason"] != "output_too_large" {
-			t.Fatalf("err = %+v; want unavailable, not retryable, reason output_too_large", ce)
+			t.Fatalf("%s: err = %+v; want unavailable, not retryable, reason output_too_large", how, ce)
 		}
 	}
 	task, err := reg.Start(ctx, call)
@@ -138,7 +140,7 @@ func TestTaskOutputTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = task.Wait(ctx)
-	wantTooLarge(err)
+	wantTooLarge("the task", err)
 	if task.Status != carmy.TaskFailed {
 		t.Fatalf("status = %s; want failed", task.Status)
 	}
@@ -147,9 +149,18 @@ func TestTaskOutputTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = again.Wait(ctx)
-	wantTooLarge(err)
-	if _, err := reg.Execute(ctx, call); err != nil && carmy.CodeOf(err) != carmy.CodeUnavailable {
-		t.Fatalf("Execute with the request id = %v; want the recorded outcome", err)
+	wantTooLarge("the task started again", err)
+	_, err = reg.Execute(ctx, call)
+	wantTooLarge("Execute with the request id", err)
+	if ce := wantCode(t, err, carmy.CodeUnavailable); ce.Details["replayed"] != true {
+		t.Fatalf("Execute's failure = %+v; want it replayed", ce)
+	}
+
+	srv := serve(t, reg)
+	status, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/echo", `{"text":"big"}`,
+		"Authorization", "Bearer alice", "Idempotency-Key", "r1")
+	if d := obj(obj(obj(body)["error"])["details"]); status != http.StatusServiceUnavailable || d["reason"] != "output_too_large" || d["replayed"] != true {
+		t.Fatalf("POST /tools/echo with the request id = %d %v; want 503, the replayed output_too_large", status, body)
 	}
 	if n := e.runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times; want once", n)

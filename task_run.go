@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -52,9 +52,15 @@ type taskRun struct {
 	id string
 	// peer is the MCP client whose call started the task, whose questions
 	// wait on the task; nil for other callers.
-	peer  taskPeer
-	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
-	once  sync.Once
+	peer taskPeer
+	// input is the call's input, and form and digest its canonical form
+	// and digest when the call has a request id ("" otherwise): taken as
+	// the task started, for the pipeline (Request.canonical).
+	input  []byte
+	form   []byte
+	digest string
+	begun  chan struct{} // closed once the call passed its checks, waits for a person, or ended
+	once   sync.Once
 	// refusal is the error of a call refused before it passed its checks,
 	// set as begun is closed: Start returns it.
 	refusal  error
@@ -67,7 +73,11 @@ type taskRun struct {
 
 	mu       sync.Mutex
 	progress []byte
-	poke     chan struct{} // progress to write
+	// kept is the output keep wrote to the task, which finish need not
+	// write again: set by the execution's worker, which a task whose
+	// deadline passed no longer waits for.
+	kept []byte
+	poke chan struct{} // progress to write
 }
 
 // begin lets Start return: the call passed its checks (it waits for its
@@ -117,13 +127,21 @@ func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error
 
 // startTaskFor is startTask for a call of an MCP client, whose peer for
 // the task peerOf makes (nil for other callers).
+//
+// The call's request id is checked here, once, and its input's digest
+// taken once, for the task and for the pipeline, which reads both from the
+// task run.
 func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) taskPeer) (*Task, error) {
+	if err := checkRequestID(c.RequestID); err != nil {
+		return nil, err
+	}
+	var form []byte
 	var digest string
 	if c.RequestID != "" {
-		// The digest the pipeline takes; an input it cannot take is
-		// refused there.
-		if form, err := t.canonicalInput(c.Input); err == nil {
-			digest = canon.Sum(form)
+		// The pipeline's canonical form and digest; an input that has none
+		// is refused there.
+		if f, err := t.canonicalInput(c.Input); err == nil {
+			form, digest = f, t.digestOf(f)
 		}
 	}
 	rec, created, err := r.tasks.store.CreateTask(ctx, store.Task{Principal: c.Principal, Tool: t.meta.Name, RequestID: c.RequestID, Digest: digest,
@@ -137,7 +155,7 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 	if !created {
 		return r.taskOf(rec, c.Principal), nil // that call, started before
 	}
-	run := &taskRun{r: r, t: t, id: rec.ID, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
+	run := &taskRun{r: r, t: t, id: rec.ID, input: c.Input, form: form, digest: digest, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
 	if peerOf != nil {
 		run.peer = peerOf(run)
 	}
@@ -211,15 +229,49 @@ func outputTooLarge(t *tool, res Result, err error) *Error {
 		Details: map[string]any{"reason": "output_too_large", "execution_id": res.ExecutionID, "output_bytes": len(res.Output)}}
 }
 
+// keep writes the output of a tool that succeeded to its task before the
+// outcome is recorded for the call's request id, the task still working
+// (it reads completed only once finish writes it, after the call's audit
+// record). The store takes the output only if it fits in the principal's
+// bytes of tasks; one that does not fit fails the call, output_too_large,
+// and that failure is what the request id records: a retry with it, as a
+// task or not, replays the failure and never runs the tool again. An
+// output the store cannot take now is left for finish to write.
+func (run *taskRun) keep(o outcome) outcome {
+	if o.err != nil {
+		return o
+	}
+	out := outputOf(o.res)
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	_, err := run.r.tasks.store.UpdateTask(ctx, run.id, store.TaskUpdate{Output: out})
+	switch {
+	case err == nil:
+		run.mu.Lock()
+		run.kept = out
+		run.mu.Unlock()
+	case errors.Is(err, store.ErrTaskCapacity):
+		return outcome{err: outputTooLarge(run.t, o.res, err)}
+	}
+	return o
+}
+
 // finish writes the outcome. A call refused before its tool started is
 // Start's error, unless Start returned already: its task is failed, and
 // its request id free for a call that fixes what was refused. An output
-// that does not fit (one replayed for the request id) fails the task.
+// keep did not write (one replayed for the request id, or changed by a
+// middleware) is written here, and fails the task when it does not fit.
 func (run *taskRun) finish(res Result, err error) {
 	u := store.TaskUpdate{Progress: run.lastProgress()}
 	var refusal error
 	if err == nil {
-		u.Status, u.ExecutionID, u.Output = store.TaskCompleted, res.ExecutionID, outputOf(res)
+		u.Status, u.ExecutionID = store.TaskCompleted, res.ExecutionID
+		run.mu.Lock()
+		kept := run.kept
+		run.mu.Unlock()
+		if out := outputOf(res); kept == nil || !bytes.Equal(out, kept) {
+			u.Output = out // replayed, or changed by a middleware
+		}
 	} else {
 		e := publicError(err)
 		u.Status, u.Error = store.TaskFailed, recordError(e)

@@ -524,3 +524,42 @@ func TestTaskWaitsItsTurnAsWorking(t *testing.T) {
 		t.Fatalf("runs = %d; want 2", n)
 	}
 }
+
+// A task's call takes its input's digest once, as it starts: the task
+// keeps the digest its call's records name, for a mounted tool too, whose
+// digest binds its definition. Starting it again with its request id and
+// another input is a conflict; with the same input, the same task.
+func TestTaskDigestIsTheCallsDigest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newHostsStore(t)
+	sink := &auditLog{}
+	reg := build(t, carmy.New().Store(s).Audit(sink).Logger(quietLogger()).Mount("fs", carmy.Endpoint(newUpstream().serveHTTP(t).URL)))
+	call := carmy.Call{Tool: "fs_write", Principal: "alice", RequestID: "r1", Input: []byte(`{ "text" : "hi", "path" : "a.txt" }`)}
+	task, err := reg.Start(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.GetTask(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var digest string
+	for _, r := range sink.take() {
+		if r.Decision == carmy.AuditExecuted {
+			digest = r.Digest
+		}
+	}
+	if digest == "" || rec.Digest != digest {
+		t.Fatalf("the task's digest = %q, its call's = %q; want one digest", rec.Digest, digest)
+	}
+	same, err := reg.Start(ctx, carmy.Call{Tool: "fs_write", Principal: "alice", RequestID: "r1", Input: []byte(`{"path":"a.txt","text":"hi"}`)})
+	if err != nil || same.ID != task.ID {
+		t.Fatalf("Start again with the request id = %+v, %v; want the same task", same, err)
+	}
+	_, err = reg.Start(ctx, carmy.Call{Tool: "fs_write", Principal: "alice", RequestID: "r1", Input: []byte(`{"path":"b.txt","text":"hi"}`)})
+	wantCode(t, err, carmy.CodeConflict)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/adapt"
 	"github.com/carmy-dev/carmy/internal/policy"
 	"github.com/carmy-dev/carmy/internal/shape"
 )
@@ -25,14 +26,18 @@ import (
 type Dispatcher struct {
 	r       *carmy.Registry
 	plans   map[string]*plan // by tool name
+	tasks   map[string]bool  // the tools that run only as tasks
 	walkers sync.Pool        // *argWalker, whose decoder and encoder keep their buffers from call to call
 }
 
 // NewDispatcher reads what [Dispatcher.Dispatch] needs of every tool of r.
 func NewDispatcher(r *carmy.Registry) *Dispatcher {
-	d := &Dispatcher{r: r, plans: map[string]*plan{}}
+	d := &Dispatcher{r: r, plans: map[string]*plan{}, tasks: map[string]bool{}}
 	for _, m := range r.Tools() {
 		d.plans[m.Name] = compile(m.InputSchema)
+		if m.Tasks == carmy.TaskRequired {
+			d.tasks[m.Name] = true
+		}
 	}
 	return d
 }
@@ -40,7 +45,7 @@ func NewDispatcher(r *carmy.Registry) *Dispatcher {
 // Dispatch runs a tool call as a model wrote it, as the package's
 // [Dispatch] does.
 func (d *Dispatcher) Dispatch(ctx context.Context, name, arguments string, opts ...carmy.CallOption) (carmy.Result, error) {
-	return dispatch(ctx, d.r, &d.walkers, d.plans[name], name, arguments, opts)
+	return dispatch(ctx, d.r, &d.walkers, d.plans[name], d.tasks[name], name, arguments, opts)
 }
 
 // Dispatch runs a tool call as a model wrote it: the tool's name and its
@@ -65,19 +70,27 @@ func (d *Dispatcher) Dispatch(ctx context.Context, name, arguments string, opts 
 // input is said: a caller that may call the tool then gets the entries'
 // problems as [carmy.CodeInvalidInput].
 //
+// A tool that runs only as a task ([carmy.TaskRequired]) is started as
+// one ([carmy.Registry.Start]), and Dispatch waits for its outcome, as
+// long as ctx allows: in process nothing times out, so the model is never
+// handed the refusal of a tool it was offered. A task that waits for a
+// person's approval waits as long as the approval lives.
+//
 // Dispatch reads the tool's input schema from [carmy.Registry.Lookup] at
 // every call, which for a large schema costs more than the rest of the
 // call; a [Dispatcher] reads every schema once, and is the way to dispatch
 // many calls.
 func Dispatch(ctx context.Context, r *carmy.Registry, name, arguments string, opts ...carmy.CallOption) (carmy.Result, error) {
 	var p *plan
-	if m, ok := r.Lookup(name); ok {
+	m, ok := r.Lookup(name)
+	if ok {
 		p = compile(m.InputSchema)
 	}
-	return dispatch(ctx, r, new(sync.Pool), p, name, arguments, opts) // a pool for this call alone
+	return dispatch(ctx, r, new(sync.Pool), p, ok && m.Tasks == carmy.TaskRequired, name, arguments, opts) // a pool for this call alone
 }
 
-func dispatch(ctx context.Context, r *carmy.Registry, walkers *sync.Pool, p *plan, name, arguments string, opts []carmy.CallOption) (carmy.Result, error) {
+// dispatch runs the call; taskOnly: the tool runs only as a task.
+func dispatch(ctx context.Context, r *carmy.Registry, walkers *sync.Pool, p *plan, taskOnly bool, name, arguments string, opts []carmy.CallOption) (carmy.Result, error) {
 	ctx = policy.WithDoor(ctx, "llm") // the door policies see
 	c := carmy.Call{Tool: name, Input: json.RawMessage(arguments)}
 	for _, o := range opts {
@@ -92,7 +105,7 @@ func dispatch(ctx context.Context, r *carmy.Registry, walkers *sync.Pool, p *pla
 	walkers.Put(w) // before the call runs, which may take long
 	if bad == nil {
 		c.Input = in
-		return r.Execute(ctx, c)
+		return adapt.Execute(ctx, r, c, taskOnly)
 	}
 	// Arguments that cannot be undone go to the runtime as the model
 	// wrote them: it checks permission before it reads them, so a caller
@@ -100,7 +113,7 @@ func dispatch(ctx context.Context, r *carmy.Registry, walkers *sync.Pool, p *pla
 	// its refusal, like every other, passes the middleware and the audit.
 	// A caller that may call it gets what was wrong with the entries,
 	// which says more than the runtime's "must be an object".
-	res, err := r.Execute(ctx, c)
+	res, err := adapt.Execute(ctx, r, c, taskOnly)
 	if carmy.CodeOf(err) == carmy.CodeInvalidInput {
 		return carmy.Result{}, bad
 	}

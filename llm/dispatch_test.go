@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -312,4 +314,57 @@ func TestDispatcherConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestDispatchTaskRequired: a tool that runs only as a task, which the
+// exports offer, runs as one through Dispatch and a Dispatcher, which wait
+// for its output; its request id makes it one call, and an invalid input
+// is refused as any call's.
+func TestDispatchTaskRequired(t *testing.T) {
+	type Export struct {
+		Format string `json:"format" validate:"oneof=csv json"`
+	}
+	var runs atomic.Int32
+	export := carmy.Tool(func(in Export) (string, error) {
+		runs.Add(1)
+		return "exported as " + in.Format, nil
+	}, carmy.Read, carmy.Name("export_notes"), carmy.Description("Export the notes"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false))
+	reg, err := carmy.New().Tool(export).Logger(slog.New(slog.DiscardHandler)).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	tools, err := llm.OpenAITools(reg)
+	if err != nil || len(tools) != 1 {
+		t.Fatalf("OpenAITools = %d tools, %v; want export_notes offered", len(tools), err)
+	}
+	ctx := context.Background()
+	dispatcher := llm.NewDispatcher(reg)
+	for _, d := range []struct {
+		name     string
+		dispatch func(ctx context.Context, name, args string, opts ...carmy.CallOption) (carmy.Result, error)
+	}{
+		{"Dispatch", func(ctx context.Context, name, args string, opts ...carmy.CallOption) (carmy.Result, error) {
+			return llm.Dispatch(ctx, reg, name, args, opts...)
+		}},
+		{"Dispatcher", dispatcher.Dispatch},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			before := runs.Load()
+			for range 2 {
+				res, err := d.dispatch(ctx, "export_notes", `{"format":"csv"}`, carmy.WithPrincipal("alice"), carmy.WithRequestID("call-"+d.name))
+				if err != nil || string(res.Output) != `"exported as csv"` || res.ExecutionID == "" {
+					t.Fatalf("Dispatch(export_notes) = %s, %v; want its output", res.Output, err)
+				}
+			}
+			if n := runs.Load() - before; n != 1 {
+				t.Fatalf("the tool ran %d times for one request id; want once", n)
+			}
+			_, err := d.dispatch(ctx, "export_notes", `{"format":"pdf"}`, carmy.WithPrincipal("alice"))
+			var e *carmy.Error
+			if !errors.As(err, &e) || e.Code != carmy.CodeInvalidInput || len(e.Fields) != 1 || e.Fields[0].Path != "format" {
+				t.Fatalf("Dispatch with an invalid input = %v; want invalid_input naming format", err)
+			}
+		})
+	}
 }

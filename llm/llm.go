@@ -5,8 +5,9 @@
 // of the registry ([Dispatch], or a [Dispatcher], which reads every tool's
 // schema once for all the calls of a registry). It works over the
 // registry's public API alone: [carmy.Registry.Tools],
-// [carmy.Registry.ToolsFor], [carmy.Registry.Lookup] and
-// [carmy.Registry.Execute], and keeps no state of its own outside the
+// [carmy.Registry.ToolsFor], [carmy.Registry.Lookup],
+// [carmy.Registry.Execute] and, for a tool that runs only as a task,
+// [carmy.Registry.Start], and keeps no state of its own outside the
 // values it returns.
 //
 // Exports made for a caller offer its model only the tools it may call:

@@ -131,7 +131,8 @@ end
 // ARGV[4] a status (empty for none) and ARGV[5] its approval, ARGV[6] the
 // bound of the principal's bytes, then fields and values. An update that
 // grows the task past the bound, unless it ends the task without an
-// output, changes nothing and returns {3, bytes held}.
+// output, changes nothing and returns {3, bytes held}. An output written
+// alone changes neither the version nor the time, and wakes nobody.
 var updateTaskScript = redis.NewScript(taskStateCheck + `
 local status = h[1]
 if ARGV[4] ~= '' then
@@ -186,17 +187,24 @@ if ARGV[2] == '1' and h[4] ~= '' and redis.call('GET', h[4]) == h[5] then
 	redis.call('DEL', h[4])
 end
 local keep = lease + tonumber(h[3])
+local loud = ARGV[4] ~= ''
+if ARGV[4] ~= '' then
+	redis.call('HSET', KEYS[1], 'status', ARGV[4], 'approval', ARGV[5])
+	if final(ARGV[4]) then
+		keep = now + tonumber(h[3])
+	end
+end
+for i = 7, #ARGV, 2 do
+	redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+	if ARGV[i] ~= 'output' then
+		loud = true
+	end
+end
 if ARGV[4] ~= '' or #ARGV > 6 then
-	if ARGV[4] ~= '' then
-		redis.call('HSET', KEYS[1], 'status', ARGV[4], 'approval', ARGV[5])
-		if final(ARGV[4]) then
-			keep = now + tonumber(h[3])
-		end
-	end
-	for i = 7, #ARGV, 2 do
-		redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-	end
-	redis.call('HSET', KEYS[1], 'size', size, 'updated', now)
+	redis.call('HSET', KEYS[1], 'size', size)
+end
+if loud then
+	redis.call('HSET', KEYS[1], 'updated', now)
 	redis.call('HINCRBY', KEYS[1], 'version', 1)
 	redis.call('PUBLISH', ARGV[3], KEYS[1])
 end

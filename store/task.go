@@ -130,8 +130,11 @@ const (
 // Implementations must be safe for concurrent use and pass the task suite
 // in the storetest package.
 //
-// Every change but a lease renewal grows the task's Version and wakes
-// those who await the task, on every host sharing the store.
+// Every change but a lease renewal, and an output written alone (which a
+// host keeps on its task before it ends the task, and readers show only
+// once the task has ended), grows the task's Version and wakes those who
+// await the task, on every host sharing the store. Such an output counts
+// toward the principal's bytes at once.
 type TaskStore interface {
 	// CreateTask records t (working), giving it an id and a lease of
 	// lease, unless t has a request id and the same principal's task of

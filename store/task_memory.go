@@ -220,17 +220,17 @@ func (m *memoryTasks) UpdateTask(_ context.Context, id string, u TaskUpdate) (Ta
 				delete(m.byKey, k)
 			}
 		}
-		if u.Status == "" && u.ExecutionID == "" && u.Output == nil && u.Error == nil && u.Progress == nil && u.Questions == nil && len(u.Answers) == 0 {
-			return false // a renewal alone wakes nobody
+		if u.Output != nil {
+			t.Output = slices.Clone(u.Output)
+		}
+		if u.Status == "" && u.ExecutionID == "" && u.Error == nil && u.Progress == nil && u.Questions == nil && len(u.Answers) == 0 {
+			return false // a renewal, or an output kept before the task ends, wakes nobody
 		}
 		if u.Status != "" {
 			t.Status, t.ApprovalID = u.Status, u.ApprovalID
 		}
 		if u.ExecutionID != "" {
 			t.ExecutionID = u.ExecutionID
-		}
-		if u.Output != nil {
-			t.Output = slices.Clone(u.Output)
 		}
 		if u.Error != nil {
 			t.Error = slices.Clone(u.Error)

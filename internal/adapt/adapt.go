@@ -1,6 +1,7 @@
 // Package adapt is what the adapters of agent frameworks (the modules under
-// adapters/) share: a model's tool call run through
-// [carmy.Registry.Execute] for a caller, its outcome as the model reads it
+// adapters/) share, with the llm package where it applies: a model's tool
+// call run through [carmy.Registry.Execute] for a caller (or as a task
+// waited for, for a tool that runs only as one), its outcome as the model reads it
 // on every door, the approval a call waits for, and the ids of the calls
 // of a model's turn for frameworks that do not hand a tool the id of its
 // call.
@@ -55,7 +56,7 @@ func Run(ctx context.Context, reg *carmy.Registry, caller []carmy.CallOption, to
 		o(&c)
 	}
 	c.Tool, c.RequestID = tool, requestID
-	res, err := execute(policy.WithDoor(ctx, "adapter"), reg, c)
+	res, err := Execute(policy.WithDoor(ctx, "adapter"), reg, c, TaskOnly(reg, tool))
 	if err == nil {
 		return Outcome{Output: res.Output}
 	}
@@ -70,18 +71,27 @@ func Run(ctx context.Context, reg *carmy.Registry, caller []carmy.CallOption, to
 	return o
 }
 
-// execute runs c. A tool that runs only as a task runs as one, and the
-// call waits for it: in process nothing times out, and a model is never
-// offered a tool it cannot call.
-func execute(ctx context.Context, reg *carmy.Registry, c carmy.Call) (carmy.Result, error) {
-	if m, ok := reg.Lookup(c.Tool); ok && m.Tasks == carmy.TaskRequired {
-		task, err := reg.Start(ctx, c)
-		if err != nil {
-			return carmy.Result{}, err
-		}
-		return task.Wait(ctx)
+// TaskOnly reports whether reg's tool runs only as a task
+// ([carmy.TaskRequired]).
+func TaskOnly(reg *carmy.Registry, tool string) bool {
+	m, ok := reg.Lookup(tool)
+	return ok && m.Tasks == carmy.TaskRequired
+}
+
+// Execute runs c, or, for a tool that runs only as a task (taskOnly),
+// starts it as one and waits for it: in process nothing times out, and a
+// model is never offered a tool it cannot call. ctx bounds the wait; a task
+// whose caller stopped waiting goes on, and a call with its request id gets
+// it.
+func Execute(ctx context.Context, reg *carmy.Registry, c carmy.Call, taskOnly bool) (carmy.Result, error) {
+	if !taskOnly {
+		return reg.Execute(ctx, c)
 	}
-	return reg.Execute(ctx, c)
+	task, err := reg.Start(ctx, c)
+	if err != nil {
+		return carmy.Result{}, err
+	}
+	return task.Wait(ctx)
 }
 
 // shown is an input as a person is shown it; the input as it is when it

@@ -368,7 +368,7 @@ func (c *fastConn) sessionlessTask(req *jsonrpc.Request) bool {
 	}
 	door := taskDoor{caller: c.s.cfg.Stdio, call: func(p *mcp.CallToolParamsRaw) *Call {
 		return &Call{Tool: p.Name, Params: p, Caller: c.s.cfg.Stdio, Authenticated: true, Session: c.s.cfg.Stdio.Session,
-			Peer: newPeer(&mcp.CallToolRequest{Session: ss, Params: p}, c.s.cfg.FormConfirmation)}
+			Peer: newPeer(&mcp.CallToolRequest{Session: ss, Params: p}, &c.s.cfg)}
 	}}
 	// Decided before the answer: a request that is not one goes on to the
 	// SDK, in order.

@@ -3,10 +3,12 @@
 package mcpserve
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -36,6 +38,9 @@ type Peer struct {
 	single bool
 	// form is where the server confirms calls by form.
 	form FormConfirmation
+	// waitEvery is how often a request that waits for a person sends its
+	// client progress (KeepWaiting); 0 is [WaitProgressEvery].
+	waitEvery time.Duration
 
 	mu    sync.Mutex
 	asked map[string]int      // questions asked in this run, by name
@@ -57,12 +62,17 @@ type Peer struct {
 	// an answer and when it has them all; waiting counts its questions.
 	asking  func(waiting bool)
 	waiting int
+	// progressed and total are the last progress sent for the request,
+	// if sent: MCP wants each notification's value greater than the one
+	// before.
+	progressed, total float64
+	sent              bool
 }
 
-func newPeer(req *mcp.CallToolRequest, form FormConfirmation) *Peer {
+func newPeer(req *mcp.CallToolRequest, cfg *Config) *Peer {
 	extra := req.GetExtra()
 	return &Peer{req: req, sessionless: req.ProtocolVersion() >= mcpwire.SessionlessProtocol,
-		single: extra == nil || (extra.TokenInfo == nil && extra.Header == nil), form: form}
+		single: extra == nil || (extra.TokenInfo == nil && extra.Header == nil), form: cfg.FormConfirmation, waitEvery: cfg.WaitProgress}
 }
 
 // FormConfirmation is where a call that needs confirmation is confirmed by
@@ -300,20 +310,70 @@ func (p *Peer) inputRequired() *mcp.CallToolResult {
 	return &mcp.CallToolResult{InputRequests: p.need, RequestState: p.sealed}
 }
 
-// Progress notifies the client of the call's progress, if it asked for it
-// with a progress token.
 // WantsProgress reports whether the client gave the call a progress
 // token, over a connection that carries notifications.
 func (p *Peer) WantsProgress() bool {
 	return p.req.Params.GetProgressToken() != nil && p.req.Session != nil
 }
 
+// Progress notifies the client of the call's progress, if it asked for it
+// with a progress token. A value not greater than the last one sent for
+// the request (a tool that starts at 0 after the request waited for a
+// person) is sent as the least value greater than it, as MCP requires.
 func (p *Peer) Progress(ctx context.Context, done, total float64, msg string) {
 	token := p.req.Params.GetProgressToken()
 	if token == nil || p.req.Session == nil {
 		return
 	}
+	p.mu.Lock()
+	if p.sent && !(done > p.progressed) { // NaN too
+		done = math.Nextafter(p.progressed, math.Inf(1))
+	}
+	p.progressed, p.total, p.sent = done, total, true
+	p.mu.Unlock()
 	_ = p.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: done, Total: total, Message: msg})
+}
+
+// WaitProgressEvery is how often a request that waits for a person sends
+// its client progress: well within the 30 or 60 seconds after which
+// clients give up on a request by default, unless progress resets their
+// timeout.
+const WaitProgressEvery = 5 * time.Second
+
+// KeepWaiting sends the client progress with msg every few seconds while
+// the request waits for a person (a form the client shows, a page the
+// person opens, their decision there), when the client gave the call a
+// progress token, so that a client that resets its timeout on progress
+// keeps waiting. Each notification repeats the last progress sent, but for
+// the least increase MCP requires, so what a tool reported stands. The
+// function it returns stops it, once the wait is over. A task's peer holds
+// no request, and sends nothing.
+func (p *Peer) KeepWaiting(ctx context.Context, msg string) (stop func()) {
+	if !p.WantsProgress() || p.inbox != nil || p.asking != nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(cmp.Or(p.waitEvery, WaitProgressEvery))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			p.mu.Lock()
+			total := p.total
+			p.mu.Unlock()
+			p.Progress(ctx, 0, total, msg) // the least increase
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // Log sends a log message to the client, which gets it only at or above

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -138,6 +139,9 @@ type Config struct {
 	// FormConfirmation is where a call that needs confirmation is
 	// confirmed by a form that the client shows its user.
 	FormConfirmation FormConfirmation
+	// WaitProgress is how often a request that waits for a person sends
+	// its client progress ([Peer.KeepWaiting]); 0 is [WaitProgressEvery].
+	WaitProgress time.Duration
 	// BodyLimit bounds a message over HTTP.
 	BodyLimit int64
 	// Streams ends when the server shuts down: every GET stream ends then.
@@ -313,7 +317,7 @@ func (s *Server) serveCall(ctx context.Context, t *entry, req *mcp.CallToolReque
 			c.Session = c.Wire.SessionID
 		}
 	}
-	c.Peer = newPeer(req, s.cfg.FormConfirmation)
+	c.Peer = newPeer(req, &s.cfg)
 	if err := s.openRounds(ctx, c); err != nil {
 		return nil, err
 	}

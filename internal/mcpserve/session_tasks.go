@@ -148,7 +148,7 @@ func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Iden
 		if c.Session == "" {
 			c.Session = ss.ID()
 		}
-		c.Peer = newPeer(&mcp.CallToolRequest{Session: ss, Params: p, Extra: extra}, s.cfg.FormConfirmation)
+		c.Peer = newPeer(&mcp.CallToolRequest{Session: ss, Params: p, Extra: extra}, &s.cfg)
 		st, out, err := tasks.StartTask(ctx, c)
 		switch {
 		case err != nil:

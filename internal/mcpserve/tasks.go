@@ -120,7 +120,7 @@ func (s *Server) taskRequest(w http.ResponseWriter, req *http.Request, body []by
 		c := &Call{Tool: p.Name, Params: p, Header: req.Header}
 		c.Caller, c.Request, c.Authenticated = httpCaller(extra)
 		c.Session = c.Caller.Session
-		c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra}, s.cfg.FormConfirmation)
+		c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra}, &s.cfg)
 		return c
 	}}
 	result, rpcErr, handled := s.sessionlessTask(req.Context(), tasks, door, msg.Method, msg.Params)

@@ -357,11 +357,12 @@ func TestTaskStore(t *testing.T, newStore func(t *testing.T) store.TaskStore) {
 		// Growth that does not fit changes nothing.
 		before := get(t, s, kept[1].ID)
 		for name, u := range map[string]store.TaskUpdate{
-			"an output":  {Status: store.TaskCompleted, Output: append(slices.Clone(mib), mib...)},
-			"progress":   {Progress: append(slices.Clone(mib), mib...)},
-			"questions":  {Status: store.TaskInputRequired, Questions: append(slices.Clone(mib), mib...)},
-			"an answer":  {Answers: map[string][]byte{"q": append(slices.Clone(mib), mib...)}},
-			"with lease": {Progress: append(slices.Clone(mib), mib...), Lease: long},
+			"an output":               {Status: store.TaskCompleted, Output: append(slices.Clone(mib), mib...)},
+			"an output while working": {Output: append(slices.Clone(mib), mib...)},
+			"progress":                {Progress: append(slices.Clone(mib), mib...)},
+			"questions":               {Status: store.TaskInputRequired, Questions: append(slices.Clone(mib), mib...)},
+			"an answer":               {Answers: map[string][]byte{"q": append(slices.Clone(mib), mib...)}},
+			"with lease":              {Progress: append(slices.Clone(mib), mib...), Lease: long},
 		} {
 			if _, err := s.UpdateTask(ctx, kept[1].ID, u); !errors.Is(err, store.ErrTaskCapacity) {
 				t.Fatalf("UpdateTask growing %s past the bound = %v; want ErrTaskCapacity", name, err)
@@ -385,6 +386,39 @@ func TestTaskStore(t *testing.T, newStore func(t *testing.T) store.TaskStore) {
 		other.Principal = "dave"
 		if _, _, err := s.CreateTask(ctx, other, long); err != nil {
 			t.Fatalf("another principal's CreateTask = %v", err)
+		}
+	})
+
+	t.Run("an output kept while the task works counts at once, wakes nobody, and stays when it ends", func(t *testing.T) {
+		// A host keeps a tool's output on its task before it records the
+		// outcome for the request id, and ends the task after the call's
+		// audit record, without the output again. Until then readers show
+		// no output, so nobody is woken for it.
+		s := newStore(t)
+		in := task("carol", "echo", "")
+		in.InputSize = 10
+		a, _ := create(t, s, in, long)
+		out := []byte(`{"text":"kept"}`)
+		got, err := s.UpdateTask(ctx, a.ID, store.TaskUpdate{Output: out})
+		if err != nil || got.Status != store.TaskWorking || !bytes.Equal(got.Output, out) {
+			t.Fatalf("UpdateTask with an output alone = %+v, %v; want it kept, the task working", got, err)
+		}
+		if cur := get(t, s, a.ID); cur.Status != store.TaskWorking || !bytes.Equal(cur.Output, out) || cur.Version != a.Version {
+			t.Fatalf("GetTask = %+v; want the output kept on a working task, its version as it was", cur)
+		} else if want := len(cur.ID) + len(cur.Tool) + len(out); cur.Size() != want {
+			t.Fatalf("Size = %d; want %d: the output counts, and takes its input's place", cur.Size(), want)
+		}
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if got, err := s.AwaitTask(short, a.ID, a.Version); err == nil || got.Version != a.Version {
+			t.Fatalf("AwaitTask after an output alone = %+v, %v; want nobody woken", got, err)
+		}
+		got, err = s.UpdateTask(ctx, a.ID, store.TaskUpdate{Status: store.TaskCompleted, ExecutionID: "e1", Progress: []byte(`{"done":1}`)})
+		if err != nil || got.Status != store.TaskCompleted || !bytes.Equal(got.Output, out) {
+			t.Fatalf("ending the task without its output = %+v, %v; want it completed with the output kept", got, err)
+		}
+		if cur := get(t, s, a.ID); cur.Status != store.TaskCompleted || !bytes.Equal(cur.Output, out) || cur.ExecutionID != "e1" || cur.Version <= a.Version {
+			t.Fatalf("GetTask = %+v; want the completed task with its output", cur)
 		}
 	})
 

@@ -59,6 +59,10 @@ const (
 	// (Digest ""), or a tool appeared that is served after a restart. No
 	// call, principal or code.
 	AuditToolChanged AuditDecision = "tool_changed"
+	// AuditRead is a caller's read of a mounted upstream's resource or prompt
+	// (Tool is its URI or served name, Detail says which and the mount's
+	// prefix).
+	AuditRead AuditDecision = "read"
 )
 
 // AuditRecord is one decision about one call, as an [Auditor] receives it.

@@ -65,6 +65,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 			Configure:        r.mcpConfig.server,
 			Skills:           r.mcpConfig.skills,
 			ListChanged:      mounted,
+			Mounts:           r.mcpMounts(),
 		}
 		if r.mcpConfig.skillsOn {
 			cfg.Rules = mcpDoor{r}.skillRules
@@ -72,6 +73,23 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 		r.mcp = mcpserve.New(cfg)
 	})
 	return r.mcp
+}
+
+// mcpMounts are the mounts whose resources or prompts the MCP server
+// serves, governed by each mount's permissions and audited when read.
+func (r *Registry) mcpMounts() []mcpserve.Mount {
+	var out []mcpserve.Mount
+	for _, m := range r.mounts {
+		if m.spec.noResources && m.spec.noPrompts {
+			continue
+		}
+		out = append(out, mcpserve.Mount{Prefix: m.spec.prefix, Client: m.client, Resources: !m.spec.noResources, Prompts: !m.spec.noPrompts,
+			May: func(_ context.Context, id mcpserve.Identity) bool { return m.mayRead(Identity(id)) },
+			Read: func(ctx context.Context, id mcpserve.Identity, kind, name string, allowed bool) {
+				m.auditRead(ctx, Identity(id), kind, name, allowed)
+			}})
+	}
+	return out
 }
 
 // formConfirmations are the MCP server's names of where calls are
@@ -490,6 +508,10 @@ func (m mcpAsker) confirmedBefore(ctx context.Context, digest string) (string, b
 	}
 	return m.p.ConfirmedBefore(ctx, digest)
 }
+
+// waitsForRound reports the error of a question that waits for the
+// client's next round of the sessionless protocol.
+func waitsForRound(err error) bool { return errors.Is(err, mcpserve.ErrNeedsInput) }
 
 // needsInput is the error that ends a run of a tool whose question the
 // client of the sessionless protocol has not answered yet, as the tool and

@@ -89,6 +89,33 @@ func MountURLElicitation() MountOption {
 	return func(s *mountSpec) { s.urlElicitation = true }
 }
 
+// MountSampling lets the upstream ask the caller's client to sample (an
+// LLM completion) during a call; without it carmy declares no sampling.
+func MountSampling() MountOption {
+	return func(s *mountSpec) { s.sampling = true }
+}
+
+// MountResources(false) leaves the upstream's resources unserved; by
+// default carmy's MCP server serves them, their URIs unchanged, to the
+// callers that hold the mount's [MountRequires].
+func MountResources(serve bool) MountOption {
+	return func(s *mountSpec) { s.noResources = !serve }
+}
+
+// MountPrompts(false) leaves the upstream's prompts unserved; by default
+// carmy's MCP server serves them as <prefix>_<name>, to the callers that
+// hold the mount's [MountRequires].
+func MountPrompts(serve bool) MountOption {
+	return func(s *mountSpec) { s.noPrompts = !serve }
+}
+
+// MountRequires lists permissions that every call of the mount's tools
+// needs, and every list and read of its resources and prompts, beside
+// what a [ToolOverride] requires.
+func MountRequires(perms ...string) MountOption {
+	return func(s *mountSpec) { s.requires = append(s.requires, perms...) }
+}
+
 // EffectFloor bounds how low the upstream's hints may take the effects of
 // its tools: a tool that says it only reads is still at least floor.
 func EffectFloor(floor Effect) MountOption {
@@ -150,6 +177,10 @@ type mountSpec struct {
 	env            map[string]string
 	roots          []string
 	urlElicitation bool
+	sampling       bool
+	noResources    bool
+	noPrompts      bool
+	requires       []string
 	floor          Effect
 	distrust       bool
 	deferred       bool
@@ -312,7 +343,8 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 		m := &mount{spec: s, r: r, tools: map[string]*mountedTool{}, warned: map[string]string{}, ready: make(chan struct{})}
 		c, err := mcpclient.Connect(ctx, mcpclient.Config{
 			Name: s.name(), Command: s.up.command, Env: s.env, URL: s.up.url, Headers: s.up.headers,
-			Roots: s.roots, URLElicitation: s.urlElicitation, Logger: r.logger, Changed: m.changed,
+			Roots: s.roots, URLElicitation: s.urlElicitation, Sampling: s.sampling, Logger: r.logger, Changed: m.changed,
+			ResourceUpdated: func(uri string) { m.r.mcpServer().ResourceUpdated(uri) },
 		})
 		if err != nil {
 			fail("%v", err)
@@ -353,8 +385,11 @@ func (m *mount) declare(b *Builder, t mcpclient.Tool) *ToolDef {
 		name = s.prefix + "_" + t.Name
 	}
 	meta := ToolMetadata{Name: name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
-		Timeout: o.Timeout, Requires: o.Requires}
+		Timeout: o.Timeout, Requires: union(s.requires, o.Requires)}
 	meta.Effect = s.effect(t, o)
+	if t.TaskSupport == "forbidden" { // a caller's task would be the upstream's too
+		meta.Tasks = TaskForbidden
+	}
 	meta.Idempotent = t.Idempotent != nil && *t.Idempotent && !s.distrust
 	meta.ParallelSafe = meta.Effect.ReadOnly()
 	if o.Description != "" {
@@ -413,10 +448,20 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What the upstream's requests met at the caller, set on the client's
+	// goroutines: a question that waits for the caller's next round, a
+	// sampling the caller cannot do.
+	var round, unsampled atomic.Pointer[error]
 	req := &mcpclient.Request{Name: mt.upstream, Arguments: form, Progress: cc.Progress,
 		Elicit: func(_ context.Context, message string, schema json.RawMessage) (string, json.RawMessage, error) {
 			answer, ok, err := cc.ElicitSchema(m.label()+message, schema)
 			switch {
+			case waitsForRound(err):
+				// The caller of the sessionless protocol answers in its next
+				// round, which calls the upstream again from the start: this
+				// call of it stops here, and ends as the round's.
+				round.Store(&err)
+				return "cancel", nil, nil
 			case err != nil:
 				cc.Log(slog.LevelWarn, "carmy: a question of the upstream was declined: the caller cannot be asked", "mount", m.spec.name(), "error", err)
 				return "decline", nil, nil
@@ -430,10 +475,37 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 			return cc.elicitURL(m.label()+message, url, id)
 		}
 	}
+	// A sampling the caller cannot do ends the call with why, not with the
+	// upstream's reading of the refusal.
+	if m.spec.sampling {
+		req.Sample = func(_ context.Context, params json.RawMessage) (json.RawMessage, error) {
+			res, err := sample(cc, params)
+			if err != nil {
+				unsampled.Store(&err)
+			}
+			return res, err
+		}
+	}
+	// The caller gets the upstream's message as it is; carmy's log ties
+	// it to the call by its execution id.
+	req.Log = func(level slog.Level, _ string, data any) {
+		text, ok := data.(string)
+		if !ok {
+			b, _ := json.Marshal(data)
+			text = string(b)
+		}
+		cc.Log(level, text)
+	}
 	if cc.RequestID != "" {
 		req.Meta = map[string]any{MetaRequestID: cc.RequestID}
 	}
 	res, err := m.client.Call(cc, req)
+	if p := round.Load(); p != nil {
+		return nil, *p
+	}
+	if p := unsampled.Load(); p != nil {
+		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s: %s asked the client to sample, and it cannot: %v", m.spec.name(), mt.upstream, *p), Err: *p}
+	}
 	if err != nil {
 		return nil, mt.fault(err)
 	}
@@ -449,6 +521,18 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 			Details: map[string]any{"mount": m.spec.prefix, "reason": "malformed"}, Err: err}
 	}
 	return c, nil
+}
+
+// sample asks the caller's client to sample for an upstream that may,
+// where the client is one that can be asked (an MCP session's).
+func sample(cc *Context, params json.RawMessage) (json.RawMessage, error) {
+	s, ok := cc.peer.(interface {
+		Sample(context.Context, json.RawMessage) (json.RawMessage, error)
+	})
+	if cc.Context == nil || !ok {
+		return nil, Errorf(CodeUnavailable, "the client cannot be asked to sample")
+	}
+	return s.Sample(cc.Context, params)
 }
 
 // label is how a question of the upstream is shown: as the mounted
@@ -594,6 +678,29 @@ func (m *mount) audit(upstream, name string, d AuditDecision, hash string) {
 	_ = m.r.writeAudit(context.Background(), rec)
 }
 
+// mayRead reports whether id may list and read the mount's resources and
+// prompts: it holds the mount's permissions.
+func (m *mount) mayRead(id Identity) bool {
+	perms := NewPermissions(id.Permissions...)
+	for _, p := range m.spec.requires {
+		if !perms.Has(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// auditRead records a read of the mount's resource (its URI) or prompt
+// (its served name), or its refusal.
+func (m *mount) auditRead(ctx context.Context, id Identity, kind, name string, allowed bool) {
+	rec := AuditRecord{Time: time.Now(), Decision: AuditRead, Principal: id.Principal, Session: id.Session,
+		Tool: name, Effect: Read, Code: "ok", Detail: kind + " of mount " + m.spec.name()}
+	if !allowed {
+		rec.Decision, rec.Code = AuditRefused, CodePermissionDenied
+	}
+	_ = m.r.writeAudit(ctx, rec)
+}
+
 // digestOf is the digest of a validated input's canonical form, the one a
 // confirmation grant and an approval name; a mounted tool's also binds the
 // tool's definition, so an approval never outlives the definition a
@@ -611,7 +718,8 @@ func (b *Builder) configureMounts(mounts []config.Mount) {
 	for _, c := range mounts {
 		s := &mountSpec{prefix: c.Prefix, up: Upstream{command: c.Command, url: c.URL, headers: c.Headers}, site: c.Site,
 			env: c.Env, roots: c.Roots, urlElicitation: c.URLElicitation, distrust: c.TrustAnnotations != nil && !*c.TrustAnnotations,
-			deferred: c.Deferred}
+			deferred: c.Deferred, sampling: c.Sampling, requires: c.Requires,
+			noResources: c.Resources != nil && !*c.Resources, noPrompts: c.Prompts != nil && !*c.Prompts}
 		s.floor, _ = ParseEffect(c.EffectFloor) // "" leaves no floor
 		for name, o := range c.Tools {
 			if s.overrides == nil {

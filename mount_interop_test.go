@@ -110,6 +110,33 @@ func TestMountServerEverything(t *testing.T) {
 			if got, _ := asked.Load().(string); !strings.HasPrefix(got, "Server ev asks: ") {
 				t.Errorf("the person was asked %q, want the upstream's question labelled with the mount (result %+v)", got, out)
 			}
+
+			// Its resources, under their own URIs, and its prompts, under
+			// the mount's prefix.
+			resources, err := s.ListResources(ctx, nil)
+			if err != nil || len(resources.Resources) == 0 {
+				t.Fatalf("resources/list = %+v, %v; want server-everything's resources", resources, err)
+			}
+			uri := resources.Resources[0].URI
+			read, err := s.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+			if err != nil || len(read.Contents) == 0 || read.Contents[0].URI != uri {
+				t.Errorf("resources/read %s = %+v, %v", uri, read, err)
+			}
+			prompts, err := s.ListPrompts(ctx, nil)
+			if err != nil || len(prompts.Prompts) == 0 {
+				t.Fatalf("prompts/list = %+v, %v; want server-everything's prompts", prompts, err)
+			}
+			for _, p := range prompts.Prompts {
+				if !strings.HasPrefix(p.Name, "ev_") {
+					t.Errorf("prompt %q, want the mount's prefix", p.Name)
+				}
+				if len(p.Arguments) == 0 {
+					got, err := s.GetPrompt(ctx, &mcp.GetPromptParams{Name: p.Name})
+					if err != nil || len(got.Messages) == 0 {
+						t.Errorf("prompts/get %s = %+v, %v", p.Name, got, err)
+					}
+				}
+			}
 		})
 	}
 }

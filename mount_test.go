@@ -471,6 +471,7 @@ prefix = "up"
 url = "` + url + `"
 headers = { Authorization = "Bearer ${UPSTREAM_TOKEN}" }
 effect_floor = "write"
+requires = ["mounted"]
 
 [mount.tools.delete]
 confirm = false
@@ -485,10 +486,10 @@ requires = ["files"]
 		t.Errorf("up_read: %+v, want effect write (the floor)", m)
 	}
 	m, _ := reg.Lookup("up_delete")
-	if m.Confirmation != carmy.ConfirmationNone || strings.Join(m.Requires, ",") != "files" {
-		t.Errorf("up_delete: %+v, want the override's confirmation none and requires files", m)
+	if m.Confirmation != carmy.ConfirmationNone || strings.Join(m.Requires, ",") != "files,mounted" {
+		t.Errorf("up_delete: %+v, want the override's confirmation none and requires files and the mount's mounted", m)
 	}
-	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "up_delete", Permissions: []string{"files"}, Input: json.RawMessage(`{"path":"x"}`)}); err != nil {
+	if _, err := reg.Execute(context.Background(), carmy.Call{Tool: "up_delete", Permissions: []string{"files", "mounted"}, Input: json.RawMessage(`{"path":"x"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := u.auth.Load(); got != "Bearer t0k" {
@@ -564,6 +565,7 @@ func BenchmarkMountStdio(b *testing.B) {
 		defer cs.Close()
 		params := &mcp.CallToolParams{Name: "read", Arguments: json.RawMessage(`{"path":"x"}`)}
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		for b.Loop() {
 			if _, err := cs.CallTool(ctx, params); err != nil {
 				b.Fatal(err)
@@ -578,6 +580,7 @@ func BenchmarkMountStdio(b *testing.B) {
 		defer reg.Close()
 		call := carmy.Call{Tool: "kid_read", Input: json.RawMessage(`{"path":"x"}`)}
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		for b.Loop() {
 			if _, err := reg.Execute(ctx, call); err != nil {
 				b.Fatal(err)
@@ -585,6 +588,10 @@ func BenchmarkMountStdio(b *testing.B) {
 		}
 	})
 }
+
+// reportCPU reports the CPU time this process spent per op, where the
+// system says (mount_cpu_test.go); elsewhere nothing.
+var reportCPU = func(*testing.B) func() { return func() {} }
 
 // TestMountForwardsURLElicitation: an upstream may send the caller's person
 // to a page only where the mount says so.

@@ -240,12 +240,17 @@ func (contactTool) Execute(_ carmy.Context, in Contact) (string, error) {
 	return "contact: " + in.Name, nil
 }
 
+// readOnly are the hints of the SDK's fixture tools, which change
+// nothing: a carmy that mounts this server (carmy proxy) maps them to
+// reads, which need no person's confirmation, as carmy's own tools here.
+var readOnly = &mcp.ToolAnnotations{ReadOnlyHint: true}
+
 // addSDKTools adds the fixture tools that use what carmy leaves to the
 // SDK: sampling, an elicitation form with titled enums (oneOf of const and
 // title, enumNames), which carmy's schemas do not produce, and a call that
 // closes its event stream for the client to resume.
 func addSDKTools(s *mcp.Server) {
-	mcp.AddTool(s, &mcp.Tool{Name: "test_sampling", Description: "Tests server-initiated sampling (LLM completion request)"},
+	mcp.AddTool(s, &mcp.Tool{Name: "test_sampling", Description: "Tests server-initiated sampling (LLM completion request)", Annotations: readOnly},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			Prompt string `json:"prompt" jsonschema:"The prompt to send to the LLM"`
 		}) (*mcp.CallToolResult, any, error) {
@@ -262,7 +267,7 @@ func addSDKTools(s *mcp.Server) {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "LLM response: " + text}}}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "test_elicitation_sep1330_enums", Description: "Tests elicitation with enum schema improvements per SEP-1330"},
+	mcp.AddTool(s, &mcp.Tool{Name: "test_elicitation_sep1330_enums", Description: "Tests elicitation with enum schema improvements per SEP-1330", Annotations: readOnly},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
 			titled := []map[string]any{{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}}
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
@@ -283,7 +288,7 @@ func addSDKTools(s *mcp.Server) {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Elicitation result: action=%s, content=%v", res.Action, res.Content)}}}, nil, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "test_reconnection", Description: "Tests SSE stream disconnection and client reconnection (SEP-1699)"},
+	mcp.AddTool(s, &mcp.Tool{Name: "test_reconnection", Description: "Tests SSE stream disconnection and client reconnection (SEP-1699)", Annotations: readOnly},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ any) (*mcp.CallToolResult, any, error) {
 			if req.Extra != nil && req.Extra.CloseSSEStream != nil {
 				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 10 * time.Millisecond})

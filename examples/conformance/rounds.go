@@ -113,7 +113,7 @@ func addRoundSDKTools(s *mcp.Server) {
 		return &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: q}}}, MaxTokens: max}
 	}
 	ask := func(name, desc string, questions mcp.InputRequestMap, done func(mcp.InputResponseMap) string) {
-		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: object}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: object, Annotations: readOnly}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			answers := req.Params.InputResponses
 			for id := range questions {
 				if answers[id] == nil {
@@ -135,7 +135,7 @@ func addRoundSDKTools(s *mcp.Server) {
 		return fmt.Sprintf("greeting: %s; roots: %s", sampled(a["greeting"]), roots(a["client_roots"]))
 	})
 	// Asks only what the client declared it can answer.
-	s.AddTool(&mcp.Tool{Name: "test_input_required_result_capabilities", Description: "Asks only for what the client declared it can answer (SEP-2322)", InputSchema: object}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.AddTool(&mcp.Tool{Name: "test_input_required_result_capabilities", Description: "Asks only for what the client declared it can answer (SEP-2322)", InputSchema: object, Annotations: readOnly}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if len(req.Params.InputResponses) > 0 {
 			return text("answered"), nil
 		}
@@ -153,7 +153,7 @@ func addRoundSDKTools(s *mcp.Server) {
 	})
 	// Needs sampling: a client that did not declare it gets the
 	// protocol's error, and the tool does nothing.
-	s.AddTool(&mcp.Tool{Name: "test_missing_capability", Description: "Needs sampling: refused with the missing capability error when the client did not declare it (SEP-2575)", InputSchema: object}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.AddTool(&mcp.Tool{Name: "test_missing_capability", Description: "Needs sampling: refused with the missing capability error when the client did not declare it (SEP-2575)", InputSchema: object, Annotations: readOnly}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if caps := req.ClientCapabilities(); caps == nil || caps.Sampling == nil {
 			return nil, missing("sampling")
 		}

@@ -19,6 +19,7 @@ type Mount struct {
 	Headers          map[string]string // ${VAR} expanded
 	Env              map[string]string // ${VAR} expanded
 	Roots            []string
+	Requires         []string // permissions for every tool, resource and prompt of the mount
 	Sampling         bool
 	URLElicitation   bool
 	Resources        *bool // nil: the default
@@ -42,7 +43,7 @@ type MountTool struct {
 }
 
 var (
-	mountKeys     = []string{"prefix", "command", "url", "headers", "env", "roots", "sampling", "url_elicitation", "resources", "prompts", "effect_floor", "trust_annotations", "deferred", "tools"}
+	mountKeys     = []string{"prefix", "command", "url", "headers", "env", "roots", "requires", "sampling", "url_elicitation", "resources", "prompts", "effect_floor", "trust_annotations", "deferred", "tools"}
 	mountToolKeys = []string{"effect", "requires", "rate_limit", "confirm", "timeout", "description", "deferred"}
 	envReference  = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 	// mountLines finds the header of each [[mount]], for its line.
@@ -146,6 +147,7 @@ func parseMounts(d *document, path string, fail func(line int, format string, ar
 		m.Headers = table("headers")
 		m.Env = table("env")
 		m.Roots = strs("roots")
+		m.Requires = strs("requires")
 		m.Sampling = flag("sampling") != nil && *flag("sampling")
 		m.URLElicitation = flag("url_elicitation") != nil && *flag("url_elicitation")
 		m.Resources, m.Prompts = flag("resources"), flag("prompts")

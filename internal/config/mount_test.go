@@ -36,6 +36,7 @@ deferred = false
 prefix = "gh"
 url = "https://mcp.example.com/mcp"
 headers = { Authorization = "Bearer ${GH_TOKEN}" }
+requires = ["repos:read"]
 sampling = true
 url_elicitation = true
 resources = false
@@ -57,7 +58,7 @@ deferred = true
 			RateLimit: config.Rate{Calls: 10, Per: time.Minute, Key: "mount.tools.write_file.rate_limit"}, Timeout: 30 * time.Second, Description: "Writes one file", Deferred: &no}},
 	}, {
 		Prefix: "gh", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"},
-		Sampling: true, URLElicitation: true, Resources: &no, Deferred: true, Site: path + ":19",
+		Requires: []string{"repos:read"}, Sampling: true, URLElicitation: true, Resources: &no, Deferred: true, Site: path + ":19",
 	}}
 	if !reflect.DeepEqual(c.Mounts, want) {
 		t.Errorf("mounts =\n%+v\nwant\n%+v", c.Mounts, want)

@@ -1,10 +1,14 @@
+//lint:file-ignore SA1019 roots, sampling and logging are deprecated from 2026-07-28 on, and still what servers of earlier versions use.
+
 // Package mcpclient is carmy's client of an upstream MCP server, the one a
 // mount connects to: a stdio server run as a child process, or a
 // streamable HTTP endpoint of either protocol generation. It lists the
 // upstream's tools with their definitions as the upstream wrote them,
-// calls them with carmy's _meta, forwards progress, questions and
-// cancellation, follows the upstream's list changes and reconnects with
-// backoff. It decides nothing: the mount governs every call.
+// calls them with carmy's _meta, forwards progress, log messages,
+// questions, sampling and cancellation, reads the upstream's resources and
+// prompts on a caller's behalf, follows the upstream's list changes and
+// reconnects with backoff. It decides nothing: the mount governs every
+// call and every read.
 package mcpclient
 
 import (
@@ -46,6 +50,9 @@ type Config struct {
 	Roots []string
 	// URLElicitation declares URL elicitation beside forms.
 	URLElicitation bool
+	// Sampling declares sampling: the upstream's requests go to the
+	// caller of the call they belong to (Request.Sample).
+	Sampling bool
 	// Logger gets the child's stderr, the upstream's log messages and
 	// anything tied to no call.
 	Logger *slog.Logger
@@ -60,6 +67,8 @@ type Config struct {
 	// ResourcesChanged is told of the upstream's resource or prompt list
 	// changes.
 	ResourcesChanged func()
+	// ResourceUpdated is told of an update of a resource subscribed to.
+	ResourceUpdated func(uri string)
 }
 
 // Tool is one upstream tool as the upstream defines it.
@@ -132,6 +141,12 @@ type Request struct {
 	// ElicitURL sends the caller's person to a URL, the upstream's
 	// elicitation id with it; nil declines.
 	ElicitURL func(ctx context.Context, message, url, id string) (action string, err error)
+	// Sample asks the caller to sample (sampling/createMessage's params
+	// and result, as JSON); nil refuses.
+	Sample func(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+	// Log gets the upstream's log messages during the call; nil leaves
+	// them to carmy's log.
+	Log func(level slog.Level, logger string, data any)
 }
 
 // Result is an upstream tool's answer, as the upstream wrote it.
@@ -195,7 +210,6 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	c.life, c.stop = context.WithCancel(context.Background())
 	c.sdk = mcp.NewClient(&mcp.Implementation{Name: "carmy", Version: "mount"}, c.options())
 	for _, r := range cfg.Roots {
-		//lint:ignore SA1019 roots are deprecated from 2026-07-28 on, and still what servers of earlier versions read
 		c.sdk.AddRoots(&mcp.Root{URI: r})
 	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
@@ -225,12 +239,14 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 func (c *Client) options() *mcp.ClientOptions {
 	caps := &mcp.ClientCapabilities{}
 	if len(c.cfg.Roots) > 0 {
-		//lint:ignore SA1019 roots are deprecated from 2026-07-28 on, and still what servers of earlier versions read
 		caps.RootsV2 = &mcp.RootCapabilities{}
 	}
 	caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
 	if c.cfg.URLElicitation {
 		caps.Elicitation.URL = &mcp.URLElicitationCapabilities{}
+	}
+	if c.cfg.Sampling {
+		caps.Sampling = &mcp.SamplingCapabilities{}
 	}
 	o := &mcp.ClientOptions{
 		Logger:             c.logger,
@@ -240,8 +256,16 @@ func (c *Client) options() *mcp.ClientOptions {
 			c.poke()
 		},
 		ProgressNotificationHandler: c.progress,
-		//lint:ignore SA1019 logging is deprecated from 2026-07-28 on, and still what servers of earlier versions send
-		LoggingMessageHandler: c.logMessage,
+		// Log messages are read on the wire (logLine), in order with the
+		// results they precede.
+	}
+	if c.cfg.Sampling {
+		o.CreateMessageHandler = c.sample
+	}
+	if c.cfg.ResourceUpdated != nil {
+		o.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			c.cfg.ResourceUpdated(req.Params.URI)
+		}
 	}
 	if c.cfg.ResourcesChanged != nil {
 		o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { c.cfg.ResourcesChanged() }
@@ -265,11 +289,27 @@ func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
 			h.Set(k, v)
 		}
 		rt := &roundTripper{base: http.DefaultTransport, tap: tap{c}, headers: h, max: c.cfg.MaxResult}
-		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1}
+		// A response stream the server closes is resumed (a GET with the
+		// last event's id), never sent again: a couple of tries, so that a
+		// call whose upstream went away is soon known lost.
+		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
 	}
-	cs, err := c.sdk.Connect(ctx, t, nil)
+	// A session of the 2025-11-25 protocol, where the upstream offers one:
+	// its tools may then ask the caller in the middle of a call (sampling,
+	// elicitation), as a session's tools do, and those written for the
+	// sessionless protocol's rounds still work, the upstream's SDK asking
+	// for them.
+	cs, err := c.sdk.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		return nil, &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "cannot connect", Err: err}
+	}
+	// A session's server logs nothing until asked: carmy asks for every
+	// level, and its callers' own levels filter what reaches them. A
+	// sessionless request asks for itself (Call).
+	if res := cs.InitializeResult(); !sessionless(cs) && res != nil && res.Capabilities != nil && res.Capabilities.Logging != nil {
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			c.logger.Warn("carmy: the upstream refused a log level; its log messages may not reach carmy", "error", err)
+		}
 	}
 	return cs, nil
 }
@@ -460,6 +500,9 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 		meta[k] = v
 	}
 	meta["progressToken"] = token
+	if sessionless(cs) {
+		meta[mcp.MetaKeyLogLevel] = "debug"
+	}
 	args := req.Arguments
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
@@ -626,21 +669,6 @@ func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		}
 	}
 	return res, nil
-}
-
-// logMessage writes the upstream's log notifications to carmy's log.
-func (c *Client) logMessage(_ context.Context, req *mcp.LoggingMessageRequest) {
-	level := slog.LevelInfo
-	switch req.Params.Level {
-	case "debug":
-		level = slog.LevelDebug
-	case "notice", "info":
-	case "warning":
-		level = slog.LevelWarn
-	default:
-		level = slog.LevelError
-	}
-	c.logger.Log(context.Background(), level, "carmy: upstream log", "logger", req.Params.Logger, "data", req.Params.Data)
 }
 
 // poke asks the refresher to list the tools again.

@@ -59,8 +59,15 @@ func (t tap) outgoing(line []byte) *call {
 }
 
 // incoming reads one message from the upstream: the raw result of a call
-// in flight, and the raw tools of a tools/list result.
-func (t tap) incoming(line []byte) {
+// in flight, the raw tools of a tools/list result, and a log message,
+// handed to the call whose response stream carried it (on, nil over
+// stdio) before the call's result is. The SDK would hand it over on a
+// goroutine of its own, after the result at times.
+func (t tap) incoming(line []byte, on *call) {
+	if bytes.Contains(line, []byte(`"notifications/message"`)) {
+		t.c.logLine(line, on)
+		return
+	}
 	if !bytes.Contains(line, []byte(`"result"`)) {
 		return
 	}
@@ -109,7 +116,7 @@ func (l *lineReader) Read(p []byte) (int, error) {
 		}
 		l.keep(data[:i])
 		if !l.over {
-			l.tap.incoming(l.line)
+			l.tap.incoming(l.line, nil)
 		}
 		l.line, l.over = l.line[:0], false
 		data = data[i+1:]
@@ -186,7 +193,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &eventReader{r: resp.Body, tap: rt.tap, max: rt.max, sse: isEventStream(resp.Header)}
+	resp.Body = &eventReader{r: resp.Body, tap: rt.tap, max: rt.max, sse: isEventStream(resp.Header), call: c}
 	return resp, nil
 }
 
@@ -206,6 +213,7 @@ func isEventStream(h http.Header) bool {
 // itself for JSON, each event's data for a stream.
 type eventReader struct {
 	r    io.ReadCloser
+	call *call // the call whose request this answers; nil for another
 	tap  tap
 	max  int
 	sse  bool
@@ -228,7 +236,7 @@ func (e *eventReader) Read(p []byte) (int, error) {
 		e.events()
 	}
 	if err == io.EOF && !e.sse && !e.over {
-		e.once.Do(func() { e.tap.incoming(e.buf) })
+		e.once.Do(func() { e.tap.incoming(e.buf, e.call) })
 	}
 	return n, err
 }
@@ -246,7 +254,7 @@ func (e *eventReader) events() {
 		switch {
 		case len(line) == 0:
 			if len(e.data) > 0 {
-				e.tap.incoming(e.data)
+				e.tap.incoming(e.data, e.call)
 				e.data = e.data[:0]
 			}
 		case bytes.HasPrefix(line, []byte("data:")):

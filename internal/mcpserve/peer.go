@@ -430,3 +430,27 @@ func (p *Peer) waitFor(n int) {
 		p.asking(p.waiting > 0)
 	}
 }
+
+// Sample asks the client of a session to sample (sampling/createMessage),
+// for an upstream that asks during the call it serves: params and the
+// result are JSON. A client that did not declare sampling gets
+// [MissingCapability]; the sessionless protocol carries no sampling in
+// the middle of a call.
+func (p *Peer) Sample(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	c := p.req.ClientCapabilities()
+	if c == nil || c.Sampling == nil {
+		return nil, &MissingCapability{Capability: "sampling"}
+	}
+	if p.sessionless || p.req.Session == nil {
+		return nil, errors.New("the client cannot be asked to sample in the middle of a call of the sessionless protocol")
+	}
+	var q mcp.CreateMessageParams
+	if err := json.Unmarshal(params, &q); err != nil {
+		return nil, err
+	}
+	res, err := p.req.Session.CreateMessage(ctx, &q)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}

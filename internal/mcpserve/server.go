@@ -160,6 +160,9 @@ type Config struct {
 	// ListChanged declares that the tool list may change (some tools come
 	// from mounted servers): clients are told by ToolsChanged.
 	ListChanged bool
+	// Mounts are the mounted upstreams whose resources and prompts the
+	// server serves.
+	Mounts []Mount
 }
 
 // Server is the MCP server of a host's tools.
@@ -180,6 +183,8 @@ type Server struct {
 	taskStreams taskStreams
 	// skills are the host's skills by the URI of their SKILL.md.
 	skills map[string]*skills.Skill
+	// mounts keeps the callers' subscriptions to the mounts' resources.
+	mounts mounts
 }
 
 // entry is a tool of the door's table, made when the server is.
@@ -211,11 +216,15 @@ func New(cfg Config) *Server {
 		opts.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
 	}
 	s.skillsExtension(opts)
+	s.mountCapabilities(opts)
 	for _, f := range cfg.Options {
 		f(opts)
 	}
 	sdk := mcp.NewServer(s.info, opts)
 	sdk.AddReceivingMiddleware(s.sessionMiddleware, s.unknownToolMiddleware, s.toolsListMiddleware)
+	if len(cfg.Mounts) > 0 {
+		sdk.AddReceivingMiddleware(s.mountsMiddleware)
+	}
 	sdk.AddSendingMiddleware(keepSentAnswer)
 	for _, t := range cfg.Tools {
 		e := &entry{Tool: t}

@@ -1,0 +1,229 @@
+//lint:file-ignore SA1019 sampling and logging are deprecated from 2026-07-28 on, and still what servers of earlier versions use.
+
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// What a mount forwards besides tools: the upstream's resources, prompts
+// and completions, read on a caller's behalf (the mount decides who may),
+// and the upstream's requests to carmy's caller during a call (sampling,
+// log messages).
+
+// open is the open session, or the error of a mount not connected now.
+func (c *Client) open() (*mcp.ClientSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session == nil {
+		return nil, &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "not connected; reconnecting"}
+	}
+	return c.session, nil
+}
+
+// sessionless reports a session of the 2026-07-28 protocol, where each
+// request carries what a session would have kept (its log level).
+func sessionless(cs *mcp.ClientSession) bool {
+	res := cs.InitializeResult()
+	return res != nil && res.ProtocolVersion >= "2026-07-28"
+}
+
+// forwarded is an upstream's failure as the caller sees it: a JSON-RPC
+// error of the upstream's (a resource not found) as it is, anything else
+// naming the mount.
+func (c *Client) forwarded(what string, err error) error {
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) && rpc.Code != codeRejected {
+		return rpc
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mount %s: %s: %v", c.cfg.Name, what, err)}
+}
+
+// every collects every item of one of the upstream's paged lists.
+func every[T any](c *Client, what string, list func(*mcp.ClientSession) iter.Seq2[T, error]) ([]T, error) {
+	cs, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for x, err := range list(cs) {
+		if err != nil {
+			return nil, c.forwarded("cannot list "+what, err)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// Resources lists every resource of the upstream, page by page.
+func (c *Client) Resources(ctx context.Context) ([]*mcp.Resource, error) {
+	return every(c, "resources", func(cs *mcp.ClientSession) iter.Seq2[*mcp.Resource, error] { return cs.Resources(ctx, nil) })
+}
+
+// ResourceTemplates lists every resource template of the upstream.
+func (c *Client) ResourceTemplates(ctx context.Context) ([]*mcp.ResourceTemplate, error) {
+	return every(c, "resource templates", func(cs *mcp.ClientSession) iter.Seq2[*mcp.ResourceTemplate, error] {
+		return cs.ResourceTemplates(ctx, nil)
+	})
+}
+
+// Prompts lists every prompt of the upstream, by its upstream name.
+func (c *Client) Prompts(ctx context.Context) ([]*mcp.Prompt, error) {
+	return every(c, "prompts", func(cs *mcp.ClientSession) iter.Seq2[*mcp.Prompt, error] { return cs.Prompts(ctx, nil) })
+}
+
+// ReadResource reads one resource of the upstream.
+func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
+	cs, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		return nil, c.forwarded("cannot read "+uri, err)
+	}
+	return res, nil
+}
+
+// GetPrompt gets one prompt of the upstream, by its upstream name.
+func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error) {
+	cs, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
+	if err != nil {
+		return nil, c.forwarded("cannot get prompt "+name, err)
+	}
+	return res, nil
+}
+
+// Complete asks the upstream for completions; a prompt's reference names
+// it as the upstream does.
+func (c *Client) Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	cs, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	q := *p
+	q.Meta = nil
+	res, err := cs.Complete(ctx, &q)
+	if err != nil {
+		return nil, c.forwarded("cannot complete", err)
+	}
+	return res, nil
+}
+
+// Subscribe asks the upstream for updates of a resource, told to
+// Config.ResourceUpdated. In the 2026-07-28 protocol the subscription is
+// a stream the session keeps open.
+func (c *Client) Subscribe(ctx context.Context, uri string) error {
+	cs, err := c.open()
+	if err != nil {
+		return err
+	}
+	if sessionless(cs) {
+		go func() { _ = cs.Subscribe(c.life, &mcp.SubscribeParams{URI: uri}) }()
+		return nil
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		return c.forwarded("cannot subscribe to "+uri, err)
+	}
+	return nil
+}
+
+// Unsubscribe ends a subscription of Subscribe.
+func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
+	cs, err := c.open()
+	if err != nil {
+		return err
+	}
+	if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		return c.forwarded("cannot unsubscribe from "+uri, err)
+	}
+	return nil
+}
+
+// Capabilities are what the upstream declared it serves besides tools.
+type Capabilities struct {
+	Resources, Subscribe, Prompts, Completions bool
+}
+
+// Serves returns what the upstream declared.
+func (c *Client) Serves() Capabilities {
+	cs, err := c.open()
+	if err != nil {
+		return Capabilities{}
+	}
+	res := cs.InitializeResult()
+	if res == nil || res.Capabilities == nil {
+		return Capabilities{}
+	}
+	caps := res.Capabilities
+	return Capabilities{Resources: caps.Resources != nil, Subscribe: caps.Resources != nil && caps.Resources.Subscribe,
+		Prompts: caps.Prompts != nil, Completions: caps.Completions != nil}
+}
+
+// sample forwards the upstream's sampling request to the caller of the
+// call it belongs to; with none, or a call that cannot sample, it is
+// refused.
+func (c *Client) sample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	cl := c.callOf(ctx)
+	if cl == nil || cl.req.Sample == nil {
+		c.logger.Info("carmy: refused a sampling request of the upstream tied to no call")
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "carmy: sampling is only forwarded during a call"}
+	}
+	params, err := json.Marshal(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := cl.req.Sample(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.CreateMessageResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("the caller's sampling result cannot be read: %w", err)
+	}
+	return &res, nil
+}
+
+// logLine hands the upstream's log message to the call it belongs to:
+// on, the one whose response carried it, else the only call in flight;
+// one that belongs to no call goes to carmy's log.
+func (c *Client) logLine(line []byte, on *call) {
+	var m struct {
+		Method string                   `json:"method"`
+		Params mcp.LoggingMessageParams `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Method != "notifications/message" {
+		return
+	}
+	level := slog.LevelInfo
+	switch m.Params.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "notice", "info":
+	case "warning":
+		level = slog.LevelWarn
+	default:
+		level = slog.LevelError
+	}
+	cl := on
+	if cl == nil {
+		cl = c.callOf(context.Background())
+	}
+	if cl != nil && cl.req.Log != nil {
+		cl.req.Log(level, m.Params.Logger, m.Params.Data)
+		return
+	}
+	c.logger.Log(context.Background(), level, "carmy: upstream log", "logger", m.Params.Logger, "data", m.Params.Data)
+}

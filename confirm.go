@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"time"
 
 	"github.com/carmy-dev/carmy/internal/approve"
@@ -132,17 +131,16 @@ func (r *Registry) confirm(ctx context.Context, t *tool, req *Request) error {
 // runs: it is refused, unless the reservation stage finds the outcome.
 func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request) error {
 	c := &req.Call
-	if req.asker != nil {
-		// Made before: the confirmation stage checks for a grant of it.
-		_, digest, _ := req.canonical(t)
-		if a, ok := req.asker.confirmedBefore(ctx, req.Call, digest); ok {
-			req.approval = &a
-			return nil
-		}
-	}
 	form, digest, err := req.canonical(t)
 	if err != nil {
 		return r.internal(t, "", err, "cannot make the canonical form of a validated input")
+	}
+	if req.asker != nil {
+		if id, ok := req.asker.confirmedBefore(ctx, digest); ok {
+			a := r.confirmedBefore(ctx, id, c.Principal)
+			req.approval = &a
+			return nil
+		}
 	}
 	id, err := newExecutionID()
 	if err != nil {
@@ -171,6 +169,20 @@ func (r *Registry) confirmByApproval(ctx context.Context, t *tool, req *Request)
 	return r.approvalRefusal(ctx, t, a)
 }
 
+// confirmedBefore is approval id, which confirmed an earlier round of a
+// call of principal (the door carries it, [personAsker]): the round's
+// records name that approval and its approver, as those of the round that
+// used it do.
+func (r *Registry) confirmedBefore(ctx context.Context, id, principal string) store.Approval {
+	a, err := r.approvals.store.Get(ctx, id)
+	if err != nil || a.Approver == "" {
+		// Gone, or kept by another host alone: the door carries the
+		// confirmation on only after the person at its client confirmed.
+		a = store.Approval{ID: id, Approver: elicitationApprover(principal)}
+	}
+	return a
+}
+
 // deniedRefusal is the refusal of a call whose approval a a person denied.
 func deniedRefusal(t *tool, a store.Approval) *Error {
 	return &Error{
@@ -186,28 +198,87 @@ func deniedRefusal(t *tool, a store.Approval) *Error {
 // person approves, the call goes on from the confirmation stage, and the
 // middleware and the audit see it once. The door puts one on the call's
 // [Request], and a task waits for the person through one (taskAsker);
-// calls over the HTTP API and in process have none.
+// calls over the HTTP API and in process have none. An asker asks, and
+// says what came of it in a [personAnswer]; what that does to the call is
+// decided by askInBand, the same for every door.
 type personAsker interface {
-	// confirmedBefore returns the approval that confirmed an earlier
-	// round of this very call, if the call carries such a confirmation
-	// (the sessionless protocol, where a tool's own questions add rounds
-	// after the person confirmed).
-	confirmedBefore(ctx context.Context, c Call, digest string) (store.Approval, bool)
-	// ask asks the person to decide pending, the approval that refusal
-	// (confirmation_required) waits for, and returns it once a person
-	// approved it; otherwise the refusal that stands: the person declined
-	// or dismissed the question, the client cannot ask, or the question
-	// goes back to the client in the round's result. form and digest are
-	// the call's canonical input and its digest.
-	ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error)
+	// confirmedBefore returns the id of the approval that confirmed an
+	// earlier round of this very call, if the call carries such a
+	// confirmation (the sessionless protocol, where a tool's own
+	// questions add rounds after the person confirmed); digest is the
+	// call's input's.
+	confirmedBefore(ctx context.Context, digest string) (approval string, ok bool)
+	// ask asks the person to decide q's pending approval, and says what
+	// came of it.
+	ask(ctx context.Context, q personQuestion) personAnswer
+	// accepted tells the door that approval a, which the person at its
+	// client accepted, now lets the call run (the sessionless protocol
+	// carries it to the call's next rounds).
+	accepted(ctx context.Context, q personQuestion, a store.Approval)
+	// standing is the refusal that stands for a call nobody decided, in
+	// the door's words: q's refusal, or one that names what the person can
+	// still use. asked says whether the person was asked (and closed the
+	// form or the page without deciding).
+	standing(ctx context.Context, q personQuestion, asked bool) error
+}
+
+// personQuestion is a call's pending approval, as a door asks a person to
+// decide it.
+type personQuestion struct {
+	tool, principal string
+	pending         *approve.Pending // the approval: its id, page (if any), digest and grant
+	input           string           // the canonical input as a person reads it (promptInput)
+	refusal         *Error           // the confirmation_required refusal that waits for the approval
+}
+
+// verdict is what came of asking a person to decide a call's approval,
+// whatever asked them: an MCP client's form, the approval's page, a task
+// waiting for the console, the approvals API or [Registry.Decide].
+type verdict uint8
+
+const (
+	// unsupported: nobody could be asked (no form or page the client can
+	// show). The refusal stands.
+	unsupported verdict = iota
+	// nextRound: the question goes back in the round's result (the
+	// sessionless protocol); the answer comes in the next round.
+	nextRound
+	// unanswered: the person was asked and did not decide: they dismissed
+	// the form or the page, the client failed to show it, the wait ended
+	// first, or another call used the approval. The refusal stands.
+	unanswered
+	// accepted: the person at the client confirmed the call in-band; the
+	// approval is approved in their name.
+	accepted
+	// declined: the person at the client refused the call in-band; the
+	// approval is denied in their name.
+	declined
+	// decided: a person approved or denied the approval where approvals
+	// are decided (the console, the approvals API, Decide) while the call
+	// waited.
+	decided
+	// broken: the person's answer breaks the confirmation form.
+	broken
+	// failed: asking failed (the door's state, the store).
+	failed
+)
+
+// personAnswer is what came of asking a person about a call's approval:
+// its verdict, and what the verdict carries.
+type personAnswer struct {
+	verdict  verdict
+	approval store.Approval // decided: the approval as a person decided it
+	field    FieldError     // broken: what breaks the form
+	err      error          // failed: why
 }
 
 // askInBand is the end of a call that the confirmation stage did not let
 // on, and whose request id has no outcome to replay: it asks the person,
 // through the door's asker, to decide the pending approval that refused
-// the call; approved, the call goes on in the same pass, and uses the
-// approval up as its execution starts. Any other refusal, and a call with
-// no asker, keeps err. A refusal that stands is logged here, once.
+// the call, and acts on their answer (answered): approved, the call goes
+// on in the same pass, and uses the approval up as its execution starts.
+// Any other refusal, and a call with no asker, keeps err. A refusal that
+// stands is logged here, once.
 func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err error) error {
 	var e *Error
 	var pending *approve.Pending
@@ -217,7 +288,12 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 	if req.asker == nil || e.Code != CodeConfirmationRequired || !errors.As(err, &pending) {
 		return r.refused(ctx, t, &req.Call, e)
 	}
-	form, digest, _ := req.canonical(t) // made before the approval was
+	form, _, _ := req.canonical(t) // made before the approval was
+	input, perr := promptInput(form)
+	if perr != nil {
+		return r.refused(ctx, t, &req.Call, e)
+	}
+	q := personQuestion{tool: t.meta.Name, principal: req.Call.Principal, pending: pending, input: input, refusal: e}
 	// A task waiting for a person is not running: it gives its place
 	// under MaxInFlight back through release while it waits (it holds
 	// nothing else yet), and takes one again in the limits stage once
@@ -225,7 +301,7 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 	if req.task != nil {
 		r.release(ctx, t, &req.held)
 	}
-	a, err := req.asker.ask(ctx, t, req.Call, form, digest, e, pending)
+	a, err := r.answered(ctx, t, req, q, req.asker.ask(ctx, q))
 	if err == nil {
 		// The wait may have lasted as long as the approval lives: the
 		// caller's permission (the tool's Requires, the Authorize policy)
@@ -244,17 +320,61 @@ func (r *Registry) askInBand(ctx context.Context, t *tool, req *Request, err err
 	return nil
 }
 
-// decided is what a call waiting for approval a, now decided, gets:
-// approved, it goes on (nil); denied, the denial; used by another call or
-// expired, refusal.
-func decided(t *tool, a store.Approval, refusal error) error {
-	switch a.Status {
-	case store.ApprovalApproved:
-		return nil
-	case store.ApprovalDenied:
-		return deniedRefusal(t, a)
+// answered is the confirmation decision table: what a person's answer ans
+// to q does to the call, whichever door asked. It returns the approval the
+// call goes on by, or the refusal that stands.
+func (r *Registry) answered(ctx context.Context, t *tool, req *Request, q personQuestion, ans personAnswer) (store.Approval, error) {
+	id := q.pending.ID
+	switch ans.verdict {
+	case nextRound:
+		return store.Approval{}, q.refusal // the question goes back in the round's result
+	case accepted:
+		a, err := r.decideByElicitation(ctx, id, true, req.Call.Principal)
+		if err != nil {
+			return store.Approval{}, r.storeError(ctx, t, err)
+		}
+		switch a.Status {
+		case store.ApprovalApproved:
+			req.asker.accepted(ctx, q, a)
+			return a, nil
+		case store.ApprovalDenied: // another person decided first
+			return store.Approval{}, deniedRefusal(t, a)
+		}
+		return store.Approval{}, q.refusal // used by another call, or expired
+	case declined:
+		return store.Approval{}, r.declined(ctx, t, req.Call, id)
+	case decided:
+		if ans.approval.Status == store.ApprovalApproved {
+			return ans.approval, nil
+		}
+		return store.Approval{}, deniedRefusal(t, ans.approval)
+	case broken:
+		f := ans.field
+		return store.Approval{}, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the confirmation form: " + describe(f), Fields: []FieldError{f}}
+	case failed:
+		return store.Approval{}, r.storeError(ctx, t, ans.err)
 	}
-	return refusal
+	// Nobody decided: the refusal stands, in the door's words.
+	return store.Approval{}, req.asker.standing(ctx, q, ans.verdict == unanswered)
+}
+
+// awaitPerson waits until a person decides approval id where approvals
+// are decided (the console, the approvals API, Decide), for a door that
+// sent the person there or a task that waits, and says what came of it:
+// decided, approved or denied; unanswered, when the approval expired or
+// another call used it first; failed, when ctx is done or the store
+// failed.
+func (r *Registry) awaitPerson(ctx context.Context, id string) personAnswer {
+	a, err := r.awaitDecision(ctx, id)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return personAnswer{verdict: failed, err: err} // the call's context: cancelled, or its deadline passed
+	case err != nil:
+		return personAnswer{verdict: failed, err: r.approvalStoreError(err)}
+	case a.Status == store.ApprovalApproved || a.Status == store.ApprovalDenied:
+		return personAnswer{verdict: decided, approval: a}
+	}
+	return personAnswer{verdict: unanswered}
 }
 
 // approvalRefusal is the confirmation_required refusal of a call that
@@ -322,34 +442,6 @@ func usedRefusal(t *tool, a store.Approval) *Error {
 		Message: fmt.Sprintf("approval %s of %s was used by an earlier call with this request id, whose outcome is no longer kept; send a new request id to ask for a new approval", a.ID, t.meta.Name),
 		Details: map[string]any{"tool": t.meta.Name, "approval_id": a.ID, "status": string(a.Status)},
 	}
-}
-
-// personRefusal is the refusal of a call over a single-client transport
-// (stdio) that waits for pending, a person's approval: it names what
-// exists for that person, `carmy approvals` in a terminal and the
-// loopback console (opened for them, its link with the secret in a file
-// only the user can read), and says whether the person was asked already
-// (asked: they closed the page or the form without deciding). Without a
-// console, e stands.
-func (r *Registry) personRefusal(ctx context.Context, e *Error, pending *approve.Pending, asked bool) error {
-	base, _, err := r.http.localConsole(ctx)
-	if err != nil {
-		return e
-	}
-	page, expires := base+"/console", pending.Expires.UTC().Format(time.RFC3339)
-	msg := fmt.Sprintf("%s needs the user's approval (approval %s): ask them to decide with `carmy approvals` in a terminal or at %s, then make the same call again before %s.",
-		pending.Tool, pending.ID, page, expires)
-	if asked {
-		msg = fmt.Sprintf("The user did not decide on %s (approval %s). They can still decide with `carmy approvals` in a terminal or at %s; then make the same call again before %s.",
-			pending.Tool, pending.ID, page, expires)
-	}
-	details := maps.Clone(e.Details)
-	details["console"] = page
-	details["host_help"] = fmt.Sprintf("a person approves or denies approval %s with `carmy approvals` in a terminal, or in the console at %s; a host may instead grant the permission %q, for this input only, or %q",
-		pending.ID, page, pending.Permission, details["tool_permission"])
-	out := *e
-	out.Message, out.Details = msg, details
-	return &out
 }
 
 // declined denies the approval of a call whose confirmation the person

@@ -216,7 +216,10 @@ func (h *httpDoor) Public(err error) *httpapi.Error { return wireError(publicErr
 func wireError(e *Error) *httpapi.Error {
 	w := &httpapi.Error{Code: string(e.Code), Message: e.Message, Details: e.Details, Retryable: e.Retryable}
 	if len(e.Fields) > 0 {
-		w.Fields = e.Fields
+		w.Fields = make([]httpapi.FieldError, len(e.Fields))
+		for i, f := range e.Fields {
+			w.Fields[i] = httpapi.FieldError(f)
+		}
 	}
 	if after, ok := retryAfterSeconds(e); ok {
 		w.RetryAfter = after
@@ -298,7 +301,7 @@ func (h *httpDoor) AnswerTask(ctx context.Context, id, principal string, body []
 func (h *httpDoor) TaskDoc(req *http.Request, rec store.Task) httpapi.Task {
 	d := httpapi.NewTask(rec)
 	if p := h.r.taskOf(rec, rec.Principal).Progress; p != nil {
-		d.Progress = p
+		d.Progress = (*httpapi.Progress)(p)
 	}
 	switch rec.Status {
 	case store.TaskFailed, store.TaskCancelled:

@@ -1,8 +1,10 @@
 package carmy_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -143,5 +145,45 @@ func TestTaskWaitingForAPersonOverHTTP(t *testing.T) {
 	}
 	if runs.Load() != 0 {
 		t.Fatal("the call ran before a person approved it")
+	}
+}
+
+// TestTaskDocumentBytes pins the bytes of the task object that GET
+// /tasks/{id} writes, and which the command reads: a completed task with
+// its output and progress, and a failed one with its error's fields.
+func TestTaskDocumentBytes(t *testing.T) {
+	t.Parallel()
+	type In struct {
+		Fail bool `json:"fail"`
+	}
+	type Out struct {
+		Note string `json:"note"`
+	}
+	fn := func(ctx carmy.Context, in In) (Out, error) {
+		ctx.Progress(1, 2, "half <b>done</b> & more")
+		if in.Fail {
+			return Out{}, &carmy.Error{Code: carmy.CodeInvalidInput, Message: "the note is <bad>",
+				Fields: []carmy.FieldError{{Path: "note", Message: "must not be empty"}, {Path: "", Message: "and more"}}}
+		}
+		return Out{Note: "kept <b>é</b>"}, nil
+	}
+	reg := build(t, carmy.New().Tool(carmy.Tool(fn, carmy.Read, carmy.Name("note"), carmy.Description("Keeps a note."), carmy.Register(false))))
+	srv := serve(t, reg)
+	stamps := regexp.MustCompile(`"(id|created_at|updated_at|execution_id)":"[^"]*"`)
+	for _, tt := range []struct{ input, want string }{
+		{`{"fail":false}`, `{"id":"·","tool":"note","status":"completed","created_at":"·","updated_at":"·","execution_id":"·","output":{"note":"kept <b>é</b>"},"progress":{"done":1,"total":2,"message":"half <b>done</b> & more"}}`},
+		{`{"fail":true}`, `{"id":"·","tool":"note","status":"failed","created_at":"·","updated_at":"·","error":{"code":"invalid_input","message":"the note is <bad>","fields":[{"path":"note","message":"must not be empty"},{"path":"","message":"and more"}],"retryable":false},"progress":{"done":1,"total":2,"message":"half <b>done</b> & more"}}`},
+	} {
+		res, raw := roundTrip(t, http.DefaultClient, "POST", srv.URL+"/tools/note", tt.input, "Prefer", "respond-async")
+		var started struct {
+			ID string `json:"id"`
+		}
+		if res.StatusCode != http.StatusAccepted || json.Unmarshal(raw, &started) != nil {
+			t.Fatalf("POST = %d %s; want 202 and the task", res.StatusCode, raw)
+		}
+		_, raw = roundTrip(t, http.DefaultClient, "GET", srv.URL+"/tasks/"+started.ID+"?wait=30s", "")
+		if got := stamps.ReplaceAllString(strings.TrimSpace(string(raw)), `"$1":"·"`); got != tt.want {
+			t.Errorf("GET /tasks/{id} of %s =\n%s\nwant\n%s", tt.input, got, tt.want)
+		}
 	}
 }

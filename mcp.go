@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/internal/mcpserve"
 	"github.com/carmy-dev/carmy/internal/policy"
 	"github.com/carmy-dev/carmy/internal/skills"
@@ -432,22 +432,19 @@ func (d mcpDoor) skillRules(ctx context.Context, id mcpserve.Identity) skills.Ru
 }
 
 // mcpAsker asks the person at an MCP client to confirm a call in-band
-// (a [personAsker]), and decides the call's approval by the answer. Where
-// form confirmation applies (by default over a single-client transport;
+// (a [personAsker]), and translates the door's answer into carmy's
+// (verdicts); the confirmation stage acts on it (answered). Where form
+// confirmation applies (by default over a single-client transport;
 // everywhere with [Builder.ElicitConfirmation], nowhere with
 // [Builder.NoFormConfirmation]) a client that can show its user a form is
-// asked to confirm with one that shows the call's canonical input:
-// accepted, the approval is approved and the call goes on, using it up;
-// declined, the approval is denied and the call refused as declined;
-// dismissed, the refusal stands; an answer that breaks the form is
-// invalid input. Otherwise a client that supports URL elicitation is sent
-// the approval's page: once the user opened it, the call waits for a
-// person's decision there (until the approval expires or the client gives
-// up), and goes on by it. Over a single-client transport that page is a
-// console that carmy serves on a loopback port, and its URL carries a
-// one-time code for that console's secret, for the person at the client;
-// other clients there get a refusal that names what the person can use
-// (personRefusal). Other clients get the refusal.
+// asked to confirm with one that shows the call's canonical input.
+// Otherwise a client that supports URL elicitation is sent the approval's
+// page: once the user opened it, the call waits for a person's decision
+// there (until the approval expires or the client gives up). Over a
+// single-client transport that page is a console that carmy serves on a
+// loopback port, and its URL carries a one-time code for that console's
+// secret, for the person at the client; a refusal that stands there names
+// what the person can use (standing).
 //
 // In the sessionless protocol the question goes back in the round's
 // result, and the answer counts in the next round of the same call; a
@@ -458,92 +455,80 @@ type mcpAsker struct {
 	p *mcpserve.Peer
 }
 
-func (m mcpAsker) ask(ctx context.Context, t *tool, c Call, form []byte, digest string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+// verdicts are carmy's words for the MCP door's answers: the table the
+// adapter translates by, deciding nothing.
+var verdicts = [...]verdict{
+	mcpserve.NotAsked:  unsupported,
+	mcpserve.Asking:    nextRound,
+	mcpserve.Dismissed: unanswered,
+	mcpserve.Confirmed: accepted,
+	mcpserve.Declined:  declined,
+	mcpserve.Broken:    broken,
+	mcpserve.Failed:    failed,
+	mcpserve.Opened:    unanswered, // until a person decides on the page (awaitPerson)
+}
+
+func (m mcpAsker) ask(ctx context.Context, q personQuestion) personAnswer {
 	r, p := m.r, m.p
-	id := pending.ID
-	q := mcpserve.Confirmation{Tool: t.meta.Name, Approval: id, Form: p.ConfirmsByForm(), URL: pending.URL}
-	// personal is the refusal that stands: over a single-client
-	// transport, one that names what the person can use, and says whether
-	// they were asked.
-	personal := func(asked bool) error {
-		if p.Single() {
-			return r.personRefusal(ctx, refusal, pending, asked)
-		}
-		return refusal
+	c := mcpserve.Confirmation{Tool: q.tool, Approval: q.pending.ID, Form: p.ConfirmsByForm(), Input: q.input, URL: q.pending.URL}
+	if !c.Form && p.Single() {
+		c.URL = r.personalApprovalURL(ctx, c.Approval, c.URL)
 	}
-	if q.Form {
-		var err error
-		if q.Input, err = promptInput(form); err != nil {
-			return store.Approval{}, refusal
-		}
-	} else if p.Single() {
-		q.URL = r.personalApprovalURL(ctx, id, pending.URL)
-	}
-	defer p.KeepWaiting(ctx, "waiting for a person to decide on this call of "+t.meta.Name)()
-	answer, err := p.Confirm(ctx, q)
-	switch answer {
-	case mcpserve.NotAsked:
-		if err != nil && p.Sessionless() {
-			return store.Approval{}, r.storeError(ctx, t, err) // the key that signs its state
-		}
-		if err != nil {
-			return store.Approval{}, refusal
-		}
-		return store.Approval{}, personal(false)
-	case mcpserve.Asking:
-		return store.Approval{}, refusal // the question goes back in the round's result
+	defer p.KeepWaiting(ctx, "waiting for a person to decide on this call of "+q.tool)()
+	got, err := p.Confirm(ctx, c)
+	ans := personAnswer{verdict: verdicts[got], err: err}
+	switch got {
 	case mcpserve.Broken:
 		var bad *mcpserve.BadAnswer
 		errors.As(err, &bad)
-		f := FieldError{Path: bad.Field, Message: bad.Message}
-		return store.Approval{}, &Error{Code: CodeInvalidInput, Message: "the user's answer does not fit the confirmation form: " + describe(f), Fields: []FieldError{f}}
-	case mcpserve.Declined:
-		return store.Approval{}, r.declined(ctx, t, c, id)
-	case mcpserve.Confirmed:
-		a, err := r.decideByElicitation(ctx, id, true, c.Principal)
-		if err != nil {
-			return store.Approval{}, r.storeError(ctx, t, err)
-		}
-		if a.Status == store.ApprovalApproved { // not when another person decided otherwise first
-			p.Confirmed(ctx, digest, id, time.Now().Add(r.approvals.timeout))
-		}
-		return a, decided(t, a, refusal)
+		ans.field = FieldError{Path: bad.Field, Message: bad.Message}
 	case mcpserve.Opened:
-		a, err := r.awaitDecision(ctx, id)
-		if err != nil || a.Status == store.ApprovalPending {
-			return store.Approval{}, personal(true)
+		// The person decides on the page the client opened.
+		if ans = r.awaitPerson(ctx, c.Approval); ans.verdict == decided {
+			p.ElicitationComplete(ctx, c.Approval)
 		}
-		p.ElicitationComplete(ctx, id)
-		if a.Status != store.ApprovalApproved && a.Status != store.ApprovalDenied {
-			return store.Approval{}, personal(true) // used by another call, or expired
-		}
-		return a, decided(t, a, nil)
 	}
-	return store.Approval{}, personal(true) // dismissed: the call still needs a person's confirmation
+	return ans
+}
+
+// accepted carries the person's confirmation to the next rounds of the
+// call, in the sessionless protocol.
+func (m mcpAsker) accepted(ctx context.Context, q personQuestion, a store.Approval) {
+	m.p.Confirmed(ctx, q.pending.Digest, a.ID, time.Now().Add(m.r.approvals.timeout))
+}
+
+// standing is the refusal that stands: over a single-client transport,
+// one that names what exists for the person there (the loopback console,
+// opened for them, and `carmy approvals`), and says whether they were
+// asked; else q's refusal, as it is without a console.
+func (m mcpAsker) standing(ctx context.Context, q personQuestion, asked bool) error {
+	if !m.p.Single() {
+		return q.refusal
+	}
+	base, _, err := m.r.http.localConsole(ctx)
+	if err != nil {
+		return q.refusal
+	}
+	e, pending := q.refusal, q.pending
+	w := mcpserve.PersonWaits{Tool: pending.Tool, Approval: pending.ID, Console: base + "/console", Expires: pending.Expires.UTC().Format(time.RFC3339),
+		Permission: pending.Permission, ToolPermission: fmt.Sprint(e.Details["tool_permission"]), Asked: asked}
+	details := maps.Clone(e.Details)
+	details["console"], details["host_help"] = w.Console, w.HostHelp()
+	out := *e
+	out.Message, out.Details = w.Message(), details
+	return &out
 }
 
 // confirmedBefore returns the approval of a confirmation that the server
 // gave, in an earlier round of the sessionless protocol, this principal
 // for this tool and input, when the call carries its state, not expired
 // and not used before; it uses that state up, and hands the next round a
-// new one. The call's records name that approval and its approver, as
-// those of the round that used it do.
-func (m mcpAsker) confirmedBefore(ctx context.Context, c Call, digest string) (store.Approval, bool) {
-	r, p := m.r, m.p
-	if !p.Sessionless() || !p.ConfirmsByForm() {
-		return store.Approval{}, false
+// new one.
+func (m mcpAsker) confirmedBefore(ctx context.Context, digest string) (string, bool) {
+	if !m.p.Sessionless() || !m.p.ConfirmsByForm() {
+		return "", false
 	}
-	id, ok := p.ConfirmedBefore(ctx, digest)
-	if !ok {
-		return store.Approval{}, false
-	}
-	a, err := r.approvals.store.Get(ctx, id)
-	if err != nil || a.Approver == "" {
-		// Gone, or kept by another host alone: the state was handed on
-		// only after the person at this client confirmed.
-		a = store.Approval{ID: id, Approver: elicitationApprover(c.Principal)}
-	}
-	return a, true
+	return m.p.ConfirmedBefore(ctx, digest)
 }
 
 // waitsForRound reports the error of a question that waits for the
@@ -816,16 +801,12 @@ func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskSt
 			}
 		}
 		if rec.ApprovalID != "" {
-			st.Message = "waiting for a person to approve the call (approval " + rec.ApprovalID + ")"
 			u := r.approvalURL(ctx, rec.ApprovalID)
 			if u == "" {
-				// The loopback console's page, if it serves, which grants
-				// nothing by itself: the person decides there with its
-				// secret, or with `carmy approvals`.
-				if u = r.http.loopbackLink(rec.ApprovalID); u != "" {
-					st.Message += ": the user decides with `carmy approvals` in a terminal, or at " + u
-				}
+				// The loopback console's page, if it serves.
+				st.Message = mcpserve.TaskWaits(rec.ApprovalID, r.http.loopbackLink(rec.ApprovalID))
 			} else {
+				st.Message = mcpserve.TaskWaits(rec.ApprovalID, "")
 				if st.Questions == nil {
 					st.Questions = mcp.InputRequestMap{}
 				}

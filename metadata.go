@@ -6,6 +6,8 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // ToolMetadata is what a registry publishes about a tool. Its JSON form is
@@ -22,7 +24,7 @@ type ToolMetadata struct {
 	Idempotent   bool          `json:"idempotent"`
 	ParallelSafe bool          `json:"parallel_safe"`
 	Confirmation Confirmation  `json:"confirmation"`
-	Timeout      time.Duration `json:"-"` // timeout_ms in JSON
+	Timeout      time.Duration `json:"timeout_ms"` // in integer milliseconds in JSON
 	// Requires lists the permissions a call needs, every one, sorted:
 	// those the tool declares with [Requires] and the one
 	// [Builder.EffectPermissions] gives its effect. A hand-written tool
@@ -37,37 +39,43 @@ type ToolMetadata struct {
 	Deferred bool `json:"defer_loading,omitempty"`
 }
 
-// toolMetadataJSON is the JSON form of ToolMetadata, in the order GET
-// /tools has always sent its members.
-type toolMetadataJSON struct {
-	Name         string          `json:"name"`
-	Description  string          `json:"description"`
-	InputSchema  json.RawMessage `json:"input_schema"`
-	OutputSchema json.RawMessage `json:"output_schema"`
-	Effect       Effect          `json:"effect"`
-	Idempotent   bool            `json:"idempotent"`
-	ParallelSafe bool            `json:"parallel_safe"`
-	Confirmation Confirmation    `json:"confirmation"`
-	TimeoutMS    int64           `json:"timeout_ms"`
-	Requires     []string        `json:"requires,omitempty"`
-	Tasks        TaskSupport     `json:"task_support,omitzero"`
-	Deferred     bool            `json:"defer_loading,omitzero"`
-}
+// metadataJSON is ToolMetadata without its methods, as its JSON form is
+// written and read.
+type metadataJSON ToolMetadata
+
+// The JSON form's options: the timeout in integer milliseconds (the JSON
+// library takes no unit in a field's tag for a duration), and the members
+// marked omitempty left out when they hold their zero value (the default
+// task support, not deferred, no requirements), as encoding/json leaves
+// them out. It is read as encoding/json reads it.
+var (
+	metadataEncode = jsonv2.JoinOptions(encodeOptions, jsonv1.OmitEmptyWithLegacySemantics(true),
+		jsonv2.WithMarshalers(jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, d time.Duration) error {
+			return enc.WriteToken(jsontext.Int(d.Milliseconds()))
+		})))
+	metadataDecode = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(),
+		jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, d *time.Duration) error {
+			var ms int64
+			if err := jsonv2.UnmarshalDecode(dec, &ms); err != nil {
+				return err
+			}
+			*d = time.Duration(ms) * time.Millisecond
+			return nil
+		})))
+)
 
 // MarshalJSON writes the metadata with the timeout as timeout_ms.
 func (m ToolMetadata) MarshalJSON() ([]byte, error) {
-	return jsonv2.Marshal(toolMetadataJSON{m.Name, m.Description, m.InputSchema, m.OutputSchema, m.Effect,
-		m.Idempotent, m.ParallelSafe, m.Confirmation, m.Timeout.Milliseconds(), m.Requires, m.Tasks, m.Deferred}, encodeOptions)
+	return jsonv2.Marshal((*metadataJSON)(&m), metadataEncode)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
 func (m *ToolMetadata) UnmarshalJSON(data []byte) error {
-	var w toolMetadataJSON
-	if err := json.Unmarshal(data, &w); err != nil {
+	var w ToolMetadata
+	if err := jsonv2.Unmarshal(data, (*metadataJSON)(&w), metadataDecode); err != nil {
 		return err
 	}
-	*m = ToolMetadata{w.Name, w.Description, w.InputSchema, w.OutputSchema, w.Effect, w.Idempotent, w.ParallelSafe,
-		w.Confirmation, time.Duration(w.TimeoutMS) * time.Millisecond, w.Requires, w.Tasks, w.Deferred}
+	*m = w
 	return nil
 }
 

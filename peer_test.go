@@ -23,7 +23,11 @@ import (
 // (internal/mcpwire) is the door's own. The HTTP door (internal/httpapi)
 // is wired by the root's http.go alone, and reaches no other door.
 // Programs that use carmy's public API (examples) may use the SDK, as a
-// host does.
+// host does. The rule holds for what a package reaches as well as what it
+// imports: a package that reaches the SDK (go list's Deps) is the root, a
+// door package, or one that uses carmy's public API, never one that
+// reaches it around the root (a store that imports the upstream client,
+// say).
 func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	const (
 		module = "github.com/carmy-dev/carmy"
@@ -43,7 +47,7 @@ func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the go command is not on PATH:", err)
 	}
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}", module+"/...").Output()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .GoFiles \" \"}}\t{{join .Deps \" \"}}", module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -51,11 +55,18 @@ func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), "\t")
-		if len(fields) != 3 {
+		if len(fields) != 4 {
 			t.Fatalf("go list printed %q", sc.Text())
 		}
 		pkg, dir := fields[0], fields[1]
 		packages++
+		deps := map[string]bool{}
+		for _, d := range strings.Fields(fields[3]) {
+			deps[d] = true
+		}
+		if deps[sdk+"/mcp"] && pkg != module && !doorPackages[pkg] && !deps[module] && !strings.HasPrefix(pkg, module+"/examples/") {
+			t.Errorf("%s reaches the SDK around the root: only the root, the door's packages and users of carmy's public API may", pkg)
+		}
 		for _, name := range strings.Fields(fields[2]) {
 			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.ImportsOnly)
 			if err != nil {
@@ -73,6 +84,9 @@ func TestSDKStaysInTheMCPAdapter(t *testing.T) {
 					if pkg != door {
 						t.Errorf("%s imports %s: the MCP wire code is the door's own, in internal/mcpserve", where, path)
 					}
+				case path == web && pkg == module+"/cmd/carmy":
+					// The command reads the API's documents through the
+					// door's own types (the task object, the error).
 				case path == web:
 					if pkg != module || name != "http.go" {
 						t.Errorf("%s imports %s: the root's http.go alone wires the HTTP door; the runtime reaches it through http.go", where, path)

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/carmy-dev/carmy/internal/approve"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -547,13 +546,18 @@ func (run *taskRun) asking(ctx context.Context, questions []byte) {
 type taskAsker struct{ run *taskRun } // one pointer: held in an interface without an allocation
 
 // confirmedBefore is never true: a task's call comes in one request.
-func (taskAsker) confirmedBefore(context.Context, Call, string) (store.Approval, bool) {
-	return store.Approval{}, false
-}
+func (taskAsker) confirmedBefore(context.Context, string) (string, bool) { return "", false }
 
-func (a taskAsker) ask(ctx context.Context, t *tool, c Call, _ []byte, _ string, refusal *Error, pending *approve.Pending) (store.Approval, error) {
+// accepted is never called: nobody answers a task in-band.
+func (taskAsker) accepted(context.Context, personQuestion, store.Approval) {}
+
+// standing is q's refusal: the task's status named where the person
+// decides.
+func (taskAsker) standing(_ context.Context, q personQuestion, _ bool) error { return q.refusal }
+
+func (a taskAsker) ask(ctx context.Context, q personQuestion) personAnswer {
 	run, r := a.run, a.run.r
-	if pending.URL == "" && c.Principal == r.stdioIdentity.Principal {
+	if q.pending.URL == "" && q.principal == r.stdioIdentity.Principal {
 		// No served console shows this approval: the person of a
 		// single-client process decides it on the loopback console, which
 		// exists from now on, its file where `carmy approvals` finds it.
@@ -561,26 +565,20 @@ func (a taskAsker) ask(ctx context.Context, t *tool, c Call, _ []byte, _ string,
 			r.logger.Error("carmy: cannot serve the console for approvals", "error", err)
 		}
 	}
-	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: pending.ID}); err != nil {
-		return store.Approval{}, err
+	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskInputRequired, ApprovalID: q.pending.ID}); err != nil {
+		return personAnswer{verdict: failed, err: err}
 	}
 	run.waited = true
 	run.begin() // Start returns: the task waits for a person
-	r.approvals.tasks.Store(pending.ID, struct{}{})
-	got, err := r.awaitDecision(ctx, pending.ID)
-	r.approvals.tasks.Delete(pending.ID)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return store.Approval{}, stopError(ctx, t)
-	case err != nil:
-		return store.Approval{}, r.approvalStoreError(err)
-	case got.Status == store.ApprovalExpired || got.Status == store.ApprovalPending:
-		return store.Approval{}, refusal // nobody decided in time
+	r.approvals.tasks.Store(q.pending.ID, struct{}{})
+	ans := r.awaitPerson(ctx, q.pending.ID)
+	r.approvals.tasks.Delete(q.pending.ID)
+	if ans.verdict == decided {
+		if err := run.update(ctx, store.TaskUpdate{Status: store.TaskWorking}); err != nil {
+			return personAnswer{verdict: failed, err: err}
+		}
 	}
-	if err := run.update(ctx, store.TaskUpdate{Status: store.TaskWorking}); err != nil {
-		return store.Approval{}, err
-	}
-	return got, decided(t, got, refusal)
+	return ans
 }
 
 // A server that shuts down lets its tasks finish, within the same drain

@@ -344,3 +344,41 @@ func TestRequiredMeaning(t *testing.T) {
 		}
 	}
 }
+
+// TestToolMetadataWireBytes pins the bytes of ToolMetadata's one JSON form
+// (GET /tools, the command), member by member and in order, and what
+// reading it accepts.
+func TestToolMetadataWireBytes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		m    carmy.ToolMetadata
+		want string
+	}{
+		{"defaults left out", carmy.ToolMetadata{Name: "x", Effect: carmy.Read, Timeout: 90 * time.Second, InputSchema: json.RawMessage(`{"type":"object"}`)},
+			"{\"name\":\"x\",\"description\":\"\",\"input_schema\":{\"type\":\"object\"},\"output_schema\":null,\"effect\":\"read\",\"idempotent\":false,\"parallel_safe\":false,\"confirmation\":\"none\",\"timeout_ms\":90000}"},
+		{"every member", carmy.ToolMetadata{Name: "burn", Description: "Burns <b>a</b> & é\u2028", InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(`{"type":"string"}`),
+			Effect: carmy.Destructive, Idempotent: true, ParallelSafe: true, Confirmation: carmy.ConfirmationRequired, Timeout: 1500 * time.Millisecond,
+			Requires: []string{"a", "b"}, Tasks: carmy.TaskRequired, Deferred: true},
+			"{\"name\":\"burn\",\"description\":\"Burns <b>a</b> & é\u2028\",\"input_schema\":{\"type\":\"object\"},\"output_schema\":{\"type\":\"string\"},\"effect\":\"destructive\",\"idempotent\":true,\"parallel_safe\":true,\"confirmation\":\"required\",\"timeout_ms\":1500,\"requires\":[\"a\",\"b\"],\"task_support\":\"required\",\"defer_loading\":true}"},
+		{"empty requires, forbidden tasks, a timeout in whole milliseconds", carmy.ToolMetadata{Name: "y", Effect: carmy.None, Timeout: time.Millisecond + 999*time.Microsecond,
+			Requires: []string{}, Tasks: carmy.TaskForbidden, Confirmation: carmy.ConfirmationPossible},
+			"{\"name\":\"y\",\"description\":\"\",\"input_schema\":null,\"output_schema\":null,\"effect\":\"none\",\"idempotent\":false,\"parallel_safe\":false,\"confirmation\":\"possible\",\"timeout_ms\":1,\"task_support\":\"forbidden\"}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := tt.m.MarshalJSON()
+			if err != nil || string(b) != tt.want {
+				t.Fatalf("MarshalJSON() = %s, %v\nwant %s", b, err, tt.want)
+			}
+		})
+	}
+	t.Run("read as encoding/json reads", func(t *testing.T) {
+		var m carmy.ToolMetadata
+		err := json.Unmarshal([]byte(`{"NAME":"x","Timeout_MS":1500,"task_support":"forbidden","defer_loading":true,"extra":1}`), &m)
+		want := carmy.ToolMetadata{Name: "x", Timeout: 1500 * time.Millisecond, Tasks: carmy.TaskForbidden, Deferred: true}
+		if err != nil || !reflect.DeepEqual(m, want) {
+			t.Errorf("Unmarshal = %+v, %v; want %+v", m, err, want)
+		}
+	})
+}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/carmy-dev/carmy/internal/console"
+	"github.com/carmy-dev/carmy/internal/httpapi"
 )
 
 const approvalsUsage = `usage: carmy approvals [flags]
@@ -135,7 +136,7 @@ func (s localServer) send(ctx context.Context, method, path string, v any) (int,
 	}
 	if res.StatusCode != http.StatusOK {
 		var e struct {
-			Error *wireError `json:"error"`
+			Error *httpapi.Error `json:"error"`
 		}
 		if json.Unmarshal(body, &e) == nil && e.Error != nil {
 			return res.StatusCode, fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/httpapi"
 )
 
 const toolsUsage = `usage: carmy tools [flags] URL
@@ -298,7 +299,7 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		ExecutionID string          `json:"execution_id"`
 		Output      json.RawMessage `json:"output"`
 		Replayed    bool            `json:"replayed"`
-		Error       *wireError      `json:"error"`
+		Error       *httpapi.Error  `json:"error"`
 	}
 	decodeErr := json.Unmarshal(body, &res)
 	ok := status == http.StatusOK && decodeErr == nil && res.Error == nil
@@ -326,18 +327,6 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// wireError is a carmy error as the HTTP API sends it.
-type wireError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Fields  []struct {
-		Path    string `json:"path"`
-		Message string `json:"message"`
-	} `json:"fields"`
-	Details   map[string]any `json:"details"`
-	Retryable bool           `json:"retryable"`
-}
-
 // authHint tells, after a 401, how this command sends a bearer token:
 // the server's own message cannot know the command's flags.
 func (c *clientFlags) authHint(w io.Writer, status int) {
@@ -355,7 +344,7 @@ func (c *clientFlags) authHint(w io.Writer, status int) {
 // details, or the status and the start of the body of anything else.
 func printFailure(w io.Writer, prog string, status int, body []byte) {
 	var res struct {
-		Error *wireError `json:"error"`
+		Error *httpapi.Error `json:"error"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil || res.Error == nil || res.Error.Code == "" {
 		text := strings.TrimSpace(string(body))
@@ -369,7 +358,12 @@ func printFailure(w io.Writer, prog string, status int, body []byte) {
 		fmt.Fprintln(w)
 		return
 	}
-	e := res.Error
+	printError(w, res.Error)
+}
+
+// printError writes a carmy error as a person reads it: its code and
+// message, the fields at fault, its details, and whether it is retryable.
+func printError(w io.Writer, e *httpapi.Error) {
 	fmt.Fprintf(w, "error: %s: %s\n", e.Code, e.Message)
 	for _, f := range e.Fields {
 		path := f.Path

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/httpapi"
 )
 
 const tasksUsage = `usage: carmy tasks [flags] URL [get ID | wait ID | cancel ID | answer ID QUESTION ANSWER]
@@ -38,34 +41,22 @@ prints the server's answers as they came.
 Flags:
 `
 
-// wireTask is a task as the HTTP API shows it.
-type wireTask struct {
-	ID          string          `json:"id"`
-	Tool        string          `json:"tool"`
-	Status      string          `json:"status"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
-	Output      json.RawMessage `json:"output"`
-	Error       *wireError      `json:"error"`
-	ApprovalID  string          `json:"approval_id"`
-	ApprovalURL string          `json:"approval_url"`
-	// Questions are those the tool waits for, by id, as MCP's
-	// inputRequests.
-	Questions map[string]struct {
-		Params struct {
-			Message         string          `json:"message"`
-			RequestedSchema json.RawMessage `json:"requestedSchema"`
-		} `json:"params"`
-	} `json:"questions"`
-	Progress *struct {
-		Done    float64 `json:"done"`
-		Total   float64 `json:"total"`
-		Message string  `json:"message"`
-	} `json:"progress"`
+// question is a question a task's tool waits for, as the task object
+// holds it: MCP's inputRequests, by id.
+type question struct {
+	Params struct {
+		Message         string          `json:"message"`
+		RequestedSchema json.RawMessage `json:"requestedSchema"`
+	} `json:"params"`
 }
 
-func (t *wireTask) final() bool {
-	return t.Status == "completed" || t.Status == "failed" || t.Status == "cancelled"
+// questionsOf are the questions task t waits for, by id.
+func questionsOf(t *httpapi.Task) map[string]question {
+	var qs map[string]question
+	if len(t.Questions) > 0 && json.Unmarshal(t.Questions, &qs) != nil {
+		return nil
+	}
+	return qs
 }
 
 // taskWait is how long one GET of carmy tasks wait holds the request: the
@@ -145,17 +136,17 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 		if verb == "list" {
 			return printTaskList(stdout, stderr, body, cf.json)
 		}
-		var t wireTask
+		var t httpapi.Task
 		if err := json.Unmarshal(body, &t); err != nil {
 			fmt.Fprintf(stderr, "carmy tasks: the server's answer is not a task: %v\n", err)
 			return 1
 		}
-		if verb == "wait" && !t.final() {
-			if len(t.Questions) > 0 && !told {
+		if verb == "wait" && !carmy.TaskStatus(t.Status).Final() {
+			if qs := questionsOf(&t); len(qs) > 0 && !told {
 				// Nothing moves until someone answers: say how, once.
 				told = true
 				fmt.Fprintf(stderr, "(task %s waits for answers to %s: see carmy tasks %s get %s, then answer with carmy tasks %s answer %s QUESTION ANSWER)\n",
-					t.ID, strings.Join(slices.Sorted(maps.Keys(t.Questions)), ", "), pos[0], t.ID, pos[0], t.ID)
+					t.ID, strings.Join(slices.Sorted(maps.Keys(qs)), ", "), pos[0], t.ID, pos[0], t.ID)
 			}
 			continue // the server held the request as long as it may
 		}
@@ -166,7 +157,7 @@ func runTasks(args []string, stdout, stderr io.Writer) int {
 		} else {
 			printTask(stdout, &t)
 		}
-		if verb == "wait" && t.Status != "completed" {
+		if verb == "wait" && carmy.TaskStatus(t.Status) != carmy.TaskCompleted {
 			return 1
 		}
 		return 0
@@ -180,8 +171,8 @@ func printTaskList(stdout, stderr io.Writer, body []byte, raw bool) int {
 		return 0
 	}
 	var page struct {
-		Tasks      []wireTask `json:"tasks"`
-		NextCursor string     `json:"next_cursor"`
+		Tasks      []httpapi.Task `json:"tasks"`
+		NextCursor string         `json:"next_cursor"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
 		fmt.Fprintf(stderr, "carmy tasks: the server's answer is not a list of tasks: %v\n", err)
@@ -204,7 +195,7 @@ func printTaskList(stdout, stderr io.Writer, body []byte, raw bool) int {
 }
 
 // progressText is a task's progress in a few words.
-func progressText(t *wireTask) string {
+func progressText(t *httpapi.Task) string {
 	p := t.Progress
 	switch {
 	case p == nil:
@@ -216,7 +207,7 @@ func progressText(t *wireTask) string {
 }
 
 // printTask writes one task for a person.
-func printTask(w io.Writer, t *wireTask) {
+func printTask(w io.Writer, t *httpapi.Task) {
 	fmt.Fprintf(w, "task %s: %s %s\n", t.ID, t.Tool, t.Status)
 	if t.Progress != nil {
 		fmt.Fprintf(w, "  progress: %s %s\n", progressText(t), t.Progress.Message)
@@ -228,8 +219,9 @@ func printTask(w io.Writer, t *wireTask) {
 		}
 		fmt.Fprintln(w)
 	}
-	for _, id := range slices.Sorted(maps.Keys(t.Questions)) {
-		q := t.Questions[id].Params
+	qs := questionsOf(t)
+	for _, id := range slices.Sorted(maps.Keys(qs)) {
+		q := qs[id].Params
 		fmt.Fprintf(w, "  asks %s: %s\n", id, q.Message)
 		if len(q.RequestedSchema) > 0 {
 			fmt.Fprintf(w, "    form: %s\n", q.RequestedSchema)
@@ -239,7 +231,7 @@ func printTask(w io.Writer, t *wireTask) {
 		fmt.Fprintf(w, "  error: %s: %s\n", t.Error.Code, t.Error.Message)
 	}
 	if len(t.Output) > 0 {
-		fmt.Fprintf(w, "  output: %s\n", indented(t.Output, "  "))
+		fmt.Fprintf(w, "  output: %s\n", indented(json.RawMessage(t.Output), "  "))
 	}
 }
 
@@ -262,13 +254,16 @@ func taskAnswer(question, answer string) ([]byte, error) {
 
 // printOutcome writes a finished task's outcome as carmy call writes a
 // call's.
-func printOutcome(stdout, stderr io.Writer, t *wireTask) int {
-	if t.Status == "completed" {
-		stdout.Write(withNewline(indented(t.Output, "")))
+func printOutcome(stdout, stderr io.Writer, t *httpapi.Task) int {
+	if carmy.TaskStatus(t.Status) == carmy.TaskCompleted {
+		stdout.Write(withNewline(indented(json.RawMessage(t.Output), "")))
 		return 0
 	}
-	body, _ := json.Marshal(map[string]*wireError{"error": t.Error})
-	printFailure(stderr, "carmy tasks", http.StatusOK, body)
+	if t.Error == nil {
+		fmt.Fprintf(stderr, "carmy tasks: task %s is %s, without an error\n", t.ID, t.Status)
+		return 1
+	}
+	printError(stderr, t.Error)
 	return 1
 }
 
@@ -283,7 +278,7 @@ func indented(raw json.RawMessage, prefix string) []byte {
 
 // printStarted writes the task a call started, with how to follow it.
 func printStarted(stdout, stderr io.Writer, base string, body []byte) int {
-	var t wireTask
+	var t httpapi.Task
 	if err := json.Unmarshal(body, &t); err != nil || t.ID == "" {
 		fmt.Fprintf(stderr, "carmy call: the server's answer is not a task: %s\n", strings.TrimSpace(string(body)))
 		return 1

@@ -109,13 +109,20 @@ type Result struct {
 type Error struct {
 	Code    string         `json:"code"`
 	Message string         `json:"message"`
-	Fields  any            `json:"fields,omitempty"`
+	Fields  []FieldError   `json:"fields,omitempty"`
 	Details map[string]any `json:"details,omitempty"`
 	// Retryable tells the caller that the same call may succeed later.
 	Retryable bool `json:"retryable"`
 	// RetryAfter is the Retry-After of a refusal for a limit, in seconds;
 	// 0 for none.
 	RetryAfter int64 `json:"-"`
+}
+
+// FieldError is a problem with one value of a call's input: the
+// registry's field error's wire form.
+type FieldError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -549,6 +556,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// jsontextRaw is a JSON value written as it is, and read as it came.
 type jsontextRaw []byte
 
 func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
+
+func (j *jsontextRaw) UnmarshalJSON(b []byte) error {
+	*j = append((*j)[:0], b...)
+	return nil
+}

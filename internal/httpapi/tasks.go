@@ -25,7 +25,8 @@ const (
 	maxTaskPage     = 200
 )
 
-// Task is a task as the HTTP API shows it.
+// Task is a task as the HTTP API shows it: the one type of the task
+// object, which the server writes and the command reads.
 type Task struct {
 	ID          string      `json:"id"`
 	Tool        string      `json:"tool"`
@@ -39,7 +40,15 @@ type Task struct {
 	ApprovalURL string      `json:"approval_url,omitempty"`
 	Questions   jsontextRaw `json:"questions,omitzero"`
 	// Progress is the task's last progress report, nil for none.
-	Progress any `json:"progress,omitempty"`
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is a task's last progress report: the registry's task
+// progress's wire form.
+type Progress struct {
+	Done    float64 `json:"done"`
+	Total   float64 `json:"total,omitempty"`
+	Message string  `json:"message,omitempty"`
 }
 
 // NewTask is rec as the API shows it, but for its error, its approval's

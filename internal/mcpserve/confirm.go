@@ -59,6 +59,9 @@ const (
 	Opened
 	// Broken: the person's answer breaks the form ([BadAnswer]).
 	Broken
+	// Failed: the form could not be put: in the sessionless protocol, the
+	// host's state failing.
+	Failed
 )
 
 // confirmForm is the form a person confirms a call with.
@@ -70,9 +73,9 @@ var confirmForm = map[string]any{
 
 // Confirm asks the person at the client to confirm the call q: by a form
 // that shows its input where q allows one and the client shows forms,
-// else by sending them to q's page where the client can. Its error is a
-// [*BadAnswer] with Broken; with NotAsked, a form that could not be put
-// (in the sessionless protocol, the host's state failing).
+// else by sending them to q's page where the client can: the MCP answer
+// (the SDK's elicitation result) as an [Answer]. Its error is a
+// [*BadAnswer] with Broken, and why with Failed.
 func (p *Peer) Confirm(ctx context.Context, q Confirmation) (Answer, error) {
 	if q.Form && p.CanElicit() {
 		return p.confirmByForm(ctx, q)
@@ -109,8 +112,10 @@ func (p *Peer) confirmByForm(ctx context.Context, q Confirmation) (Answer, error
 	switch {
 	case errors.Is(err, ErrNeedsInput):
 		return Asking, nil
+	case err != nil && p.sessionless:
+		return Failed, err
 	case err != nil:
-		return NotAsked, err
+		return Dismissed, nil // the client failed to show the form
 	}
 	switch res.Action {
 	case "accept":
@@ -229,4 +234,50 @@ func (p *Peer) ConfirmedBefore(ctx context.Context, digest string) (approval str
 // decided, its nonce and when it expires.
 func (rs *rounds) confirmedMAC(ctx context.Context, digest, approval, nonce, exp string) (string, error) {
 	return rs.state.Signer.sign(ctx, "confirmed", rs.principal, rs.tool, digest, approval, nonce, exp)
+}
+
+// PersonWaits is a call over a single-client transport (stdio) that waits
+// for a person's approval, as the refusal the model reads names what
+// exists for that person: `carmy approvals` in a terminal, and the
+// loopback console whose page is Console.
+type PersonWaits struct {
+	Tool, Approval string
+	Console        string // the console's page
+	Expires        string // when the approval expires, RFC 3339
+	// Permission and ToolPermission are the grants a host may give
+	// instead: for this input only, and for every call of the tool.
+	Permission, ToolPermission string
+	// Asked: the person was asked, and closed the form or the page
+	// without deciding.
+	Asked bool
+}
+
+// Message is the refusal's message, for the model: what to tell the user
+// and what to do next.
+func (w PersonWaits) Message() string {
+	if w.Asked {
+		return fmt.Sprintf("The user did not decide on %s (approval %s). They can still decide with `carmy approvals` in a terminal or at %s; then make the same call again before %s.",
+			w.Tool, w.Approval, w.Console, w.Expires)
+	}
+	return fmt.Sprintf("%s needs the user's approval (approval %s): ask them to decide with `carmy approvals` in a terminal or at %s, then make the same call again before %s.",
+		w.Tool, w.Approval, w.Console, w.Expires)
+}
+
+// HostHelp is what only a host can do about the call, for the refusal's
+// details.
+func (w PersonWaits) HostHelp() string {
+	return fmt.Sprintf("a person approves or denies approval %s with `carmy approvals` in a terminal, or in the console at %s; a host may instead grant the permission %q, for this input only, or %q",
+		w.Approval, w.Console, w.Permission, w.ToolPermission)
+}
+
+// TaskWaits is the status message of a task that waits for a person's
+// approval; link, if not "", is the loopback console's page of it, which
+// grants nothing by itself: the person decides there with the console's
+// secret, or with `carmy approvals`.
+func TaskWaits(approval, link string) string {
+	msg := "waiting for a person to approve the call (approval " + approval + ")"
+	if link != "" {
+		msg += ": the user decides with `carmy approvals` in a terminal, or at " + link
+	}
+	return msg
 }

@@ -301,7 +301,7 @@ func (r *Registry) auditApproval(ctx context.Context, a store.Approval, d AuditD
 	rec := AuditRecord{Time: time.Now(), Decision: d, RequestID: a.RequestID, Principal: principal, Tool: a.Tool,
 		Digest: a.Digest, Code: code, ApprovalID: a.ID, Approver: a.Approver}
 	timeout := maxApprovalWait
-	if t, ok := r.tools[a.Tool]; ok {
+	if t, ok := r.tab().tools[a.Tool]; ok {
 		rec.Effect, timeout = t.meta.Effect, t.meta.Timeout
 	}
 	for _, f := range with {

@@ -14,7 +14,7 @@ const ConsoleHeader = console.Header
 // of tool.
 func PromptInput(t testing.TB, r *Registry, tool, input string) string {
 	t.Helper()
-	form, err := r.tools[tool].canonicalInput([]byte(input))
+	form, err := r.tab().tools[tool].canonicalInput([]byte(input))
 	if err != nil {
 		t.Fatal(err)
 	}

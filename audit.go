@@ -411,7 +411,7 @@ func (a auditing) observe(ctx context.Context, rec AuditRecord, _ time.Duration)
 		_ = a.r.writeAudit(ctx, rec)
 		return
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.r.tools[rec.Tool].meta.Timeout)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.r.tab().tools[rec.Tool].meta.Timeout)
 	defer cancel()
 	_ = a.r.writeAudit(actx, rec)
 }

@@ -361,7 +361,8 @@ func (b *Builder) Build() (*Registry, error) {
 	auditors, auditErrs := b.openAuditors(&storeClosers)
 	errs = append(errs, auditErrs...)
 	errs = append(errs, b.checkEffectPermissions()...)
-	r := &Registry{tools: map[string]*tool{}, logger: b.logger, authorize: b.authorize, store: idem, locker: locker, ttl: b.ttl, workers: newWorkers()}
+	r := &Registry{logger: b.logger, authorize: b.authorize, store: idem, locker: locker, ttl: b.ttl, workers: newWorkers()}
+	r.table.Store(&toolTable{tools: map[string]*tool{}}) // filled here, before anyone reads it
 	r.closers, r.auditors = storeClosers, auditors
 	r.bodyLimit, r.elicit, r.stdioIdentity = b.bodyLimit, b.elicit, b.stdioIdentity
 	r.life, r.end = context.WithCancel(context.Background())
@@ -388,9 +389,11 @@ func (b *Builder) Build() (*Registry, error) {
 		}
 		sites[t.meta.Name] = d.site
 		b.setLimits(t)
-		r.requiring = r.requiring || len(t.meta.Requires) > 0
-		r.tools[t.meta.Name] = t
-		r.names = append(r.names, t.meta.Name)
+		if len(t.meta.Requires) > 0 {
+			r.requiring.Store(true)
+		}
+		r.tab().tools[t.meta.Name] = t
+		r.tab().names = append(r.tab().names, t.meta.Name)
 	}
 	errs = append(errs, b.addSearchTool(r, sites)...)
 	errs = append(errs, b.deferTools(r)...)
@@ -403,7 +406,7 @@ func (b *Builder) Build() (*Registry, error) {
 		}
 		return nil, err
 	}
-	slices.Sort(r.names)
+	slices.Sort(r.tab().names)
 	if r.store == nil {
 		r.store = store.NewMemoryStore(b.limit, 0)
 		r.closers = append(r.closers, r.store.(io.Closer).Close)
@@ -433,8 +436,18 @@ func (b *Builder) Build() (*Registry, error) {
 	if len(auditors) > 0 {
 		r.observers = append(r.observers, auditing{r})
 	}
-	for _, t := range r.tools {
+	for _, t := range r.tab().tools {
 		t.handler = r.handlerFor(t, b.middleware)
+	}
+	r.prepare = func(d *ToolDef) (*tool, []error) {
+		t, problems := b.prepare(d)
+		if len(problems) > 0 {
+			return nil, problems
+		}
+		b.setLimits(t)
+		t.meta.Deferred = t.meta.Deferred || slices.Contains(b.deferred.Values, t.meta.Name)
+		t.handler = r.handlerFor(t, b.middleware)
+		return t, nil
 	}
 	r.reindex()
 	r.logUndescribed()
@@ -471,8 +484,9 @@ func (b *Builder) Skills(fsys fs.FS) *Builder {
 // registered, as in a module where go generate was not run.
 func (r *Registry) logUndescribed() {
 	var names []string
-	for _, n := range r.names {
-		if r.tools[n].meta.Description == "" {
+	tab := r.tab()
+	for _, n := range tab.names {
+		if tab.tools[n].meta.Description == "" {
 			names = append(names, n)
 		}
 	}

@@ -74,7 +74,7 @@ func Invoke[Out any](ctx context.Context, r *Registry, tool string, input any, o
 	for _, o := range opts {
 		o(&c)
 	}
-	t := r.tools[tool]
+	t := r.tab().tools[tool]
 	switch in := input.(type) {
 	case nil:
 	case json.RawMessage:
@@ -197,7 +197,7 @@ func (r *Registry) Execute(ctx context.Context, c Call) (Result, error) {
 // over (v), or as task run (nil when it is not one), through the tool's
 // middleware and the pipeline.
 func (r *Registry) dispatch(ctx context.Context, c Call, v via, run *taskRun) (Result, error) {
-	t, ok := r.tools[c.Tool]
+	t, ok := r.tab().tools[c.Tool]
 	if !ok {
 		return Result{}, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}
@@ -221,8 +221,8 @@ func (r *Registry) callDirect(ctx context.Context, t *tool, c Call, v via, run *
 // suggests only tools the caller may call, whose names it could list.
 func (r *Registry) unknownTool(ctx context.Context, name string, caller Identity) *Error {
 	msg := fmt.Sprintf("unknown tool %q", name)
-	names := r.names
-	if r.authorize != nil || r.requiring {
+	names := r.tab().names
+	if r.authorize != nil || r.requiring.Load() {
 		names = nil
 		r.eachVisible(ctx, caller, func(t *tool) { names = append(names, t.meta.Name) })
 	}

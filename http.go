@@ -230,7 +230,7 @@ func wireError(e *Error) *httpapi.Error {
 // Tools lists the tools id may call; the list depends on who asks.
 func (h *httpDoor) Tools(ctx context.Context, id httpapi.Identity) any {
 	r := h.r
-	out := make([]ToolMetadata, 0, len(r.names))
+	out := make([]ToolMetadata, 0, len(r.tab().names))
 	r.eachVisible(ctx, Identity(id), func(t *tool) {
 		m := t.meta // written at once: no deep copy
 		m.Confirmation = r.confirmationFor(t)
@@ -254,7 +254,7 @@ func (h *httpDoor) Call(req *http.Request, c httpapi.Call) (httpapi.Result, erro
 // Start starts a call that came by req as a task, when its tool runs as
 // one.
 func (h *httpDoor) Start(req *http.Request, c httpapi.Call) (store.Task, bool, error) {
-	if t, ok := h.r.tools[c.Tool]; !ok || t.meta.Tasks == TaskForbidden {
+	if t, ok := h.r.tab().tools[c.Tool]; !ok || t.meta.Tasks == TaskForbidden {
 		return store.Task{}, false, nil
 	}
 	task, err := h.r.Start(withHTTPRequest(req.Context(), req), callOf(c))

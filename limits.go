@@ -49,7 +49,7 @@ func (b *Builder) setLimits(t *tool) {
 func (b *Builder) checkToolRates(r *Registry) []error {
 	var errs []error
 	for name, c := range b.toolRates {
-		if _, ok := r.tools[name]; !ok {
+		if _, ok := r.tab().tools[name]; !ok {
 			errs = append(errs, &BuildError{Site: c.site, Err: fmt.Errorf("rate_limits.%s: there is no tool named %q", name, name)})
 		}
 	}

@@ -33,22 +33,14 @@ const (
 // /mcp and [Registry.ServeMCP] over any transport.
 func (r *Registry) mcpServer() *mcpserve.Server {
 	r.mcpOnce.Do(func() {
-		tools := make([]mcpserve.Tool, len(r.names))
-		mounted := false
-		for i, name := range r.names {
-			t := r.tools[name]
-			mounted = mounted || t.def.mount != nil
-			meta := t.meta
-			meta.Confirmation = r.confirmationFor(t)
-			tools[i] = mcpserve.Tool{Def: mcpTool(meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst, Deferred: t.meta.Deferred,
-				Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
-			if t.out != nil {
-				tools[i].Output = t.meta.OutputSchema
-			}
+		tab := r.tab()
+		ts := make([]*tool, len(tab.names))
+		for i, name := range tab.names {
+			ts[i] = tab.tools[name]
 		}
 		cfg := mcpserve.Config{
 			Host:     mcpDoor{r},
-			Tools:    tools,
+			Tools:    r.mcpTools(ts),
 			Version:  Version,
 			Logger:   r.logger,
 			Stdio:    mcpserve.Identity(r.stdioIdentity),
@@ -64,7 +56,7 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 			Options:          r.mcpConfig.options,
 			Configure:        r.mcpConfig.server,
 			Skills:           r.mcpConfig.skills,
-			ListChanged:      mounted,
+			ListChanged:      len(r.mounts) > 0, // a mount's tools come, change and go
 			Mounts:           r.mcpMounts(),
 		}
 		if r.mcpConfig.skillsOn {
@@ -73,6 +65,21 @@ func (r *Registry) mcpServer() *mcpserve.Server {
 		r.mcp = mcpserve.New(cfg)
 	})
 	return r.mcp
+}
+
+// mcpTools are tools as the MCP door lists and answers them.
+func (r *Registry) mcpTools(ts []*tool) []mcpserve.Tool {
+	tools := make([]mcpserve.Tool, len(ts))
+	for i, t := range ts {
+		meta := t.meta
+		meta.Confirmation = r.confirmationFor(t)
+		tools[i] = mcpserve.Tool{Def: mcpTool(meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst, Deferred: t.meta.Deferred,
+			Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
+		if t.out != nil {
+			tools[i].Output = t.meta.OutputSchema
+		}
+	}
+	return tools
 }
 
 // mcpMounts are the mounts whose resources or prompts the MCP server
@@ -174,7 +181,7 @@ func (d mcpDoor) Authenticate(w http.ResponseWriter, req *http.Request) (mcpserv
 // the call's one pass.
 func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome, error) {
 	r := d.r
-	t := r.tools[mc.Tool]
+	t := r.tab().tools[mc.Tool]
 	ctx, c, refused := d.callOf(ctx, mc)
 	if refused != nil {
 		return *refused, nil
@@ -262,7 +269,7 @@ func (d mcpDoor) Visible(ctx context.Context, id mcpserve.Identity) func(string)
 		ctx = policy.WithDoor(ctx, "mcp")
 	}
 	visible := d.r.visibility(ctx, Identity(id))
-	return func(name string) bool { return visible(d.r.tools[name]) }
+	return func(name string) bool { return visible(d.r.tab().tools[name]) }
 }
 
 // UnknownTool answers a call of a tool that does not exist as the SDK does
@@ -416,8 +423,9 @@ func (d mcpDoor) skillRules(ctx context.Context, id mcpserve.Identity) skills.Ru
 	r := d.r
 	visible := r.visibility(ctx, Identity(id))
 	rules := skills.Rules{RequestIDMeta: MetaRequestID, ApprovalTimeout: r.approvals.timeout}
-	for _, name := range r.names {
-		t := r.tools[name]
+	tab := r.tab()
+	for _, name := range tab.names {
+		t := tab.tools[name]
 		if !visible(t) {
 			continue
 		}
@@ -699,7 +707,7 @@ func taskRequired(p *mcpserve.Peer, tool string, err error) (*jsonrpc.Error, boo
 // [Registry.Start]'s do, and a call they refuse is answered as a call.
 func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.TaskState, mcpserve.Outcome, error) {
 	r := d.r
-	t := r.tools[mc.Tool]
+	t := r.tab().tools[mc.Tool]
 	ctx, c, refused := d.callOf(ctx, mc)
 	if refused != nil {
 		return nil, *refused, nil
@@ -765,7 +773,7 @@ func (d mcpDoor) CancelTask(ctx context.Context, id mcpserve.Identity, task stri
 func (d mcpDoor) taskState(ctx context.Context, rec store.Task) *mcpserve.TaskState {
 	r := d.r
 	st := &mcpserve.TaskState{ID: rec.ID, Tool: rec.Tool, Status: string(rec.Status), Created: rec.Created, Updated: rec.Updated, TTL: rec.TTL, Version: rec.Version}
-	t, known := r.tools[rec.Tool]
+	t, known := r.tab().tools[rec.Tool]
 	switch rec.Status {
 	case store.TaskCompleted:
 		if rec.Output == nil {

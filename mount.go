@@ -1,6 +1,7 @@
 package carmy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -250,9 +251,10 @@ func (r *Registry) startMounts() {
 // policy's server attribute is its mount's prefix.
 type mountedTool struct {
 	m          *mount
-	upstream   string // the tool's name upstream
-	hash       string // the definition in force: the one published at Build
-	structured bool   // the upstream declares an output schema
+	upstream   string         // the tool's name upstream
+	def        mcpclient.Tool // the definition in force
+	hash       string         // the definition's hash
+	structured bool           // the upstream declares an output schema
 	state      atomic.Uint32
 }
 
@@ -260,7 +262,7 @@ type mountedTool struct {
 const (
 	mountedLive    uint32 = iota
 	mountedGone           // the upstream no longer lists it
-	mountedChanged        // its definition changed; held until a restart
+	mountedChanged        // its definition changed past what carmy takes alone; held until a restart
 )
 
 // prefix is the mount the tool comes from: the policy's server attribute.
@@ -356,7 +358,8 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 		upstream := map[string]bool{}
 		for _, t := range c.Tools() {
 			upstream[t.Name] = true
-			if d := m.declare(b, t); d != nil {
+			if d := m.declare(t, nil); d != nil {
+				m.tools[t.Name] = d.mount
 				defs = append(defs, d)
 			}
 		}
@@ -370,27 +373,28 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 }
 
 // declare makes the declaration of one upstream tool; nil for a tool
-// carmy leaves out (one that runs only as an upstream task).
-func (m *mount) declare(b *Builder, t mcpclient.Tool) *ToolDef {
+// carmy leaves out (one that runs only as an upstream task). was is the
+// tool it replaces, nil for a new one: its effect never falls, nor does
+// it become idempotent, without the operator.
+func (m *mount) declare(t mcpclient.Tool, was *tool) *ToolDef {
 	s := m.spec
 	if t.TaskSupport == "required" {
 		m.r.logger.Warn("carmy: an upstream tool that runs only as a task is left out", "mount", s.name(), "tool", t.Name)
 		return nil
 	}
 	o := s.overrides[t.Name]
-	mt := &mountedTool{m: m, upstream: t.Name, hash: t.Hash, structured: t.OutputSchema != nil}
-	m.tools[t.Name] = mt
-	name := t.Name
-	if s.prefix != "" {
-		name = s.prefix + "_" + t.Name
-	}
-	meta := ToolMetadata{Name: name, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+	mt := &mountedTool{m: m, upstream: t.Name, def: t, hash: t.Hash, structured: t.OutputSchema != nil}
+	meta := ToolMetadata{Name: m.nameOf(t.Name), Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 		Timeout: o.Timeout, Requires: union(s.requires, o.Requires)}
 	meta.Effect = s.effect(t, o)
 	if t.TaskSupport == "forbidden" { // a caller's task would be the upstream's too
 		meta.Tasks = TaskForbidden
 	}
 	meta.Idempotent = t.Idempotent != nil && *t.Idempotent && !s.distrust
+	if was != nil {
+		meta.Effect = max(meta.Effect, was.meta.Effect)
+		meta.Idempotent = meta.Idempotent && was.meta.Idempotent
+	}
 	meta.ParallelSafe = meta.Effect.ReadOnly()
 	if o.Description != "" {
 		meta.Description = o.Description
@@ -597,10 +601,13 @@ func (mt *mountedTool) toolError(content json.RawMessage) *Error {
 		Details: map[string]any{"mount": mt.prefix(), "content": content}}
 }
 
-// changed follows the upstream's new list: a tool gone answers
-// unavailable, a tool whose definition changed is held (its effect never
-// falls, nor does an approval outlive it) and audited as tool_changed;
-// one back as it was is live again. A new tool is served after a restart.
+// changed follows the upstream's new list. A tool gone answers
+// unavailable; one back as it was is live again. A tool whose annotations
+// alone changed is served at once with its new definition, its effect
+// risen where the hints raise it and kept where they would lower it. A
+// tool whose description, schemas or task support changed is held until
+// a restart. A new tool is served at once when it fits (see
+// [mount.add]). Every change is audited as tool_changed.
 func (m *mount) changed(tools []mcpclient.Tool) {
 	<-m.ready
 	m.mu.Lock()
@@ -618,9 +625,11 @@ func (m *mount) changed(tools []mcpclient.Tool) {
 		if !ok {
 			if m.warned[t.Name] != t.Hash {
 				m.warned[t.Name] = t.Hash
-				m.r.logger.Warn("carmy: the upstream lists a new tool; it is served after a restart", "mount", m.spec.name(), "tool", t.Name)
-				m.audit(t.Name, "", AuditToolChanged, t.Hash)
+				m.add(t)
 			}
+			continue
+		}
+		if t.Hash != mt.hash && m.reannotated(mt, t) {
 			continue
 		}
 		next := mountedLive
@@ -631,16 +640,80 @@ func (m *mount) changed(tools []mcpclient.Tool) {
 		moved = moved || prev != next
 		if prev != next && next == mountedChanged {
 			m.r.logger.Warn("carmy: an upstream tool's definition changed; it is held until a restart", "mount", m.spec.name(), "tool", t.Name)
-			m.audit(t.Name, m.nameOf(t.Name), AuditToolChanged, t.Hash)
+			m.audit(t.Name, m.nameOf(t.Name), AuditToolChanged, t.Hash, "held until a restart")
 		}
 	}
 	for name, mt := range m.tools {
 		if !seen[name] && mt.state.Swap(mountedGone) != mountedGone {
 			moved = true
 			m.r.logger.Warn("carmy: an upstream tool vanished; its calls answer unavailable", "mount", m.spec.name(), "tool", name)
-			m.audit(name, m.nameOf(name), AuditToolChanged, "")
+			m.audit(name, m.nameOf(name), AuditToolChanged, "", "vanished")
 		}
 	}
+}
+
+// add serves a tool the upstream lists after Build, when it fits: its
+// name is free and valid, its schemas compile, and no policies are in
+// force (their catalog of tools is made at Build). Its effect comes from
+// its hints, the mount's floor and overrides, as at Build. A tool that
+// does not fit is refused, logged and audited; a restart serves it, if
+// the operator makes it fit.
+func (m *mount) add(t mcpclient.Tool) {
+	name := m.nameOf(t.Name)
+	refuse := func(why string) {
+		m.r.logger.Warn("carmy: the upstream lists a new tool that carmy cannot serve: "+why, "mount", m.spec.name(), "tool", t.Name)
+		m.audit(t.Name, name, AuditToolChanged, t.Hash, "new tool refused: "+why)
+	}
+	switch _, taken := m.r.tab().tools[name]; {
+	case taken:
+		refuse(fmt.Sprintf("its name %s is taken by another tool", name))
+		return
+	case m.r.policies != nil:
+		refuse("policies are in force, and their catalog of tools is made at start; it is served after a restart")
+		return
+	}
+	d := m.declare(t, nil)
+	if d == nil {
+		return // declare logged why
+	}
+	nt, problems := m.r.prepare(d)
+	if len(problems) > 0 {
+		refuse(errors.Join(problems...).Error())
+		return
+	}
+	m.tools[t.Name] = d.mount
+	m.r.putTools(nt)
+	m.r.logger.Info("carmy: the upstream lists a new tool; it is served", "mount", m.spec.name(), "tool", t.Name, "effect", nt.meta.Effect)
+	m.audit(t.Name, name, AuditToolChanged, t.Hash, "new tool served")
+}
+
+// reannotated serves the new definition t of the tool mt when only its
+// annotations changed (a title, the hints), and reports whether it did:
+// its effect rises with them and never falls, and an approval of the old
+// definition no longer binds (the digest holds the definition's hash). A
+// call that holds the old tool answers unavailable.
+func (m *mount) reannotated(mt *mountedTool, t mcpclient.Tool) bool {
+	old := mt.def
+	was := m.r.tab().tools[m.nameOf(t.Name)]
+	if was == nil || m.r.policies != nil || t.Description != old.Description || t.TaskSupport != old.TaskSupport ||
+		!bytes.Equal(t.InputSchema, old.InputSchema) || !bytes.Equal(t.OutputSchema, old.OutputSchema) {
+		return false
+	}
+	d := m.declare(t, was)
+	if d == nil {
+		return false
+	}
+	nt, problems := m.r.prepare(d)
+	if len(problems) > 0 {
+		return false
+	}
+	m.tools[t.Name] = d.mount
+	mt.state.Store(mountedChanged)
+	m.r.putTools(nt)
+	m.r.logger.Info("carmy: an upstream tool's annotations changed; it is served with them", "mount", m.spec.name(), "tool", t.Name,
+		"effect", nt.meta.Effect, "was", was.meta.Effect)
+	m.audit(t.Name, nt.meta.Name, AuditToolChanged, t.Hash, fmt.Sprintf("annotations changed; effect %s (was %s)", nt.meta.Effect, was.meta.Effect))
+	return true
 }
 
 // live reports a tool whose calls may reach its code: every compiled
@@ -651,7 +724,7 @@ func (t *tool) live() bool {
 }
 
 // toolSetChanged is called whenever the set of tools callers may call
-// changes (a mounted tool vanished, was held or came back): what follows
+// changes (a mounted tool came, changed, vanished, was held or came back): what follows
 // the tool set follows it here. MCP clients are told to list again.
 func (r *Registry) toolSetChanged() {
 	r.mcpServer().ToolsChanged()
@@ -666,13 +739,14 @@ func (m *mount) nameOf(upstream string) string {
 }
 
 // audit writes a record of a change upstream; Digest holds the new
-// definition's hash, "" for a tool that vanished.
-func (m *mount) audit(upstream, name string, d AuditDecision, hash string) {
+// definition's hash, "" for a tool that vanished, and Detail what carmy
+// did.
+func (m *mount) audit(upstream, name string, d AuditDecision, hash, detail string) {
 	if name == "" {
 		name = m.nameOf(upstream)
 	}
-	rec := AuditRecord{Time: time.Now(), Decision: d, Tool: name, Digest: hash}
-	if t := m.r.tools[name]; t != nil {
+	rec := AuditRecord{Time: time.Now(), Decision: d, Tool: name, Digest: hash, Detail: detail + " (mount " + m.spec.name() + ")"}
+	if t := m.r.tab().tools[name]; t != nil {
 		rec.Effect = t.meta.Effect
 	}
 	_ = m.r.writeAudit(context.Background(), rec)

@@ -154,7 +154,7 @@ func (t *tool) permissionError(perms Permissions) *Error {
 // the tool out. Every list the registry serves (GET /tools, MCP
 // tools/list, the console) is this one, for the caller that asks.
 func (r *Registry) ToolsFor(ctx context.Context, id Identity) []ToolMetadata {
-	out := make([]ToolMetadata, 0, len(r.names))
+	out := make([]ToolMetadata, 0, len(r.tab().names))
 	r.eachVisible(ctx, id, func(t *tool) {
 		m := t.meta.clone()
 		m.Confirmation = r.confirmationFor(t)
@@ -166,8 +166,9 @@ func (r *Registry) ToolsFor(ctx context.Context, id Identity) []ToolMetadata {
 // eachVisible calls f with every tool the caller may call, in name order.
 func (r *Registry) eachVisible(ctx context.Context, id Identity, f func(*tool)) {
 	v := r.visibility(ctx, id)
-	for _, name := range r.names {
-		if t := r.tools[name]; v(t) {
+	tab := r.tab()
+	for _, name := range tab.names {
+		if t := tab.tools[name]; v(t) {
 			f(t)
 		}
 	}
@@ -175,7 +176,7 @@ func (r *Registry) eachVisible(ctx context.Context, id Identity, f func(*tool)) 
 
 // visibility returns whether a caller may call a tool, for lists.
 func (r *Registry) visibility(ctx context.Context, id Identity) func(*tool) bool {
-	if r.authorize == nil && !r.requiring && r.policies == nil {
+	if r.authorize == nil && !r.requiring.Load() && r.policies == nil {
 		return (*tool).live
 	}
 	cc := &Context{
@@ -208,7 +209,7 @@ func (r *Registry) listed(cc *Context, t *tool) (ok bool) {
 // sorted: the scopes an OAuth client may need to ask for.
 func (r *Registry) declaredPermissions() []string {
 	var out []string
-	for _, t := range r.tools {
+	for _, t := range r.tab().tools {
 		out = append(out, t.meta.Requires...)
 	}
 	slices.Sort(out)

@@ -102,8 +102,8 @@ func (b *Builder) buildPolicies(r *Registry) []error {
 		}
 		src.text = text
 	}
-	tools := make([]policy.Tool, 0, len(r.tools))
-	for _, t := range r.tools {
+	tools := make([]policy.Tool, 0, len(r.tab().tools))
+	for _, t := range r.tab().tools {
 		tools = append(tools, policyTool(t))
 	}
 	cat := policy.NewCatalog(tools)

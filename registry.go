@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,12 +17,12 @@ import (
 // Registry is a built, validated, immutable set of tools. It is safe for
 // concurrent use; every call runs under its tool's rules.
 type Registry struct {
-	tools     map[string]*tool
-	names     []string // sorted
+	table     atomic.Pointer[toolTable]
+	tableMu   sync.Mutex // serializes the replacements of table
 	logger    *slog.Logger
 	authorize func(Context, ToolMetadata) error
-	requiring bool      // some tool requires a permission
-	policies  *policies // the Cedar policies; nil for none
+	requiring atomic.Bool // some tool requires a permission
+	policies  *policies   // the Cedar policies; nil for none
 	store     store.IdempotencyStore
 	locker    store.Locker
 	limiter   store.RateLimiter        // of the tools with a RateLimit
@@ -35,10 +37,48 @@ type Registry struct {
 	searchIndex atomic.Pointer[toolIndex]
 
 	mounts []*mount // the upstreams mounted (mount.go)
+	// prepare makes a runnable tool of a declaration as Build does, for
+	// the tools a mount's upstream adds or changes after Build.
+	prepare func(*ToolDef) (*tool, []error)
 
 	observing
 	serving
 	lifetime
+}
+
+// toolTable is a registry's tools at one moment. A published table never
+// changes: a mount's upstream that adds or changes a tool after Build
+// replaces it whole, so a call or a list reads one consistent table,
+// loaded once, without a lock.
+type toolTable struct {
+	tools map[string]*tool
+	names []string // sorted
+}
+
+// tab is the table of tools in force.
+func (r *Registry) tab() *toolTable { return r.table.Load() }
+
+// putTools publishes a table with ts added or replacing the tools of
+// their names, and tells what follows the tool set.
+func (r *Registry) putTools(ts ...*tool) {
+	r.tableMu.Lock()
+	old := r.tab()
+	next := &toolTable{tools: maps.Clone(old.tools), names: slices.Clone(old.names)}
+	for _, t := range ts {
+		if _, ok := next.tools[t.meta.Name]; !ok {
+			next.names = append(next.names, t.meta.Name)
+		}
+		next.tools[t.meta.Name] = t
+		if len(t.meta.Requires) > 0 {
+			r.requiring.Store(true)
+		}
+	}
+	slices.Sort(next.names)
+	r.table.Store(next)
+	r.reindex()
+	r.mcpServer().SetTools(r.mcpTools(ts)...)
+	r.tableMu.Unlock()
+	r.toolSetChanged()
 }
 
 // observing is who a registry tells of its calls.
@@ -82,16 +122,17 @@ type lifetime struct {
 // call it: [Registry.ToolsFor] gives what one caller may call. The slices
 // in it are copies.
 func (r *Registry) Tools() []ToolMetadata {
-	out := make([]ToolMetadata, len(r.names))
-	for i, name := range r.names {
-		out[i] = r.tools[name].meta.clone()
+	tab := r.tab()
+	out := make([]ToolMetadata, len(tab.names))
+	for i, name := range tab.names {
+		out[i] = tab.tools[name].meta.clone()
 	}
 	return out
 }
 
 // Lookup returns the metadata of the tool with that name.
 func (r *Registry) Lookup(name string) (ToolMetadata, bool) {
-	t, ok := r.tools[name]
+	t, ok := r.tab().tools[name]
 	if !ok {
 		return ToolMetadata{}, false
 	}

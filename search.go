@@ -89,30 +89,33 @@ func (b *Builder) addSearchTool(r *Registry, sites map[string]string) []error {
 		return errs
 	}
 	b.setLimits(t)
-	r.requiring = r.requiring || len(t.meta.Requires) > 0
-	r.tools[searchToolName] = t
-	r.names = append(r.names, searchToolName)
+	if len(t.meta.Requires) > 0 {
+		r.requiring.Store(true)
+	}
+	r.tab().tools[searchToolName] = t
+	r.tab().names = append(r.tab().names, searchToolName)
 	r.searchIndex.Store(&toolIndex{})
 	return nil
 }
 
-// reindex builds the search index from the registry's tools, once Build
-// has them all. The set of tools does not change after Build: a mounted
-// tool whose upstream changes or drops it is held, not removed, and
+// reindex builds the search index from the registry's tools: once Build
+// has them all, and again whenever a mount's upstream adds or changes a
+// tool. A mounted tool its upstream drops or holds stays in the index, and
 // searches skip it as every list does (visibility asks whether it is
-// live), so the index needs no rebuilding. Searches read the index through
-// an atomic pointer. It does nothing for a registry without search_tools.
+// live). Searches read the index through an atomic pointer. It does
+// nothing for a registry without search_tools.
 func (r *Registry) reindex() {
 	if r.searchIndex.Load() == nil {
 		return
 	}
-	ti := &toolIndex{tools: make([]*tool, 0, len(r.names))}
-	docs := make([]search.Doc, 0, len(r.names))
-	for _, name := range r.names {
+	tab := r.tab()
+	ti := &toolIndex{tools: make([]*tool, 0, len(tab.names))}
+	docs := make([]search.Doc, 0, len(tab.names))
+	for _, name := range tab.names {
 		if name == searchToolName {
 			continue // a model that calls it has found it
 		}
-		t := r.tools[name]
+		t := tab.tools[name]
 		ti.tools = append(ti.tools, t)
 		docs = append(docs, search.Doc{Name: t.meta.Name, Description: t.meta.Description, InputSchema: t.meta.InputSchema})
 	}
@@ -157,7 +160,7 @@ func (r *Registry) searchTools(ctx Context, in searchInput) (searchOutput, error
 func (b *Builder) deferTools(r *Registry) []error {
 	var errs []error
 	for _, name := range b.deferred.Values {
-		t, ok := r.tools[name]
+		t, ok := r.tab().tools[name]
 		if !ok {
 			errs = append(errs, &BuildError{Site: b.deferred.Site, Err: fmt.Errorf("deferred_tools: there is no tool named %q", name)})
 			continue

@@ -95,7 +95,7 @@ func (b *Builder) Listen(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("carmy: %w", err)
 	}
-	r.logger.Info("carmy: serving", "addr", ln.Addr().String(), "tools", len(r.names))
+	r.logger.Info("carmy: serving", "addr", ln.Addr().String(), "tools", len(r.tab().names))
 	r.http.announceConsole(ln.Addr())
 	return r.http.serve(ctx, ln, b.drainTimeout(), true)
 }

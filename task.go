@@ -154,7 +154,7 @@ type Task struct {
 // those still running then at once, with details.reason "shutdown". One
 // server's shutdown ([Registry.Serve]) leaves them running.
 func (r *Registry) Start(ctx context.Context, c Call) (*Task, error) {
-	t, ok := r.tools[c.Tool]
+	t, ok := r.tab().tools[c.Tool]
 	if !ok {
 		return nil, r.unknownTool(ctx, c.Tool, Identity{Principal: c.Principal, Session: c.Session, Permissions: c.Permissions, Metadata: c.Metadata})
 	}

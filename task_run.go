@@ -427,7 +427,7 @@ func (r *Registry) cancelTask(ctx context.Context, id, principal string) (store.
 	if err != nil {
 		return store.Task{}, err
 	}
-	if t, ok := r.tools[cur.Tool]; ok && len(r.auditors) > 0 && !cur.Status.Final() {
+	if t, ok := r.tab().tools[cur.Tool]; ok && len(r.auditors) > 0 && !cur.Status.Final() {
 		// Before the cancel, which the call's own record follows.
 		_ = r.writeAudit(context.WithoutCancel(ctx), AuditRecord{Time: time.Now(), Decision: AuditCancelRequested, ExecutionID: cur.ExecutionID,
 			RequestID: cur.RequestID, Principal: principal, Tool: cur.Tool, Effect: t.meta.Effect, Digest: cur.Digest})

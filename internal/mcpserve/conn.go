@@ -220,7 +220,7 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 // the SDK decoded the request. It returns false, having done
 // nothing, when a call with that id is in progress already.
 func (c *fastConn) start(ss *mcp.ServerSession, id jsonrpc.ID, raw jsontext.Value, p *mcp.CallToolParamsRaw, sessionless bool, answer func(context.Context, []byte, error)) bool {
-	t := c.s.tools[p.Name]
+	t := c.s.table()[p.Name]
 	ctx, cancel := context.WithCancel(c.base)
 	if !c.calls.Add(id, cancel) {
 		cancel()
@@ -314,7 +314,7 @@ func (s *Server) fastParams(ss *mcp.ServerSession, raw []byte) (p *mcp.CallToolP
 	if !s.fast || wantsTask(raw) || jsonv2.Unmarshal(raw, &p) != nil || p == nil {
 		return nil, false, false
 	}
-	if _, known := s.tools[p.Name]; !known {
+	if _, known := s.table()[p.Name]; !known {
 		return nil, false, false
 	}
 	init := ss.InitializeParams()

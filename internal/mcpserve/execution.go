@@ -32,7 +32,7 @@ func (s *Server) withExecution(list *mcp.ListToolsResult) mcp.Result {
 	}
 	l := &listedTools{ListToolsResult: list, support: make(map[string]string, len(list.Tools)), deferred: map[string]bool{}}
 	for _, mt := range list.Tools {
-		if e, ours := s.tools[mt.Name]; ours {
+		if e, ours := s.table()[mt.Name]; ours {
 			l.support[mt.Name] = cmp.Or(e.Tasks, TaskOptional)
 			if e.Deferred {
 				l.deferred[mt.Name] = true

@@ -88,7 +88,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		req = req.WithContext(ctx)
 		req.Header.Set("Authorization", "Bearer carmy")
 		if mcpwire.IsSessionlessRequest(req, body) {
-			if s.mirrored && body != nil && !s.headersMatch(w, req, body) {
+			if s.mirrored.Load() && body != nil && !s.headersMatch(w, req, body) {
 				return
 			}
 			if body != nil && (s.taskRequest(w, req, body) || s.skillsHTTP(w, req, body, true)) {
@@ -121,7 +121,7 @@ func (s *Server) headersMatch(w http.ResponseWriter, req *http.Request, body []b
 	if req.Method != http.MethodPost || jsonv2.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || len(msg.ID) == 0 {
 		return true // the SDK answers what is not a call
 	}
-	t, ok := s.tools[msg.Params.Name]
+	t, ok := s.table()[msg.Params.Name]
 	if !ok || t.headers == nil {
 		return true
 	}
@@ -248,7 +248,7 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 	if meta["progressToken"] != nil || meta[mcp.MetaKeyLogLevel] != nil || h.Get("Mcp-Name") != p.Name {
 		return false
 	}
-	t, ok := s.tools[p.Name]
+	t, ok := s.table()[p.Name]
 	if !ok || t.Confirms {
 		return false
 	}
@@ -348,7 +348,7 @@ func (s *Server) sessionCall(w http.ResponseWriter, req *http.Request, body []by
 	}
 	defer ses.Calls.Remove(id)
 	s.answered.Add(1)
-	res, err := s.serveCall(ctx, s.tools[p.Name], &mcp.CallToolRequest{Session: ses.ServerSession(), Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}}, true, msg.rawID)
+	res, err := s.serveCall(ctx, s.table()[p.Name], &mcp.CallToolRequest{Session: ses.ServerSession(), Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}}, true, msg.rawID)
 	var out []byte
 	if err == nil {
 		out, err = s.callResult(res, false)

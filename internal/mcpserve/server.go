@@ -15,7 +15,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -168,18 +170,21 @@ type Config struct {
 
 // Server is the MCP server of a host's tools.
 type Server struct {
-	cfg   Config
-	host  Host
-	sdk   *mcp.Server
-	info  *mcp.Implementation
-	tools map[string]*entry
+	cfg  Config
+	host Host
+	sdk  *mcp.Server
+	info *mcp.Implementation
+	// tools is the door's table of tools by name. A published table never
+	// changes: SetTools replaces it whole, so readers need no lock.
+	tools   atomic.Pointer[map[string]*entry]
+	toolsMu sync.Mutex // serializes SetTools
 	// fast is false when the host added to the SDK's server: then every
 	// message goes through the SDK.
 	fast bool
 	// answered counts the calls of a session answered past the SDK.
 	answered atomic.Int64
 	// mirrored is true when a tool has arguments mirrored in headers.
-	mirrored bool
+	mirrored atomic.Bool
 	// taskStreams carry the status notifications of sessions' tasks.
 	taskStreams taskStreams
 	// skills are the host's skills by the URI of their SKILL.md.
@@ -202,7 +207,7 @@ type entry struct {
 // New makes the server of cfg's tools: every tool, with the host's schemas
 // and annotations, called through [Host.Call].
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, host: cfg.Host, tools: make(map[string]*entry, len(cfg.Tools)),
+	s := &Server{cfg: cfg, host: cfg.Host,
 		info: &mcp.Implementation{Name: "carmy", Version: cfg.Version},
 		fast: len(cfg.Options) == 0 && len(cfg.Configure) == 0}
 	opts := &mcp.ServerOptions{
@@ -227,27 +232,55 @@ func New(cfg Config) *Server {
 		sdk.AddReceivingMiddleware(s.mountsMiddleware)
 	}
 	sdk.AddSendingMiddleware(keepSentAnswer)
+	tools := make(map[string]*entry, len(cfg.Tools))
 	for _, t := range cfg.Tools {
-		e := &entry{Tool: t}
-		def := *t.Def
-		if t.Output != nil {
-			def.OutputSchema, e.wrap = OutputSchema(t.Output)
-		}
-		e.call = s.handler(e)
-		if schema, ok := def.InputSchema.(json.RawMessage); ok {
-			e.headers = mcpwire.SchemaHeaders(schema)
-		}
-		s.mirrored = s.mirrored || e.headers != nil
-		s.tools[def.Name] = e
-		e.def = def
-		sdk.AddTool(&def, e.call)
+		e := s.entry(t)
+		tools[e.def.Name] = e
+		sdk.AddTool(&e.def, e.call)
 	}
+	s.tools.Store(&tools)
 	s.addSkills(sdk)
 	for _, f := range cfg.Configure {
 		f(sdk)
 	}
 	s.sdk = sdk
 	return s
+}
+
+// entry makes the door's entry of one of the host's tools.
+func (s *Server) entry(t Tool) *entry {
+	e := &entry{Tool: t}
+	def := *t.Def
+	if t.Output != nil {
+		def.OutputSchema, e.wrap = OutputSchema(t.Output)
+	}
+	e.call = s.handler(e)
+	if schema, ok := def.InputSchema.(json.RawMessage); ok {
+		e.headers = mcpwire.SchemaHeaders(schema)
+	}
+	if e.headers != nil {
+		s.mirrored.Store(true)
+	}
+	e.def = def
+	return e
+}
+
+// table is the door's tools in force, by name.
+func (s *Server) table() map[string]*entry { return *s.tools.Load() }
+
+// SetTools adds tools to the door, or replaces those of their names: the
+// tools a host gains or changes while it serves. Calls already made keep
+// the entry they found; clients are told by [Server.ToolsChanged].
+func (s *Server) SetTools(tools ...Tool) {
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	next := maps.Clone(s.table())
+	for _, t := range tools {
+		e := s.entry(t)
+		next[e.def.Name] = e
+		s.sdk.AddTool(&e.def, e.call)
+	}
+	s.tools.Store(&next)
 }
 
 // ToolsChanged tells every client that the tools it may call changed
@@ -257,7 +290,7 @@ func (s *Server) ToolsChanged() {
 	if !s.cfg.ListChanged {
 		return
 	}
-	for _, e := range s.tools { // the SDK notifies every session when a tool is set again
+	for _, e := range s.table() { // the SDK notifies every session when a tool is set again
 		s.sdk.AddTool(&e.def, e.call)
 		return
 	}
@@ -499,7 +532,7 @@ func (s *Server) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandler
 		if !ok || !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
 			return res, err
 		}
-		if _, known := s.tools[p.Name]; known {
+		if _, known := s.table()[p.Name]; known {
 			return res, err
 		}
 		id, _ := s.identity(req.GetExtra())
@@ -528,7 +561,7 @@ func (s *Server) toolsListMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		visible := s.host.Visible(ctx, id)
 		kept := make([]*mcp.Tool, 0, len(list.Tools))
 		for _, mt := range list.Tools {
-			if _, ours := s.tools[mt.Name]; !ours || visible(mt.Name) {
+			if _, ours := s.table()[mt.Name]; !ours || visible(mt.Name) {
 				kept = append(kept, mt)
 			}
 		}

@@ -133,7 +133,7 @@ func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Iden
 		if jsonv2.Unmarshal(params, &p) != nil || p == nil {
 			return invalid("tools/call takes a tool's name and arguments")
 		}
-		t, known := s.tools[p.Name]
+		t, known := s.table()[p.Name]
 		if !known { // the SDK's to answer
 			return nil, nil, false
 		}
@@ -315,7 +315,7 @@ func (c *fastConn) sessionTask(req *jsonrpc.Request) bool {
 			Name string `json:"name"`
 		}
 		_ = json.Unmarshal(req.Params, &p)
-		if _, known := c.s.tools[p.Name]; !known {
+		if _, known := c.s.table()[p.Name]; !known {
 			return false
 		}
 	}

@@ -264,7 +264,7 @@ func (s *Server) startsTask(p *mcp.CallToolParamsRaw, header http.Header) (*entr
 	if !DeclaresTasks(p.Meta) {
 		return nil, false
 	}
-	t, ok := s.tools[p.Name]
+	t, ok := s.table()[p.Name]
 	if !ok || t.Tasks == TaskForbidden || !mcpwire.HeaderIs(header, "Mcp-Name", p.Name) ||
 		t.AskFirst && p.RequestState == "" && len(p.InputResponses) == 0 {
 		return nil, false
@@ -301,7 +301,7 @@ func taskMembers(st *TaskState, ttl, poll, message string) map[string]any {
 // taskResult is the tools/call result of a task that has an outcome, in
 // both generations: its content always a list.
 func (s *Server) taskResult(st *TaskState) *mcp.CallToolResult {
-	t, ok := s.tools[st.Tool]
+	t, ok := s.table()[st.Tool]
 	if !ok {
 		t = &entry{}
 	}

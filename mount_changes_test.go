@@ -1,0 +1,224 @@
+package carmy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/carmy-dev/carmy"
+)
+
+// changes returns the tool_changed records of tool.
+func (a *auditLog) changes(tool string) []carmy.AuditRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []carmy.AuditRecord
+	for _, r := range a.recs {
+		if r.Decision == carmy.AuditToolChanged && r.Tool == tool {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// untilUpstream waits (an upstream's changes come by notification) until ok holds, failing the test with what after 10 s.
+func untilUpstream(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type StatIn struct {
+	Path string `json:"path"`
+}
+
+func TestMountServesToolsAddedUpstream(t *testing.T) {
+	ctx := context.Background()
+	u := newUpstream()
+	audit := &auditLog{}
+	own := carmy.Tool(func(StatIn) (string, error) { return "own", nil }, carmy.Read, carmy.Name("fs_stat"), carmy.Description("Stats a file"))
+	reg := build(t, carmy.New().ToolSearch().Tool(own).Audit(audit).
+		Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL), carmy.EffectFloor(carmy.Write), carmy.MountRequires("files")))
+	told := make(chan struct{}, 16)
+	cs := mcpConnect(t, serve(t, reg).URL, "2025-11-25", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { told <- struct{}{} },
+	})
+	files := carmy.Identity{Permissions: []string{"files"}}
+
+	u.add(&mcp.Tool{Name: "grep", Description: "Greps the files for a pattern", InputSchema: json.RawMessage(readSchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(json.RawMessage) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "3 matches"}}}
+	})
+	u.add(&mcp.Tool{Name: "wipe", Description: "Wipes the disk", InputSchema: json.RawMessage(emptySchema)}, func(json.RawMessage) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wiped"}}}
+	})
+	u.add(&mcp.Tool{Name: "stat", Description: "Stats, upstream", InputSchema: json.RawMessage(emptySchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(json.RawMessage) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "upstream's"}}}
+	})
+	untilUpstream(t, "fs_grep and fs_wipe are not served", func() bool {
+		_, g := reg.Lookup("fs_grep")
+		_, w := reg.Lookup("fs_wipe")
+		return g && w
+	})
+
+	t.Run("its effect is mapped from its hints, under the mount's floor and requires", func(t *testing.T) {
+		for _, c := range []struct {
+			name    string
+			effect  carmy.Effect
+			confirm carmy.Confirmation
+		}{{"fs_grep", carmy.Write, carmy.ConfirmationNone}, {"fs_wipe", carmy.Destructive, carmy.ConfirmationRequired}} {
+			m, _ := reg.Lookup(c.name)
+			if m.Effect != c.effect || m.Confirmation != c.confirm || !slices.Equal(m.Requires, []string{"files"}) || string(m.InputSchema) == "" {
+				t.Errorf("%s: %+v; want effect %s, confirmation %s, requires [files]", c.name, m, c.effect, c.confirm)
+			}
+		}
+	})
+	t.Run("it is callable under every rule", func(t *testing.T) {
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_grep", Input: json.RawMessage(`{"path":"a"}`)}); carmy.CodeOf(err) != carmy.CodePermissionDenied {
+			t.Errorf("without the mount's permission: err = %v, want permission_denied", err)
+		}
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_grep", Permissions: files.Permissions, Input: json.RawMessage(`{"path":""}`)}); carmy.CodeOf(err) != carmy.CodeInvalidInput {
+			t.Errorf("an input its schema refuses: err = %v, want invalid_input", err)
+		}
+		if u.count("grep") != 0 {
+			t.Fatalf("refused calls reached the upstream")
+		}
+		res, err := reg.Execute(ctx, carmy.Call{Tool: "fs_grep", Permissions: files.Permissions, Input: json.RawMessage(`{"path":"a"}`)})
+		if err != nil || !strings.Contains(string(res.Output), "3 matches") || u.count("grep") != 1 {
+			t.Fatalf("res = %s, err = %v, upstream calls %d; want the upstream's answer", res.Output, err, u.count("grep"))
+		}
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_wipe", Permissions: files.Permissions}); carmy.CodeOf(err) != carmy.CodeConfirmationRequired || u.count("wipe") != 0 {
+			t.Errorf("a destructive new tool: err = %v, upstream calls %d; want confirmation_required and none", err, u.count("wipe"))
+		}
+	})
+	t.Run("it is listed to the callers who may list it, and clients are told", func(t *testing.T) {
+		names := func(id carmy.Identity) []string {
+			var out []string
+			for _, m := range reg.ToolsFor(ctx, id) {
+				out = append(out, m.Name)
+			}
+			return out
+		}
+		if got := names(files); !slices.Contains(got, "fs_grep") || !slices.Contains(got, "fs_wipe") {
+			t.Errorf("a caller with the permission lists %v", got)
+		}
+		if got := names(carmy.Identity{}); slices.Contains(got, "fs_grep") {
+			t.Errorf("a caller without the permission lists %v", got)
+		}
+		select {
+		case <-told:
+		case <-time.After(5 * time.Second):
+			t.Error("carmy's MCP client was not told that the tools changed")
+		}
+		// The MCP door serves it: it is known, and refuses this caller, who
+		// lacks the permission, as carmy does.
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_grep", Arguments: map[string]any{"path": "a"}})
+		if err != nil || !res.IsError || !strings.Contains(mcpText(res), "permission") {
+			t.Errorf("MCP call: %+v, %v; want carmy's permission refusal", res, err)
+		}
+	})
+	t.Run("it is searchable", func(t *testing.T) {
+		found, err := reg.Execute(ctx, carmy.Call{Tool: "search_tools", Permissions: files.Permissions, Input: json.RawMessage(`{"query":"grep pattern"}`)})
+		if err != nil || !strings.Contains(string(found.Output), `"fs_grep"`) {
+			t.Errorf("search_tools found %s, %v; want fs_grep", found.Output, err)
+		}
+	})
+	t.Run("a name that collides is refused, logged and audited", func(t *testing.T) {
+		untilUpstream(t, "no tool_changed record of fs_stat", func() bool { return len(audit.changes("fs_stat")) > 0 })
+		if r := audit.changes("fs_stat")[0]; !strings.Contains(r.Detail, "refused") {
+			t.Errorf("record %+v; want it to say the tool was refused", r)
+		}
+		res, err := reg.Execute(ctx, carmy.Call{Tool: "fs_stat", Input: json.RawMessage(`{"path":"a"}`)})
+		if m, _ := reg.Lookup("fs_stat"); err != nil || !strings.Contains(string(res.Output), "own") || m.Description != "Stats a file" {
+			t.Errorf("the own tool fs_stat: %s, %v, %+v", res.Output, err, m)
+		}
+		if r := audit.changes("fs_grep"); len(r) == 0 || r[0].Digest == "" {
+			t.Errorf("fs_grep's arrival: records %+v, want one with its definition's hash", r)
+		}
+	})
+}
+
+// mcpText is the text of a tool result's content.
+func mcpText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestMountEffectRisesWithTheUpstream(t *testing.T) {
+	ctx := context.Background()
+	u := newUpstream()
+	audit := &auditLog{}
+	reg := build(t, carmy.New().Audit(audit).Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL)))
+	read := func(ro bool) {
+		u.add(&mcp.Tool{Name: "read", Description: "Reads a file", InputSchema: json.RawMessage(readSchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: ro}}, func(json.RawMessage) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "contents"}}}
+		})
+	}
+	in := json.RawMessage(`{"path":"a"}`)
+	if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Input: in}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a hint that raises the effect takes effect at once", func(t *testing.T) {
+		read(false) // readOnlyHint dropped: Destructive, as the hints say by default
+		untilUpstream(t, "fs_read's effect did not rise", func() bool {
+			m, _ := reg.Lookup("fs_read")
+			return m.Effect == carmy.Destructive
+		})
+		if m, _ := reg.Lookup("fs_read"); m.Confirmation != carmy.ConfirmationRequired || m.ParallelSafe {
+			t.Errorf("risen to Destructive: %+v; want a person's confirmation and no parallel calls", m)
+		}
+		before := u.count("read")
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Input: in}); carmy.CodeOf(err) != carmy.CodeConfirmationRequired || u.count("read") != before {
+			t.Errorf("err = %v; want confirmation_required, the upstream not called", err)
+		}
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: []string{"confirm:fs_read"}, Input: in}); err != nil || u.count("read") != before+1 {
+			t.Errorf("confirmed: err = %v; want the call served, not held", err)
+		}
+		if r := audit.changes("fs_read"); len(r) != 1 || r[0].Effect != carmy.Destructive || r[0].Digest == "" {
+			t.Errorf("tool_changed records %+v; want one, with the new effect and hash", r)
+		}
+	})
+	t.Run("a hint that would lower it keeps it", func(t *testing.T) {
+		read(true)
+		untilUpstream(t, "the second change was not audited", func() bool { return len(audit.changes("fs_read")) == 2 })
+		if m, _ := reg.Lookup("fs_read"); m.Effect != carmy.Destructive || m.Confirmation != carmy.ConfirmationRequired {
+			t.Errorf("%+v; want the effect kept at Destructive", m)
+		}
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Input: in}); carmy.CodeOf(err) != carmy.CodeConfirmationRequired {
+			t.Errorf("err = %v; want confirmation_required still", err)
+		}
+	})
+	t.Run("an approval binds the definition in force", func(t *testing.T) {
+		_, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Input: in})
+		var e *carmy.Error
+		if !errors.As(err, &e) {
+			t.Fatal(err)
+		}
+		grant := "confirm:fs_read:" + e.Details["digest"].(string)
+		read(false) // the hints change again: the definition a person saw is gone
+		untilUpstream(t, "the third change was not audited", func() bool { return len(audit.changes("fs_read")) == 3 })
+		before := u.count("read")
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: []string{grant}, Input: in}); carmy.CodeOf(err) != carmy.CodeConfirmationRequired || u.count("read") != before {
+			t.Errorf("a grant of the old definition: err = %v; want confirmation_required, the upstream not called", err)
+		}
+	})
+}

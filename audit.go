@@ -58,8 +58,9 @@ const (
 	AuditCancelRequested AuditDecision = "cancel_requested"
 	// AuditToolChanged is a mounted upstream's tool that changed: its
 	// definition (Digest is the new definition's hash), or it vanished
-	// (Digest ""), or a tool appeared that is served after a restart. No
-	// call, principal or code.
+	// (Digest ""), or a tool appeared upstream; Detail says what carmy did
+	// (served it, refused it and why, raised or kept its effect, held it).
+	// No call, principal or code.
 	AuditToolChanged AuditDecision = "tool_changed"
 	// AuditRead is a caller's read of a mounted upstream's resource or prompt
 	// (Tool is its URI or served name, Detail says which and the mount's

@@ -562,9 +562,11 @@ func TestMCPCancellation(t *testing.T) {
 	})
 }
 
+// waitFor waits until cond holds; the deadline is generous, for a
+// loaded machine.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -27,18 +27,6 @@ func (a *auditLog) changes(tool string) []carmy.AuditRecord {
 	return out
 }
 
-// untilUpstream waits (an upstream's changes come by notification) until ok holds, failing the test with what after 10 s.
-func untilUpstream(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 type StatIn struct {
 	Path string `json:"path"`
 }
@@ -67,7 +55,7 @@ func TestMountServesToolsAddedUpstream(t *testing.T) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(json.RawMessage) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "upstream's"}}}
 	})
-	untilUpstream(t, "fs_grep and fs_wipe are not served", func() bool {
+	waitFor(t, "fs_grep and fs_wipe to be served", func() bool {
 		_, g := reg.Lookup("fs_grep")
 		_, w := reg.Lookup("fs_wipe")
 		return g && w
@@ -136,7 +124,7 @@ func TestMountServesToolsAddedUpstream(t *testing.T) {
 		}
 	})
 	t.Run("a name that collides is refused, logged and audited", func(t *testing.T) {
-		untilUpstream(t, "no tool_changed record of fs_stat", func() bool { return len(audit.changes("fs_stat")) > 0 })
+		waitFor(t, "a tool_changed record of fs_stat", func() bool { return len(audit.changes("fs_stat")) > 0 })
 		if r := audit.changes("fs_stat")[0]; !strings.Contains(r.Detail, "refused") {
 			t.Errorf("record %+v; want it to say the tool was refused", r)
 		}
@@ -179,7 +167,7 @@ func TestMountEffectRisesWithTheUpstream(t *testing.T) {
 
 	t.Run("a hint that raises the effect takes effect at once", func(t *testing.T) {
 		read(false) // readOnlyHint dropped: Destructive, as the hints say by default
-		untilUpstream(t, "fs_read's effect did not rise", func() bool {
+		waitFor(t, "fs_read's effect to rise", func() bool {
 			m, _ := reg.Lookup("fs_read")
 			return m.Effect == carmy.Destructive
 		})
@@ -199,7 +187,7 @@ func TestMountEffectRisesWithTheUpstream(t *testing.T) {
 	})
 	t.Run("a hint that would lower it keeps it", func(t *testing.T) {
 		read(true)
-		untilUpstream(t, "the second change was not audited", func() bool { return len(audit.changes("fs_read")) == 2 })
+		waitFor(t, "the second change to be audited", func() bool { return len(audit.changes("fs_read")) == 2 })
 		if m, _ := reg.Lookup("fs_read"); m.Effect != carmy.Destructive || m.Confirmation != carmy.ConfirmationRequired {
 			t.Errorf("%+v; want the effect kept at Destructive", m)
 		}
@@ -215,7 +203,7 @@ func TestMountEffectRisesWithTheUpstream(t *testing.T) {
 		}
 		grant := "confirm:fs_read:" + e.Details["digest"].(string)
 		read(false) // the hints change again: the definition a person saw is gone
-		untilUpstream(t, "the third change was not audited", func() bool { return len(audit.changes("fs_read")) == 3 })
+		waitFor(t, "the third change to be audited", func() bool { return len(audit.changes("fs_read")) == 3 })
 		before := u.count("read")
 		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: []string{grant}, Input: in}); carmy.CodeOf(err) != carmy.CodeConfirmationRequired || u.count("read") != before {
 			t.Errorf("a grant of the old definition: err = %v; want confirmation_required, the upstream not called", err)

@@ -210,6 +210,14 @@ type mountSpec struct {
 // that. A Destructive mounted tool needs a person's confirmation unless
 // its override says Confirm false. An approval binds the tool's
 // definition (description, schemas, annotations) as well as its input.
+//
+// The registry follows the upstream's changes while it serves. A tool the
+// upstream adds is served at once when its name is free and its schemas
+// compile (else refused, logged and audited); one whose annotations alone
+// change is served with them, its effect risen where they raise it and
+// kept where they would lower it; one whose description, schemas or task
+// support change is held until a restart; one the upstream drops answers
+// unavailable. Each change is audited ([AuditToolChanged]).
 func (b *Builder) Mount(prefix string, up Upstream, opts ...MountOption) *Builder {
 	s := &mountSpec{prefix: prefix, up: up, site: callerSite(2)}
 	for _, o := range opts {

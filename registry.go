@@ -14,7 +14,8 @@ import (
 	"github.com/carmy-dev/carmy/store"
 )
 
-// Registry is a built, validated, immutable set of tools. It is safe for
+// Registry is a built, validated set of tools. Only a mounted upstream
+// changes it once built, as [Builder.Mount] says. It is safe for
 // concurrent use; every call runs under its tool's rules.
 type Registry struct {
 	table     atomic.Pointer[toolTable]

@@ -24,10 +24,13 @@ start_postgres() {
   bin=$(pg_bin)
   [ -n "$bin" ] || { echo "PostgreSQL did not install"; return 1; }
   port=
-  for p in $(seq 55432 55450); do # the first port where nothing listens
+  # Below Linux's ephemeral range (32768-60999): a restart binds the port
+  # again, and a port in that range may meanwhile be some connection's
+  # source port, which makes the restart fail.
+  for p in $(seq 25432 25450); do # the first port where nothing listens
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
   done
-  [ -n "$port" ] || { echo "ports 55432-55450 are all taken"; return 1; }
+  [ -n "$port" ] || { echo "ports 25432-25450 are all taken"; return 1; }
   PG_DIR=$(mktemp -d)
   run_as=()
   if [ "$(id -u)" = 0 ]; then

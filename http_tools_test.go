@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"testing"
 	"time"
 
@@ -77,6 +78,35 @@ func TestToolsWireForm(t *testing.T) {
 		b, _ := json.Marshal(published[i])
 		if !bytes.Equal(a, b) || got.Timeout != published[i].Timeout || got.Tasks != published[i].Tasks {
 			t.Errorf("tool %d reads back as %s; the registry publishes %s", i, a, b)
+		}
+	}
+}
+
+// TestCallDocumentBytes pins the bytes of the answers of POST
+// /tools/{name}, which the command reads: a result, a replayed one, and
+// an error with its fields and details.
+func TestCallDocumentBytes(t *testing.T) {
+	t.Parallel()
+	type In struct {
+		Fail bool `json:"fail"`
+	}
+	fn := func(_ context.Context, in In) (map[string]string, error) {
+		if in.Fail {
+			return nil, &carmy.Error{Code: carmy.CodeInvalidInput, Message: "the note is <bad>",
+				Fields: []carmy.FieldError{{Path: "note", Message: "must not be empty"}}, Details: map[string]any{"b": 2, "a": "x"}}
+		}
+		return map[string]string{"note": "kept <b>é</b>"}, nil
+	}
+	srv := serve(t, build(t, carmy.New().Tool(carmy.Tool(fn, carmy.Write, carmy.Name("note"), carmy.Idempotent(), carmy.Register(false)))))
+	stamps := regexp.MustCompile(`"execution_id":"[^"]*"`)
+	for _, tt := range []struct{ input, key, want string }{
+		{`{"fail":false}`, "k1", `{"execution_id":"·","output":{"note":"kept <b>é</b>"},"replayed":false}`},
+		{`{"fail":false}`, "k1", `{"execution_id":"·","output":{"note":"kept <b>é</b>"},"replayed":true}`},
+		{`{"fail":true}`, "", `{"error":{"code":"invalid_input","message":"the note is <bad>","fields":[{"path":"note","message":"must not be empty"}],"details":{"a":"x","b":2},"retryable":false}}`},
+	} {
+		_, raw := roundTrip(t, http.DefaultClient, "POST", srv.URL+"/tools/note", tt.input, "Idempotency-Key", tt.key)
+		if got := stamps.ReplaceAllString(string(raw), `"execution_id":"·"`); got != tt.want+"\n" {
+			t.Errorf("POST /tools/note %s =\n%s\nwant\n%s", tt.input, got, tt.want)
 		}
 	}
 }

@@ -248,7 +248,7 @@ func callOf(c httpapi.Call) Call {
 // Call runs a call that came by req.
 func (h *httpDoor) Call(req *http.Request, c httpapi.Call) (httpapi.Result, error) {
 	res, err := h.r.Execute(withHTTPRequest(req.Context(), req), callOf(c))
-	return httpapi.Result{ExecutionID: res.ExecutionID, Output: res.Output, Replayed: res.Replayed}, err
+	return httpapi.Result{ExecutionID: res.ExecutionID, Output: httpapi.RawJSON(res.Output), Replayed: res.Replayed}, err
 }
 
 // Start starts a call that came by req as a task, when its tool runs as

@@ -212,7 +212,11 @@ func (h *httpDoor) Authenticate(req *http.Request) (httpapi.Identity, error) {
 // Public is err as callers see it.
 func (h *httpDoor) Public(err error) *httpapi.Error { return wireError(publicError(err)) }
 
-// wireError is e, within its bounds, as the HTTP door writes it.
+// wireError is e, within its bounds, as the HTTP door writes it: the one
+// conversion of the registry's [Error] to the door's, which cannot import
+// the registry that serves it. Every error answer and every task's error
+// goes through it; TestErrorDocumentOnEveryDoor keeps the two types one
+// document.
 func wireError(e *Error) *httpapi.Error {
 	w := &httpapi.Error{Code: string(e.Code), Message: e.Message, Details: e.Details, Retryable: e.Retryable}
 	if len(e.Fields) > 0 {

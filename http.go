@@ -212,7 +212,11 @@ func (h *httpDoor) Authenticate(req *http.Request) (httpapi.Identity, error) {
 // Public is err as callers see it.
 func (h *httpDoor) Public(err error) *httpapi.Error { return wireError(publicError(err)) }
 
-// wireError is e, within its bounds, as the HTTP door writes it.
+// wireError is e, within its bounds, as the HTTP door writes it: the one
+// conversion of the registry's [Error] to the door's, which cannot import
+// the registry that serves it. Every error answer and every task's error
+// goes through it; TestErrorDocumentOnEveryDoor keeps the two types one
+// document.
 func wireError(e *Error) *httpapi.Error {
 	w := &httpapi.Error{Code: string(e.Code), Message: e.Message, Details: e.Details, Retryable: e.Retryable}
 	if len(e.Fields) > 0 {
@@ -248,7 +252,7 @@ func callOf(c httpapi.Call) Call {
 // Call runs a call that came by req.
 func (h *httpDoor) Call(req *http.Request, c httpapi.Call) (httpapi.Result, error) {
 	res, err := h.r.Execute(withHTTPRequest(req.Context(), req), callOf(c))
-	return httpapi.Result{ExecutionID: res.ExecutionID, Output: res.Output, Replayed: res.Replayed}, err
+	return httpapi.Result{ExecutionID: res.ExecutionID, Output: httpapi.RawJSON(res.Output), Replayed: res.Replayed}, err
 }
 
 // Start starts a call that came by req as a task, when its tool runs as

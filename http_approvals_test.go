@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -244,4 +245,28 @@ func consoleServer(t *testing.T, tool *carmy.ToolDef) (*carmy.Registry, *httptes
 	t.Helper()
 	reg := build(t, carmy.New().Tool(tool).Logger(quietLogger()))
 	return reg, serve(t, reg), headerClient(carmy.ConsoleHeader, consoleSecret(reg))
+}
+
+// TestApprovalDocumentBytes pins the bytes of the approval documents,
+// which the command reads: a summary in the list of GET /approvals, and
+// one approval, with its input and its text, from GET /approvals/{id}.
+func TestApprovalDocumentBytes(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := approvalServer(t, carmy.New())
+	status, body := httpDo(t, http.DefaultClient, "POST", srv.URL+"/tools/delete_note", `{"id":3}`)
+	id, _ := errObj(body)["details"].(map[string]any)["approval_id"].(string)
+	if status != 403 || id == "" {
+		t.Fatalf("a destructive call = %d %v; want 403 and its approval", status, body)
+	}
+	stamps := regexp.MustCompile(`"(id|digest|created|expires|url)":"[^"]*"`)
+	summary := `"id":"·","tool":"delete_note","principal":"","digest":"·","status":"pending","created":"·","expires":"·","url":"·","may_decide":false,"task_waits":false`
+	for path, want := range map[string]string{
+		"/approvals":       `[{` + summary + `}]`,
+		"/approvals/" + id: `{` + summary + `,"input":{"id":3},"text":"{\n  \"id\": 3\n}"}`,
+	} {
+		_, raw := roundTrip(t, http.DefaultClient, "GET", srv.URL+path, "")
+		if got := stamps.ReplaceAllString(strings.TrimSpace(string(raw)), `"$1":"·"`); got != want {
+			t.Errorf("GET %s =\n%s\nwant\n%s", path, got, want)
+		}
+	}
 }

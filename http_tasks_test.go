@@ -170,6 +170,7 @@ func TestTaskDocumentBytes(t *testing.T) {
 	reg := build(t, carmy.New().Tool(carmy.Tool(fn, carmy.Read, carmy.Name("note"), carmy.Description("Keeps a note."), carmy.Register(false))))
 	srv := serve(t, reg)
 	stamps := regexp.MustCompile(`"(id|created_at|updated_at|execution_id)":"[^"]*"`)
+	var docs []string
 	for _, tt := range []struct{ input, want string }{
 		{`{"fail":false}`, `{"id":"·","tool":"note","status":"completed","created_at":"·","updated_at":"·","execution_id":"·","output":{"note":"kept <b>é</b>"},"progress":{"done":1,"total":2,"message":"half <b>done</b> & more"}}`},
 		{`{"fail":true}`, `{"id":"·","tool":"note","status":"failed","created_at":"·","updated_at":"·","error":{"code":"invalid_input","message":"the note is <bad>","fields":[{"path":"note","message":"must not be empty"},{"path":"","message":"and more"}],"retryable":false},"progress":{"done":1,"total":2,"message":"half <b>done</b> & more"}}`},
@@ -185,5 +186,13 @@ func TestTaskDocumentBytes(t *testing.T) {
 		if got := stamps.ReplaceAllString(strings.TrimSpace(string(raw)), `"$1":"·"`); got != tt.want {
 			t.Errorf("GET /tasks/{id} of %s =\n%s\nwant\n%s", tt.input, got, tt.want)
 		}
+		docs = append(docs, tt.want)
+	}
+	// The page of GET /tasks holds the same objects, and the cursor of
+	// the next page.
+	_, raw := roundTrip(t, http.DefaultClient, "GET", srv.URL+"/tasks?limit=1", "")
+	got := stamps.ReplaceAllString(regexp.MustCompile(`"next_cursor":"[^"]*"`).ReplaceAllString(strings.TrimSpace(string(raw)), `"next_cursor":"·"`), `"$1":"·"`)
+	if got != `{"tasks":[`+docs[0]+`],"next_cursor":"·"}` && got != `{"tasks":[`+docs[1]+`],"next_cursor":"·"}` {
+		t.Errorf("GET /tasks?limit=1 =\n%s\nwant a page of one of\n%s", got, strings.Join(docs, "\n"))
 	}
 }

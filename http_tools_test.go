@@ -7,8 +7,12 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"reflect"
+	"regexp"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
 )
@@ -78,5 +82,64 @@ func TestToolsWireForm(t *testing.T) {
 		if !bytes.Equal(a, b) || got.Timeout != published[i].Timeout || got.Tasks != published[i].Tasks {
 			t.Errorf("tool %d reads back as %s; the registry publishes %s", i, a, b)
 		}
+	}
+}
+
+// TestCallDocumentBytes pins the bytes of the answers of POST
+// /tools/{name}, which the command reads: a result, a replayed one, and
+// an error with its fields and details.
+func TestCallDocumentBytes(t *testing.T) {
+	t.Parallel()
+	type In struct {
+		Fail bool `json:"fail"`
+	}
+	fn := func(_ context.Context, in In) (map[string]string, error) {
+		if in.Fail {
+			return nil, &carmy.Error{Code: carmy.CodeInvalidInput, Message: "the note is <bad>",
+				Fields: []carmy.FieldError{{Path: "note", Message: "must not be empty"}}, Details: map[string]any{"b": 2, "a": "x"}}
+		}
+		return map[string]string{"note": "kept <b>é</b>"}, nil
+	}
+	srv := serve(t, build(t, carmy.New().Tool(carmy.Tool(fn, carmy.Write, carmy.Name("note"), carmy.Idempotent(), carmy.Register(false)))))
+	stamps := regexp.MustCompile(`"execution_id":"[^"]*"`)
+	for _, tt := range []struct{ input, key, want string }{
+		{`{"fail":false}`, "k1", `{"execution_id":"·","output":{"note":"kept <b>é</b>"},"replayed":false}`},
+		{`{"fail":false}`, "k1", `{"execution_id":"·","output":{"note":"kept <b>é</b>"},"replayed":true}`},
+		{`{"fail":true}`, "", `{"error":{"code":"invalid_input","message":"the note is <bad>","fields":[{"path":"note","message":"must not be empty"}],"details":{"a":"x","b":2},"retryable":false}}`},
+	} {
+		_, raw := roundTrip(t, http.DefaultClient, "POST", srv.URL+"/tools/note", tt.input, "Idempotency-Key", tt.key)
+		if got := stamps.ReplaceAllString(string(raw), `"execution_id":"·"`); got != tt.want+"\n" {
+			t.Errorf("POST /tools/note %s =\n%s\nwant\n%s", tt.input, got, tt.want)
+		}
+	}
+}
+
+// TestErrorDocumentOnEveryDoor: the error object is the same document on
+// every door, though two types write it: the registry's [carmy.Error] on
+// MCP, and the HTTP door's own, which the registry converts it to in one
+// place (the door cannot import the registry, which serves it).
+func TestErrorDocumentOnEveryDoor(t *testing.T) {
+	t.Parallel()
+	fn := func(context.Context, struct{}) (string, error) {
+		return "", &carmy.Error{Code: carmy.CodeConflict, Message: "the note <changed>",
+			Fields:  []carmy.FieldError{{Path: "note", Message: "was changed"}, {Path: "", Message: "and more"}},
+			Details: map[string]any{"b": 2.5, "a": []any{"x", true}, "execution_id": "e1"}, Retryable: true}
+	}
+	reg := build(t, carmy.New().Logger(quietLogger()).Tool(carmy.Tool(fn, carmy.Write, carmy.Name("note"), carmy.Description("Notes."), carmy.Register(false))))
+	_, raw := roundTrip(t, http.DefaultClient, "POST", serve(t, reg).URL+"/tools/note", `{}`)
+	var overHTTP struct{ Error any }
+	if err := json.Unmarshal(raw, &overHTTP); err != nil || overHTTP.Error == nil {
+		t.Fatalf("POST /tools/note = %s; want an error", raw)
+	}
+	res, err := singleClient(t, reg, "memory", "", nil).CallTool(context.Background(), &mcp.CallToolParams{Name: "note", Arguments: map[string]any{}})
+	if err != nil || !res.IsError {
+		t.Fatalf("tools/call = %v, %v; want an error", res, err)
+	}
+	var overMCP any
+	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &overMCP); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(overHTTP.Error, overMCP) {
+		t.Errorf("the error over HTTP\n%v\nover MCP\n%v", overHTTP.Error, overMCP)
 	}
 }

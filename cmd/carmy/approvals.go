@@ -84,28 +84,38 @@ func runApprovals(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// approval is an approval as the servers' approvals API shows it.
-type approval struct {
+// pending is a call that waits for approval on a local server: the
+// approval as the server's approvals API shows it, read through the one
+// type the server writes, and the server's URL, which the API does not
+// say.
+type pending struct {
+	httpapi.Approval
+	Server string
+}
+
+// listed is a pending approval as carmy approvals -json prints it: the
+// command's own document, a few of the approval's members and the server.
+type listed struct {
 	ID        string    `json:"id"`
 	Tool      string    `json:"tool"`
 	Principal string    `json:"principal"`
 	Status    string    `json:"status"`
 	Expires   time.Time `json:"expires"`
 	Approver  string    `json:"approver,omitempty"`
-	// Text is the input as a person is shown it: made by the server, with
-	// exact numbers and every character that could disguise text escaped.
-	Text string `json:"text"`
-	// TaskWaits: a task waits for the approval, and resumes once approved.
-	TaskWaits bool `json:"task_waits,omitempty"`
-	// Server is the server's URL, which the API does not say.
-	Server string `json:"server"`
+	Text      string    `json:"text"`
+	TaskWaits bool      `json:"task_waits,omitempty"`
+	Server    string    `json:"server"`
+}
+
+func (p pending) listed() listed {
+	return listed{p.ID, p.Tool, p.Principal, p.Status, p.Expires, p.Approver, p.Text, p.TaskWaits, p.Server}
 }
 
 // localServer is a server found through its console file, with its
 // pending approvals.
 type localServer struct {
 	console.Local
-	pending []approval
+	pending []httpapi.Approval
 }
 
 // send asks a server's approvals API, with its console secret, for path
@@ -135,9 +145,7 @@ func (s localServer) send(ctx context.Context, method, path string, v any) (int,
 		return res.StatusCode, err
 	}
 	if res.StatusCode != http.StatusOK {
-		var e struct {
-			Error *httpapi.Error `json:"error"`
-		}
+		var e httpapi.Failure
 		if json.Unmarshal(body, &e) == nil && e.Error != nil {
 			return res.StatusCode, fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
 		}
@@ -197,8 +205,9 @@ func servers(ctx context.Context, stderr io.Writer) []localServer {
 			}
 			continue
 		}
+		var list []httpapi.ApprovalSummary
 		if err == nil {
-			_, err = s.send(ctx, http.MethodGet, "/approvals?status=pending", &s.pending)
+			_, err = s.send(ctx, http.MethodGet, "/approvals?status=pending", &list)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "carmy approvals: skipped %s (from %s): %v\n", l.Base, l.File, err)
@@ -206,13 +215,13 @@ func servers(ctx context.Context, stderr io.Writer) []localServer {
 		}
 		// The list summarizes; each approval's input comes with the
 		// approval itself, and a person decides only on what they read.
-		for i, a := range s.pending {
-			var full approval
+		for _, a := range list {
+			full := httpapi.Approval{ApprovalSummary: a}
 			if _, err := s.send(ctx, http.MethodGet, "/approvals/"+url.PathEscape(a.ID), &full); err != nil {
 				fmt.Fprintf(stderr, "carmy approvals: %s: approval %s: %v\n", l.Base, a.ID, err)
-				continue
+				full = httpapi.Approval{ApprovalSummary: a}
 			}
-			s.pending[i].Text, s.pending[i].TaskWaits = full.Text, full.TaskWaits
+			s.pending = append(s.pending, full)
 		}
 		out = append(out, s)
 	}
@@ -222,15 +231,14 @@ func servers(ctx context.Context, stderr io.Writer) []localServer {
 // pendingOf lists the pending approvals of the servers, each once (a
 // server that listens on HTTP and serves stdio too has two consoles),
 // newest first.
-func pendingOf(srvs []localServer) []approval {
-	var all []approval
+func pendingOf(srvs []localServer) []pending {
+	var all []pending
 	seen := map[string]bool{}
 	for _, s := range srvs {
 		for _, a := range s.pending {
 			if !seen[a.ID] {
 				seen[a.ID] = true
-				a.Server = s.Base
-				all = append(all, a)
+				all = append(all, pending{a, s.Base})
 			}
 		}
 	}
@@ -241,7 +249,11 @@ func listApprovals(ctx context.Context, asJSON bool, stdout, stderr io.Writer) i
 	srvs := servers(ctx, stderr)
 	all := pendingOf(srvs)
 	if asJSON {
-		b, _ := json.MarshalIndent(append([]approval{}, all...), "", "  ")
+		out := make([]listed, len(all))
+		for i, a := range all {
+			out[i] = a.listed()
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
 		stdout.Write(withNewline(b))
 		return 0
 	}
@@ -264,7 +276,7 @@ func listApprovals(ctx context.Context, asJSON bool, stdout, stderr io.Writer) i
 }
 
 // printApproval writes one approval: what runs, who asks, until when.
-func printApproval(w io.Writer, a approval) {
+func printApproval(w io.Writer, a pending) {
 	who := a.Principal
 	if who == "" {
 		who = "anonymous"
@@ -283,9 +295,9 @@ func printApproval(w io.Writer, a approval) {
 // carmy approvals approve ID" does not get a blind approval.
 func decideApproval(ctx context.Context, decision, id string, yes bool, stdout, stderr io.Writer) int {
 	srvs := servers(ctx, stderr)
-	var a approval
+	var a pending
 	i := slices.IndexFunc(srvs, func(s localServer) bool {
-		_, err := s.send(ctx, http.MethodGet, "/approvals/"+url.PathEscape(id), &a)
+		_, err := s.send(ctx, http.MethodGet, "/approvals/"+url.PathEscape(id), &a.Approval)
 		return err == nil
 	})
 	if i < 0 {
@@ -305,7 +317,7 @@ func decideApproval(ctx context.Context, decision, id string, yes bool, stdout, 
 			return 1
 		}
 	}
-	if _, err := srvs[i].send(ctx, http.MethodPost, "/approvals/"+url.PathEscape(id)+"/"+decision, &a); err != nil {
+	if _, err := srvs[i].send(ctx, http.MethodPost, "/approvals/"+url.PathEscape(id)+"/"+decision, &a.Approval); err != nil {
 		fmt.Fprintf(stderr, "carmy approvals: %s %s: %v\n", decision, id, err)
 		return 1
 	}

@@ -135,8 +135,8 @@ func TestApprovalsOverStdio(t *testing.T) {
 	}
 	// The third call of users waits for a new approval; orders' is denied.
 	code, out, _ = carmyRun("approvals", "-json")
-	var listed []approval
-	if err := json.Unmarshal([]byte(out), &listed); code != 0 || err != nil || len(listed) != 1 || listed[0].Text != "{\n  \"table\": \"users\"\n}" {
+	var list []listed
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list) != 1 || list[0].Text != "{\n  \"table\": \"users\"\n}" {
 		t.Fatalf("carmy approvals -json: exit %d, %q", code, out)
 	}
 }

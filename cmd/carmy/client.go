@@ -295,14 +295,10 @@ func runCall(args []string, stdout, stderr io.Writer) int {
 		}
 		return printStarted(stdout, stderr, pos[0], body)
 	}
-	var res struct {
-		ExecutionID string          `json:"execution_id"`
-		Output      json.RawMessage `json:"output"`
-		Replayed    bool            `json:"replayed"`
-		Error       *httpapi.Error  `json:"error"`
-	}
-	decodeErr := json.Unmarshal(body, &res)
-	ok := status == http.StatusOK && decodeErr == nil && res.Error == nil
+	// A 200 is the call's result; any other status is a failure
+	// (printFailure reads its document).
+	var res httpapi.Result
+	ok := status == http.StatusOK && json.Unmarshal(body, &res) == nil
 	if cf.json {
 		stdout.Write(withNewline(body))
 		if !ok {
@@ -343,9 +339,7 @@ func (c *clientFlags) authHint(w io.Writer, status int) {
 // printFailure writes a failed answer: a carmy error with its fields and
 // details, or the status and the start of the body of anything else.
 func printFailure(w io.Writer, prog string, status int, body []byte) {
-	var res struct {
-		Error *httpapi.Error `json:"error"`
-	}
+	var res httpapi.Failure
 	if err := json.Unmarshal(body, &res); err != nil || res.Error == nil || res.Error.Code == "" {
 		text := strings.TrimSpace(string(body))
 		if len(text) > 500 {

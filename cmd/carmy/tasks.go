@@ -170,10 +170,7 @@ func printTaskList(stdout, stderr io.Writer, body []byte, raw bool) int {
 		stdout.Write(withNewline(body))
 		return 0
 	}
-	var page struct {
-		Tasks      []httpapi.Task `json:"tasks"`
-		NextCursor string         `json:"next_cursor"`
-	}
+	var page httpapi.TaskPage
 	if err := json.Unmarshal(body, &page); err != nil {
 		fmt.Fprintf(stderr, "carmy tasks: the server's answer is not a list of tasks: %v\n", err)
 		return 1

@@ -26,9 +26,11 @@ func (s *Server) caller(req *http.Request) (approve.Who, error) {
 	return approve.Who{Principal: id.Principal, Permissions: id.Permissions, Console: !s.cfg.Authenticated && s.console.holds(req)}, nil
 }
 
-// wireSummary is an approval as GET /approvals lists it: without its
-// input, which comes with the approval alone (GET /approvals/{id}).
-type wireSummary struct {
+// ApprovalSummary is an approval as GET /approvals lists it: without its
+// input, which comes with the approval alone (GET /approvals/{id}). It is
+// the one type of the document, which the server writes and the command
+// reads.
+type ApprovalSummary struct {
 	ID        string    `json:"id"`
 	Tool      string    `json:"tool"`
 	Principal string    `json:"principal"`
@@ -47,32 +49,34 @@ type wireSummary struct {
 	TaskWaits bool `json:"task_waits,omitempty"`
 }
 
-// wireApproval is one approval as the HTTP API shows it, with its input.
-type wireApproval struct {
-	wireSummary `json:",inline"`
-	Input       jsontextRaw `json:"input"`
+// Approval is one approval as the HTTP API shows it, with its input: the
+// one type of the document, which the server writes and the command
+// reads.
+type Approval struct {
+	ApprovalSummary `json:",inline"`
+	Input           RawJSON `json:"input"`
 	// Text is the input as a person is shown it, made by the server
 	// ([approve.Text]): the console shows it as it is.
 	Text string `json:"text"`
 }
 
-func (s *Server) wireSummary(req *http.Request, a store.Approval, c approve.Who) wireSummary {
+func (s *Server) summaryOf(req *http.Request, a store.Approval, c approve.Who) ApprovalSummary {
 	link, waits := s.host.ApprovalLink(req, a.ID)
-	return wireSummary{a.ID, a.Tool, a.Principal, a.Digest, a.RequestID, string(a.Status),
+	return ApprovalSummary{a.ID, a.Tool, a.Principal, a.Digest, a.RequestID, string(a.Status),
 		a.Created.UTC(), a.Expires.UTC(), a.Decided.UTC(), a.Approver, link,
 		a.Status == store.ApprovalPending && c.MayDecide(a) == nil, waits}
 }
 
-func (s *Server) wireApproval(req *http.Request, a store.Approval, c approve.Who) wireApproval {
-	input := jsontextRaw(a.Input)
+func (s *Server) approvalOf(req *http.Request, a store.Approval, c approve.Who) Approval {
+	input := RawJSON(a.Input)
 	text, err := approve.Text(a.Input)
 	switch {
 	case a.Input == nil:
-		input, text = jsontextRaw("null"), "" // given back when the approval expired
+		input, text = RawJSON("null"), "" // given back when the approval expired
 	case err != nil:
 		text = string(a.Input) // a form the store kept is JSON; never shown raw but for a broken store
 	}
-	return wireApproval{s.wireSummary(req, a, c), input, text}
+	return Approval{s.summaryOf(req, a, c), input, text}
 }
 
 func (s *Server) mountApprovals(mux *http.ServeMux) {
@@ -109,7 +113,7 @@ func (s *Server) serveApprovals(w http.ResponseWriter, req *http.Request, c appr
 			return
 		}
 	}
-	out := make([]wireSummary, 0, limit)
+	out := make([]ApprovalSummary, 0, limit)
 	more := false
 	for scanned := 0; len(out) < limit && scanned < maxApprovalScan; {
 		page, err := s.host.Approvals(req.Context(), after, limit)
@@ -124,7 +128,7 @@ func (s *Server) serveApprovals(w http.ResponseWriter, req *http.Request, c appr
 			}
 			after, read = a.ID, read+1
 			if c.MayView(a) && (status == "" || string(a.Status) == status) {
-				out = append(out, s.wireSummary(req, a, c))
+				out = append(out, s.summaryOf(req, a, c))
 			}
 		}
 		scanned += read
@@ -173,7 +177,7 @@ func (s *Server) serveApproval(w http.ResponseWriter, req *http.Request, c appro
 			a = got
 		}
 	}
-	writeJSON(w, http.StatusOK, s.wireApproval(req, a, c))
+	writeJSON(w, http.StatusOK, s.approvalOf(req, a, c))
 }
 
 // writeApprovalError answers a request for an approval that failed with
@@ -203,7 +207,7 @@ func (s *Server) serveDecision(approved bool) func(http.ResponseWriter, *http.Re
 		}
 		switch {
 		case err == nil:
-			writeJSON(w, http.StatusOK, s.wireApproval(req, a, c))
+			writeJSON(w, http.StatusOK, s.approvalOf(req, a, c))
 		case errors.Is(err, approve.ErrOwnCall):
 			s.refuse(w, req, c.Principal, http.StatusForbidden, &Error{Code: codePermissionDenied,
 				Message: "the principal that made a call never decides its approval, whatever it holds: a person decides it, through the console or their MCP client",

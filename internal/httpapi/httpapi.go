@@ -98,11 +98,18 @@ type Call struct {
 	Identity
 }
 
-// Result is a call's result.
+// Result is a call's result: what [Host.Call] returns, and the document
+// of POST /tools/{name} that the server writes and the command reads.
 type Result struct {
-	ExecutionID string
-	Output      []byte
-	Replayed    bool
+	ExecutionID string  `json:"execution_id"`
+	Output      RawJSON `json:"output"`
+	Replayed    bool    `json:"replayed"`
+}
+
+// Failure is the document of a failed answer: {"error": ...}, as the
+// server writes it and the command reads it.
+type Failure struct {
+	Error *Error `json:"error"`
 }
 
 // Error is an error as callers read it: the registry's error's wire form.
@@ -538,7 +545,7 @@ func writeErrorStatus(w http.ResponseWriter, status int, e *Error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(e.RetryAfter, 10))
 	}
-	writeJSON(w, status, map[string]*Error{"error": e})
+	writeJSON(w, status, Failure{e})
 }
 
 // encodeOptions encode the door's documents as the registry encodes its
@@ -556,12 +563,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// jsontextRaw is a JSON value written as it is, and read as it came.
-type jsontextRaw []byte
+// RawJSON is a JSON value of a document (a tool's output, a task's
+// questions, an approval's input), written as the registry made it and
+// read as it came.
+type RawJSON []byte
 
-func (j jsontextRaw) MarshalJSON() ([]byte, error) { return j, nil }
+// MarshalJSON returns j as it is.
+func (j RawJSON) MarshalJSON() ([]byte, error) { return j, nil }
 
-func (j *jsontextRaw) UnmarshalJSON(b []byte) error {
+// UnmarshalJSON keeps b as it came.
+func (j *RawJSON) UnmarshalJSON(b []byte) error {
 	*j = append((*j)[:0], b...)
 	return nil
 }

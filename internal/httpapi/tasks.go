@@ -28,19 +28,27 @@ const (
 // Task is a task as the HTTP API shows it: the one type of the task
 // object, which the server writes and the command reads.
 type Task struct {
-	ID          string      `json:"id"`
-	Tool        string      `json:"tool"`
-	Status      string      `json:"status"`
-	CreatedAt   time.Time   `json:"created_at"`
-	UpdatedAt   time.Time   `json:"updated_at"`
-	ExecutionID string      `json:"execution_id,omitempty"`
-	Output      jsontextRaw `json:"output,omitzero"`
-	Error       *Error      `json:"error,omitempty"`
-	ApprovalID  string      `json:"approval_id,omitempty"`
-	ApprovalURL string      `json:"approval_url,omitempty"`
-	Questions   jsontextRaw `json:"questions,omitzero"`
+	ID          string    `json:"id"`
+	Tool        string    `json:"tool"`
+	Status      string    `json:"status"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	ExecutionID string    `json:"execution_id,omitempty"`
+	Output      RawJSON   `json:"output,omitzero"`
+	Error       *Error    `json:"error,omitempty"`
+	ApprovalID  string    `json:"approval_id,omitempty"`
+	ApprovalURL string    `json:"approval_url,omitempty"`
+	Questions   RawJSON   `json:"questions,omitzero"`
 	// Progress is the task's last progress report, nil for none.
 	Progress *Progress `json:"progress,omitempty"`
+}
+
+// TaskPage is a page of GET /tasks: the one type of the document, which
+// the server writes and the command reads.
+type TaskPage struct {
+	Tasks []Task `json:"tasks"`
+	// NextCursor is the ?cursor= of the next page, "" on the last.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // Progress is a task's last progress report: the registry's task
@@ -58,11 +66,11 @@ func NewTask(rec store.Task) Task {
 		ExecutionID: rec.ExecutionID}
 	switch rec.Status {
 	case store.TaskCompleted:
-		t.Output = jsontextRaw(rec.Output)
+		t.Output = RawJSON(rec.Output)
 	case store.TaskInputRequired:
 		t.ApprovalID = rec.ApprovalID
 		if len(rec.Questions) > len("{}") {
-			t.Questions = jsontextRaw(rec.Questions)
+			t.Questions = RawJSON(rec.Questions)
 		}
 	}
 	return t
@@ -97,10 +105,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, req *http.Request, id Identit
 		s.writeError(w, err)
 		return
 	}
-	out := struct {
-		Tasks      []Task `json:"tasks"`
-		NextCursor string `json:"next_cursor,omitempty"`
-	}{Tasks: make([]Task, 0, min(len(page), limit))}
+	out := TaskPage{Tasks: make([]Task, 0, min(len(page), limit))}
 	for i, t := range page {
 		if i == limit {
 			out.NextCursor = page[limit-1].ID

@@ -23,12 +23,6 @@ func (s *Server) serveTools(w http.ResponseWriter, req *http.Request, id Identit
 	writeJSON(w, http.StatusOK, s.host.Tools(req.Context(), id))
 }
 
-type wireResult struct {
-	ExecutionID string      `json:"execution_id"`
-	Output      jsontextRaw `json:"output"`
-	Replayed    bool        `json:"replayed"`
-}
-
 func (s *Server) serveCall(w http.ResponseWriter, req *http.Request, id Identity) {
 	// A page may POST text/plain or a form to any origin without asking
 	// first; requiring JSON, even for an empty body, takes that away.
@@ -62,7 +56,7 @@ func (s *Server) serveCall(w http.ResponseWriter, req *http.Request, id Identity
 		return
 	}
 	w.Header().Set("X-Carmy-Execution-Id", res.ExecutionID)
-	writeJSON(w, http.StatusOK, wireResult{res.ExecutionID, jsontextRaw(res.Output), res.Replayed})
+	writeJSON(w, http.StatusOK, res)
 }
 
 // prefersAsync reports whether a request prefers an asynchronous answer

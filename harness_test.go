@@ -4,6 +4,7 @@ package carmy_test
 // sink, a JSON client and MCP clients, written once for every test file.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -244,6 +245,28 @@ func singleClient(t testing.TB, reg *carmy.Registry, transport, version string, 
 		<-served
 	})
 	return s
+}
+
+// stdioPipes serves reg over a pair of pipes, as a stdio client reaches it,
+// for a test that writes the JSON-RPC lines itself: it returns the writer of
+// the client's lines and the reader of the server's. When the test ends the
+// client's side closes, and the serving ends before the test does.
+func stdioPipes(t testing.TB, reg *carmy.Registry) (io.Writer, *bufio.Reader) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		_ = reg.ServeStdio(context.Background(), inR, outW)
+		outW.Close()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+		<-done
+	})
+	return inW, bufio.NewReader(outR)
 }
 
 // mcpExchange posts one JSON-RPC message to the MCP endpoint of the server

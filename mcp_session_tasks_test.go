@@ -1,8 +1,6 @@
 package carmy_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -70,20 +68,7 @@ func httpTasksSession(t *testing.T, url, token string) (map[string]any, sessionT
 // writer of the client's answers to them.
 func stdioTasksSession(t *testing.T, reg *carmy.Registry) (map[string]any, sessionTasksClient, chan map[string]any, func(string)) {
 	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		_ = reg.ServeStdio(context.Background(), inR, outW)
-		outW.Close()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		inW.Close()
-		go io.Copy(io.Discard, outR)
-		<-done
-	})
-	out := bufio.NewReader(outR)
+	inW, out := stdioPipes(t, reg)
 	asked := make(chan map[string]any, 10)
 	n := 0
 	send := func(body string) []byte {

@@ -1,7 +1,6 @@
 package carmy_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -325,20 +324,7 @@ func TestMCPTasksSessionlessOverStdio(t *testing.T) {
 	t.Parallel()
 	reg := taskRegistry(t, carmy.New(), carmy.Tool(func(in DeleteNote) (uint64, error) { return in.ID, nil }, carmy.Read,
 		carmy.Name("report"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)))
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		_ = reg.ServeStdio(context.Background(), inR, outW)
-		outW.Close()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		inW.Close()
-		go io.Copy(io.Discard, outR)
-		<-done
-	})
-	out := bufio.NewReader(outR)
+	inW, out := stdioPipes(t, reg)
 	n := 0
 	send := func(method, params string) (map[string]any, int) {
 		t.Helper()

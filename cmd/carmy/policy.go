@@ -114,13 +114,9 @@ func runPolicyCheck(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() > 1 {
-		fmt.Fprint(stderr, policyUsage)
+	pattern, ok := packagePattern(fs, policyUsage, stderr)
+	if !ok {
 		return 2
-	}
-	pattern := "."
-	if fs.NArg() == 1 {
-		pattern = fs.Arg(0)
 	}
 	return checkPolicies(*file, pattern, stdout, stderr)
 }

@@ -41,6 +41,9 @@ forbid(principal, action == Action::"call", resource == Tool::"create_order") wh
 	if code != 0 || !strings.Contains(stdout, "good.cedar: 2 policies, valid") {
 		t.Fatalf("carmy policy check: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	if code, _, stderr := output(t, carmyCmd(t, dir, "policy", "check", ".", ".")); code != 2 || !strings.Contains(stderr, "usage: carmy policy") {
+		t.Errorf("carmy policy check . .: exit %d, %s; want 2 and the usage", code, stderr)
+	}
 	requests := write("requests.jsonl", `{"principal":"alice","tool":"create_order","input":{"sku":"A","quantity":3},"expect":"allow"}
 {"principal":"alice","tool":"create_order","input":{"sku":"A","quantity":30},"expect":"deny"}
 {"principal":"alice","tool":"create_order","input":{"sku":"A","quantity":30},"expect":"allow"}

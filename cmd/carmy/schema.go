@@ -57,6 +57,20 @@ type schemaTool struct {
 	Requires     []string        `json:"requires,omitempty"`
 }
 
+// packagePattern is the one optional argument of a command that reads a
+// package's tools: the package pattern, "." when none is given. More than
+// one argument prints usage, and ok is false.
+func packagePattern(fs *flag.FlagSet, usage string, stderr io.Writer) (pattern string, ok bool) {
+	switch fs.NArg() {
+	case 0:
+		return ".", true
+	case 1:
+		return fs.Arg(0), true
+	}
+	fmt.Fprint(stderr, usage)
+	return "", false
+}
+
 func runSchema(args []string, stdout, stderr io.Writer) int {
 	if isHelp(args) {
 		fmt.Fprint(stdout, schemaUsage)
@@ -70,13 +84,9 @@ func runSchema(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() > 1 {
-		fmt.Fprint(stderr, schemaUsage)
+	pattern, ok := packagePattern(fs, schemaUsage, stderr)
+	if !ok {
 		return 2
-	}
-	pattern := "."
-	if fs.NArg() == 1 {
-		pattern = fs.Arg(0)
 	}
 	tools, err := packageSchemas(pattern, func(format string, args ...any) { fmt.Fprintf(stderr, "carmy schema: "+format+"\n", args...) })
 	if err != nil {

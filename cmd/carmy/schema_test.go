@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +54,8 @@ func TestSchema(t *testing.T) {
 	}
 	if code, _, _ := output(t, carmyCmd(t, dir, "schema", "-tool", "nope", ".")); code != 1 {
 		t.Errorf("carmy schema -tool nope: exit %d, want 1", code)
+	}
+	if code, _, stderr := output(t, carmyCmd(t, dir, "schema", ".", ".")); code != 2 || !strings.Contains(stderr, "usage: carmy schema") {
+		t.Errorf("carmy schema . .: exit %d, %s; want 2 and the usage", code, stderr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/url"
 	"reflect"
 	"slices"
@@ -439,14 +440,19 @@ func (b *Builder) Build() (*Registry, error) {
 	for _, t := range r.tab().tools {
 		t.handler = r.handlerFor(t, b.middleware)
 	}
+	// A tool a mount's upstream adds later is made with this Build's
+	// settings: what the Builder is told after Build belongs to the
+	// registries built after it.
+	built := &Builder{timeout: b.timeout, effectPerms: maps.Clone(b.effectPerms), rate: b.rate, toolRates: maps.Clone(b.toolRates)}
+	deferred, middleware := slices.Clone(b.deferred.Values), slices.Clone(b.middleware)
 	r.prepare = func(d *ToolDef) (*tool, []error) {
-		t, problems := b.prepare(d)
+		t, problems := built.prepare(d)
 		if len(problems) > 0 {
 			return nil, problems
 		}
-		b.setLimits(t)
-		t.meta.Deferred = t.meta.Deferred || slices.Contains(b.deferred.Values, t.meta.Name)
-		t.handler = r.handlerFor(t, b.middleware)
+		built.setLimits(t)
+		t.meta.Deferred = t.meta.Deferred || slices.Contains(deferred, t.meta.Name)
+		t.handler = r.handlerFor(t, middleware)
 		return t, nil
 	}
 	r.reindex()

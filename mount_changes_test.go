@@ -210,3 +210,31 @@ func TestMountEffectRisesWithTheUpstream(t *testing.T) {
 		}
 	})
 }
+
+// TestMountAddsToolsAsBuilt: a tool an upstream adds after Build is made
+// with the settings the registry was built with; what its Builder is told
+// later belongs to the registries built later.
+func TestMountAddsToolsAsBuilt(t *testing.T) {
+	u := newUpstream()
+	b := carmy.New().Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL))
+	reg := build(t, b)
+	b.Use(func(carmy.CallFunc) carmy.CallFunc {
+		return func(context.Context, *carmy.Request) (carmy.Result, error) {
+			return carmy.Result{}, errors.New("a middleware given after Build")
+		}
+	}).Timeout(time.Nanosecond).RateLimit(1, time.Hour)
+	u.add(&mcp.Tool{Name: "grep", Description: "Greps the files for a pattern", InputSchema: json.RawMessage(readSchema),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(json.RawMessage) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "3 matches"}}}
+	})
+	waitFor(t, "fs_grep to be served", func() bool { _, ok := reg.Lookup("fs_grep"); return ok })
+	if m, _ := reg.Lookup("fs_grep"); m.Timeout != carmy.DefaultTimeout {
+		t.Errorf("fs_grep's timeout = %v; want the registry's %v", m.Timeout, carmy.DefaultTimeout)
+	}
+	for i := range 2 {
+		res, err := reg.Execute(context.Background(), carmy.Call{Tool: "fs_grep", Input: json.RawMessage(`{"path":"a"}`)})
+		if err != nil || !strings.Contains(string(res.Output), "3 matches") {
+			t.Fatalf("call %d of fs_grep = %s, %v; want the upstream's answer", i+1, res.Output, err)
+		}
+	}
+}

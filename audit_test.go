@@ -556,22 +556,37 @@ func TestJSONLinesAuditorEncodesAsTheJSONLibrary(t *testing.T) {
 		{"not UTF-8", carmy.AuditRecord{Time: at, Tool: "t\xff", Effect: carmy.Read}},
 		{"no effect", carmy.AuditRecord{Time: at, Tool: "t"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			want, wantErr := jsonv2.Marshal(tc.rec, jsonv2.Deterministic(true))
-			var out bytes.Buffer
-			err := carmy.NewJSONLinesAuditor(&out).Audit(context.Background(), tc.rec)
-			if (err != nil) != (wantErr != nil) {
-				t.Fatalf("Audit error %v, the JSON library's %v", err, wantErr)
-			}
-			if err != nil {
-				if out.Len() != 0 {
-					t.Fatalf("a refused record was written: %q", out.String())
-				}
-				return
-			}
-			if got := strings.TrimSuffix(out.String(), "\n"); got != string(want) {
-				t.Fatalf("wrote  %s\nlibrary %s", got, want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { encodesAsTheJSONLibrary(t, tc.rec) })
+	}
+}
+
+// FuzzJSONLinesAuditor: whatever a record's strings hold, the file sink
+// writes the bytes the JSON library writes, or refuses what it refuses.
+func FuzzJSONLinesAuditor(f *testing.F) {
+	f.Add("r\"1\u2028", "ünïcode \x01", "t\xff", "p\n2", "why", int64(1796480846), uint8(2))
+	f.Add("", "", "edit", "", "", int64(-62135596800), uint8(0))
+	f.Fuzz(func(t *testing.T, requestID, principal, tool, policy, detail string, unix int64, effect uint8) {
+		rec := carmy.AuditRecord{Time: time.Unix(unix, 0).UTC(), Decision: carmy.AuditExecuted, RequestID: requestID, Principal: principal,
+			Tool: tool, Effect: carmy.Effect(effect % 6), Policies: []string{policy}, Detail: detail}
+		encodesAsTheJSONLibrary(t, rec)
+	})
+}
+
+func encodesAsTheJSONLibrary(t *testing.T, rec carmy.AuditRecord) {
+	t.Helper()
+	want, wantErr := jsonv2.Marshal(rec, jsonv2.Deterministic(true))
+	var out bytes.Buffer
+	err := carmy.NewJSONLinesAuditor(&out).Audit(context.Background(), rec)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("Audit error %v, the JSON library's %v", err, wantErr)
+	}
+	if err != nil {
+		if out.Len() != 0 {
+			t.Fatalf("a refused record was written: %q", out.String())
+		}
+		return
+	}
+	if got := strings.TrimSuffix(out.String(), "\n"); got != string(want) {
+		t.Fatalf("wrote  %s\nlibrary %s", got, want)
 	}
 }

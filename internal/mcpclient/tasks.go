@@ -259,12 +259,16 @@ func (c *Client) answerTask(ctx context.Context, cs *mcp.ClientSession, cl *call
 
 // stopTask cancels the upstream's task of a call that stopped waiting for
 // it (ctx ended, or the task could no longer be read), and returns why it
-// stopped: the call was sent, so its outcome is unknown.
+// stopped: ctx's error when ctx ended and the upstream took the cancel,
+// else an outcome unknown (the call was sent).
 func (c *Client) stopTask(ctx context.Context, cs *mcp.ClientSession, cl *call, id string, why error) error {
 	cctx, cancel := context.WithTimeout(c.life, 5*time.Second)
 	defer cancel()
-	if _, err := c.taskOp(cctx, cs, cl, "tasks/cancel", id, sessionless(cs), nil); err != nil {
+	_, err := c.taskOp(cctx, cs, cl, "tasks/cancel", id, sessionless(cs), nil)
+	if err != nil {
 		c.logger.Warn("carmy: cannot cancel the upstream's task", "task", id, "tool", cl.req.Name, "error", err)
+	} else if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	if ctx.Err() != nil {
 		return &Error{Mount: c.cfg.Name, Kind: OutcomeUnknown, Msg: "the call stopped after it was sent; its task " + id + " was cancelled upstream", Err: ctx.Err()}

@@ -211,6 +211,12 @@ type mountSpec struct {
 // its override says Confirm false. An approval binds the tool's
 // definition (description, schemas, annotations) as well as its input.
 //
+// An upstream tool that runs only as a task is a [TaskRequired] tool,
+// called as the upstream's task (as is one that may be a task, when
+// carmy's call is one): the upstream's task is cancelled with carmy's, and
+// fails it when it fails. Where the upstream does not declare tasks, such
+// a tool is left out, with a log line.
+//
 // The registry follows the upstream's changes while it serves. A tool the
 // upstream adds is served at once when its name is free and its schemas
 // compile (else refused, logged and audited); one whose annotations alone

@@ -4,7 +4,8 @@
 // mount connects to: a stdio server run as a child process, or a
 // streamable HTTP endpoint of either protocol generation. It lists the
 // upstream's tools with their definitions as the upstream wrote them,
-// calls them with carmy's _meta, forwards progress, log messages,
+// calls them with carmy's _meta (as the upstream's tasks where asked:
+// tasks.go), forwards progress, log messages,
 // questions, sampling and cancellation, reads the upstream's resources and
 // prompts on a caller's behalf, follows the upstream's list changes and
 // reconnects with backoff. It decides nothing: the mount governs every

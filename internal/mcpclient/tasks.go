@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 an upstream task may sample, which MCP deprecates from 2026-07-28 on and still serves.
+
 package mcpclient
 
 import (

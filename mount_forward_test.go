@@ -3,10 +3,12 @@
 package carmy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -338,22 +340,55 @@ func newTaskUpstream(t *testing.T) *taskUpstream {
 				u.cancelled <- struct{}{}
 				return "", ctx.Err()
 			}
-		}, carmy.Read, carmy.Name("job"), carmy.Tasks(carmy.TaskRequired), carmy.Timeout(time.Minute)),
+		}, carmy.Read, carmy.Name("job"), carmy.Tasks(carmy.TaskRequired), carmy.Timeout(time.Minute), carmy.Register(false)),
 		carmy.Tool(func() (string, error) {
 			return "", carmy.Errorf(carmy.CodeInvalidInput, "no such job")
-		}, carmy.Read, carmy.Name("broken"), carmy.Tasks(carmy.TaskRequired)),
+		}, carmy.Read, carmy.Name("broken"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
 		carmy.Tool(func() (string, error) {
 			panic("the upstream's job crashed")
-		}, carmy.Read, carmy.Name("crash"), carmy.Tasks(carmy.TaskRequired)),
+		}, carmy.Read, carmy.Name("crash"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
 		carmy.Tool(func(ctx carmy.Context) (string, error) {
 			var p Pick
 			if ok, err := ctx.Elicit("Which color?", &p); err != nil || !ok {
 				return "", fmt.Errorf("no color: %v", err)
 			}
 			return "picked " + p.Color, nil
-		}, carmy.Read, carmy.Name("pick"), carmy.Tasks(carmy.TaskRequired))))
+		}, carmy.Read, carmy.Name("pick"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false))))
 	u.url = serve(t, up).URL + "/mcp"
 	return u
+}
+
+// sessionlessOnly serves the carmy registry at url, which speaks both
+// protocol generations, as a server of the sessionless generation alone
+// answers initialize: with 2026-07-28, the tasks extension and no session,
+// so that its client speaks that generation.
+func sessionlessOnly(t *testing.T, url string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			if !strings.EqualFold(k, "Mcp-Session-Id") && !strings.EqualFold(k, "Content-Length") {
+				w.Header()[k] = v
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		if !bytes.Contains(body, []byte(`"method":"initialize"`)) {
+			_, _ = io.Copy(w, resp.Body)
+			return
+		}
+		out, _ := io.ReadAll(resp.Body)
+		out = bytes.ReplaceAll(out, []byte(`"protocolVersion":"2025-11-25"`), []byte(`"protocolVersion":"2026-07-28"`))
+		_, _ = w.Write(bytes.Replace(out, []byte(`"capabilities":{`), []byte(`"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},`), 1))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // TestMountCallsTaskOnlyToolsAsTasks: an upstream tool that runs only as a
@@ -363,8 +398,21 @@ func newTaskUpstream(t *testing.T) *taskUpstream {
 // question, its cancel, and a replay by request id that never reaches the
 // upstream twice, in Go and over MCP.
 func TestMountCallsTaskOnlyToolsAsTasks(t *testing.T) {
-	u := newTaskUpstream(t)
-	reg := mountBuild(t, u.url)
+	for _, gen := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(gen, func(t *testing.T) {
+			u := newTaskUpstream(t)
+			url := u.url
+			if gen == "2026-07-28" {
+				url = sessionlessOnly(t, url)
+			}
+			upstreamTasks(t, u, mountBuild(t, url))
+		})
+	}
+}
+
+// upstreamTasks runs the calls of TestMountCallsTaskOnlyToolsAsTasks
+// through reg, which mounts u.
+func upstreamTasks(t *testing.T, u *taskUpstream, reg *carmy.Registry) {
 	ctx := context.Background()
 	for _, m := range reg.ToolsFor(ctx, carmy.Identity{}) {
 		if strings.HasPrefix(m.Name, "fs_") && m.Tasks != carmy.TaskRequired {

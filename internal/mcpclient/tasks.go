@@ -121,7 +121,13 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 		params["task"] = map[string]any{}
 	}
 	params["_meta"] = meta
-	raw, err := c.rpc(ctx, cs, cl, "tools/call", params, cl.req.Name)
+	// The answer that names the task is read even once ctx ended: the task
+	// it names is then cancelled, not left to run.
+	sent, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ConnectTimeout)
+	stop := context.AfterFunc(c.life, cancel)
+	raw, err := c.rpc(sent, cs, cl, "tools/call", params, cl.req.Name)
+	stop()
+	cancel()
 	if err != nil {
 		return nil, c.callError(ctx, cl, err)
 	}
@@ -160,6 +166,12 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 	id := st.TaskID
 	asked := map[string]bool{} // the sessionless questions answered
 	for {
+		if gen2 && final(st.Status) && st.Result == nil && st.Error == nil {
+			// Created ended already: tasks/get has its outcome.
+			if st, err = c.getTask(ctx, cs, cl, id, gen2); err != nil {
+				return nil, c.stopTask(ctx, cs, cl, id, err)
+			}
+		}
 		switch st.Status {
 		case "completed":
 			if gen2 {
@@ -185,15 +197,28 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 			return nil, c.stopTask(ctx, cs, cl, id, ctx.Err())
 		case <-time.After(st.poll()):
 		}
-		next, err := c.taskOp(ctx, cs, cl, "tasks/get", id, gen2, nil)
-		if err != nil {
+		if st, err = c.getTask(ctx, cs, cl, id, gen2); err != nil {
 			return nil, c.stopTask(ctx, cs, cl, id, err)
 		}
-		st = &wireTask{}
-		if err := json.Unmarshal(next, st); err != nil || st.Status == "" {
-			return nil, c.stopTask(ctx, cs, cl, id, fmt.Errorf("cannot read task %s: %s", id, next))
-		}
 	}
+}
+
+// getTask reads task id with tasks/get.
+func (c *Client) getTask(ctx context.Context, cs *mcp.ClientSession, cl *call, id string, gen2 bool) (*wireTask, error) {
+	raw, err := c.taskOp(ctx, cs, cl, "tasks/get", id, gen2, nil)
+	if err != nil {
+		return nil, err
+	}
+	st := &wireTask{}
+	if err := json.Unmarshal(raw, st); err != nil || st.Status == "" {
+		return nil, fmt.Errorf("cannot read task %s: %s", id, raw)
+	}
+	return st, nil
+}
+
+// final reports whether a task's status is one it never leaves.
+func final(status string) bool {
+	return status == "completed" || status == "failed" || status == "cancelled"
 }
 
 // taskResult waits for the result of a session's task with tasks/result:

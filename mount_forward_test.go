@@ -317,12 +317,14 @@ type Pick struct {
 // taskUpstream is a carmy registry served over HTTP, which speaks MCP's
 // tasks, as an upstream whose tools run only as tasks: job waits to be
 // released (or for its task's cancel, which it reports), broken reports a
-// tool error, crash panics (its task fails), pick asks a question.
+// tool error, crash panics (its task fails), pick asks a question, stamp
+// writes (the mount has a person confirm it).
 type taskUpstream struct {
 	url       string
 	ran       atomic.Int32
 	release   chan struct{}
 	cancelled chan struct{}
+	stamped   atomic.Int32
 }
 
 func newTaskUpstream(t *testing.T) *taskUpstream {
@@ -353,7 +355,11 @@ func newTaskUpstream(t *testing.T) *taskUpstream {
 				return "", fmt.Errorf("no color: %v", err)
 			}
 			return "picked " + p.Color, nil
-		}, carmy.Read, carmy.Name("pick"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false))))
+		}, carmy.Read, carmy.Name("pick"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
+		carmy.Tool(func() (string, error) {
+			u.stamped.Add(1)
+			return "stamped", nil
+		}, carmy.Write, carmy.Name("stamp"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false))))
 	u.url = serve(t, up).URL + "/mcp"
 	return u
 }
@@ -405,7 +411,8 @@ func TestMountCallsTaskOnlyToolsAsTasks(t *testing.T) {
 			if gen == "2026-07-28" {
 				url = sessionlessOnly(t, url)
 			}
-			upstreamTasks(t, u, mountBuild(t, url))
+			confirm := true
+			upstreamTasks(t, u, mountBuild(t, url, carmy.MountTool("stamp", carmy.ToolOverride{Confirm: &confirm})))
 		})
 	}
 }
@@ -451,6 +458,23 @@ func upstreamTasks(t *testing.T, u *taskUpstream, reg *carmy.Registry) {
 		}
 		if n := u.ran.Load() - before; n != 1 {
 			t.Errorf("the upstream ran the job %d times; want once", n)
+		}
+	})
+
+	t.Run("in Go, confirmed before the upstream is called", func(t *testing.T) {
+		task, err := reg.Start(ctx, carmy.Call{Tool: "fs_stamp", Input: json.RawMessage(`{}`), Principal: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Status != carmy.TaskInputRequired || task.ApprovalID == "" || u.stamped.Load() != 0 {
+			t.Fatalf("task %s (approval %q), upstream called %d times; want a task waiting for a person, the upstream not called",
+				task.Status, task.ApprovalID, u.stamped.Load())
+		}
+		if err := reg.Decide(ctx, task.ApprovalID, true, "person:bob"); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := wait(t, task); err != nil || string(res.Output) != `{"result":"stamped"}` || u.stamped.Load() != 1 {
+			t.Fatalf("approved: %s, %v, upstream called %d times; want its result, once", res.Output, err, u.stamped.Load())
 		}
 	})
 

@@ -433,13 +433,10 @@ func (c *Client) post(ctx context.Context, httpc *http.Client, cs *mcp.ClientSes
 	if httpc == nil {
 		return &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "not connected; reconnecting"}
 	}
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, ownKey{}, cl), http.MethodPost, c.cfg.URL, bytes.NewReader(msg))
+	req, err := c.newPost(context.WithValue(ctx, ownKey{}, cl), cs, msg)
 	if err != nil {
 		return err
 	}
-	c.headers(req.Header, cs)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
 	if sessionless(cs) {
 		req.Header.Set("Mcp-Method", method)
 		req.Header.Set("Mcp-Name", name)
@@ -460,14 +457,22 @@ func (c *Client) post(ctx context.Context, httpc *http.Client, cs *mcp.ClientSes
 	return err
 }
 
-// headers are those of every request in session cs beside the mount's own.
-func (c *Client) headers(h http.Header, cs *mcp.ClientSession) {
+// newPost is a POST of one message in session cs, with the headers of
+// every request of the session beside the mount's own.
+func (c *Client) newPost(ctx context.Context, cs *mcp.ClientSession, msg []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(msg))
+	if err != nil {
+		return nil, err
+	}
 	if id := cs.ID(); id != "" {
-		h.Set("Mcp-Session-Id", id)
+		req.Header.Set("Mcp-Session-Id", id)
 	}
 	if res := cs.InitializeResult(); res != nil {
-		h.Set("Mcp-Protocol-Version", res.ProtocolVersion)
+		req.Header.Set("Mcp-Protocol-Version", res.ProtocolVersion)
 	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	return req, nil
 }
 
 // served serves a request or notification of the upstream that came on
@@ -515,13 +520,10 @@ func (c *Client) served(line []byte, cl *call) {
 		c.mu.Lock()
 		httpc := c.httpc
 		c.mu.Unlock()
-		req, err := http.NewRequestWithContext(c.life, http.MethodPost, c.cfg.URL, bytes.NewReader(b))
+		req, err := c.newPost(c.life, cs, b)
 		if err != nil || httpc == nil {
 			return
 		}
-		c.headers(req.Header, cs)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
 		if resp, err := httpc.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()

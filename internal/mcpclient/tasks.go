@@ -154,16 +154,16 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 	if st == nil || st.TaskID == "" { // answered at once: the call's result
 		return raw, nil
 	}
+	id := st.TaskID
 	c.mu.Lock()
-	c.byTask[st.TaskID], cl.task = cl, st.TaskID
+	c.byTask[id], cl.task = cl, id
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		delete(c.byTask, st.TaskID)
+		delete(c.byTask, id)
 		cl.task = ""
 		c.mu.Unlock()
 	}()
-	id := st.TaskID
 	asked := map[string]bool{} // the sessionless questions answered
 	for {
 		if gen2 && final(st.Status) && st.Result == nil && st.Error == nil {

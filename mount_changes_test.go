@@ -238,3 +238,203 @@ func TestMountAddsToolsAsBuilt(t *testing.T) {
 		}
 	}
 }
+
+// TestMountTakesChangedDefinitions: a definition the upstream changes is
+// served as it now is, at once: its description and schemas byte for
+// byte, the operator's overrides still applied, its effect never lower
+// than it was, audited with the new definition's hash, and carmy's
+// clients told, in sessions and on the sessionless protocol's listen
+// streams. A definition whose schema carmy cannot compile holds that tool
+// alone, saying why.
+func TestMountTakesChangedDefinitions(t *testing.T) {
+	ctx := context.Background()
+	u := newUpstream()
+	audit := &auditLog{}
+	reg := build(t, carmy.New().Audit(audit).
+		Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL), carmy.MountTool("read", carmy.ToolOverride{Requires: []string{"files"}})))
+	srv := serve(t, reg)
+	told := map[string]chan struct{}{}
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		ch := make(chan struct{}, 16)
+		told[version] = ch
+		mcpConnect(t, srv.URL, version, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { ch <- struct{}{} },
+		})
+	}
+	files := []string{"files"}
+	// The new schema's keys are in an order no encoder of maps would
+	// choose: it is published as the upstream wrote it.
+	const linesSchema = `{"type":"object","required":["path","lines"],"properties":{"path":{"type":"string","minLength":1},"lines":{"type":"integer","minimum":1}}}`
+	redefine := func(desc, schema string, readOnly bool) {
+		u.add(&mcp.Tool{Name: "read", Description: desc, InputSchema: json.RawMessage(schema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly}}, func(args json.RawMessage) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "lines of " + string(args)}}}
+		})
+	}
+	described := func(desc string) func() bool {
+		return func() bool { m, _ := reg.Lookup("fs_read"); return m.Description == desc }
+	}
+
+	t.Run("the new description and schemas are served at once", func(t *testing.T) {
+		redefine("Reads lines of a file", linesSchema, true)
+		waitFor(t, "fs_read's new definition", described("Reads lines of a file"))
+		m, _ := reg.Lookup("fs_read")
+		if string(m.InputSchema) != linesSchema || m.Effect != carmy.Read || !slices.Equal(m.Requires, []string{"files"}) {
+			t.Errorf("fs_read = %+v; want the upstream's schema byte for byte, effect read, and the override's requires", m)
+		}
+		var listed bool
+		for _, l := range reg.ToolsFor(ctx, carmy.Identity{Permissions: files}) {
+			listed = listed || l.Name == "fs_read" && string(l.InputSchema) == linesSchema
+		}
+		if !listed {
+			t.Error("the callers' lists do not show the new definition")
+		}
+		before := u.count("read")
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: files, Input: json.RawMessage(`{"path":"a"}`)}); carmy.CodeOf(err) != carmy.CodeInvalidInput {
+			t.Errorf("an input the old schema took and the new one refuses: err = %v, want invalid_input", err)
+		}
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Input: json.RawMessage(`{"path":"a","lines":2}`)}); carmy.CodeOf(err) != carmy.CodePermissionDenied {
+			t.Errorf("without the override's permission: err = %v, want permission_denied", err)
+		}
+		if u.count("read") != before {
+			t.Fatal("refused calls reached the upstream")
+		}
+		res, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: files, Input: json.RawMessage(`{"path":"a","lines":2}`)})
+		if err != nil || !strings.Contains(string(res.Output), "lines of") || u.count("read") != before+1 {
+			t.Errorf("fs_read = %s, %v; want the upstream's answer", res.Output, err)
+		}
+		recs := audit.changes("fs_read")
+		if len(recs) != 1 || recs[0].Digest == "" || !strings.Contains(recs[0].Detail, "definition changed") {
+			t.Errorf("tool_changed records %+v; want one, with the new definition's hash", recs)
+		}
+		for version, ch := range told {
+			select {
+			case <-ch:
+			case <-time.After(5 * time.Second):
+				t.Errorf("the %s client was not told that the tools changed", version)
+			}
+		}
+	})
+	t.Run("its effect rises with the hints and never falls", func(t *testing.T) {
+		redefine("Reads lines of a file, maybe more", linesSchema, false)
+		waitFor(t, "the second definition", described("Reads lines of a file, maybe more"))
+		redefine("Reads lines of a file, read only", linesSchema, true)
+		waitFor(t, "the third definition", described("Reads lines of a file, read only"))
+		m, _ := reg.Lookup("fs_read")
+		if m.Effect != carmy.Destructive || m.Confirmation != carmy.ConfirmationRequired {
+			t.Errorf("fs_read = %+v; want Destructive kept, and a person's confirmation", m)
+		}
+		recs := audit.changes("fs_read")
+		if len(recs) != 3 || recs[1].Digest == recs[2].Digest {
+			t.Errorf("tool_changed records %+v; want three, each with its definition's hash", recs)
+		}
+	})
+	t.Run("a schema carmy cannot compile holds that tool alone", func(t *testing.T) {
+		before := len(audit.changes("fs_read"))
+		redefine("Reads, broken", `{"type":"object","properties":{"path":{"$ref":"#/$defs/nowhere"}}}`, true)
+		waitFor(t, "the broken definition to be audited", func() bool { return len(audit.changes("fs_read")) > before })
+		_, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: []string{"files", "confirm:fs_read"}, Input: json.RawMessage(`{"path":"a","lines":2}`)})
+		var e *carmy.Error
+		if !errors.As(err, &e) || e.Code != carmy.CodeUnavailable || e.Details["reason"] != "definition_refused" ||
+			!strings.Contains(e.Message, "mount fs") || !strings.Contains(e.Message, "read") {
+			t.Errorf("err = %v; want unavailable naming mount fs and read, reason definition_refused", err)
+		}
+		if r := audit.changes("fs_read"); !strings.Contains(r[len(r)-1].Detail, "held") || r[len(r)-1].Digest == "" {
+			t.Errorf("record %+v; want it held, with the refused definition's hash", r[len(r)-1])
+		}
+		for _, l := range reg.ToolsFor(ctx, carmy.Identity{Permissions: files}) {
+			if l.Name == "fs_read" {
+				t.Error("a held tool is listed")
+			}
+		}
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_sum", Input: json.RawMessage(`{"a":1,"b":2}`)}); err != nil {
+			t.Errorf("the mount's other tools: %v", err)
+		}
+		redefine("Reads lines of a file, mended", linesSchema, true)
+		waitFor(t, "the mended definition", described("Reads lines of a file, mended"))
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: []string{"files", "confirm:fs_read"}, Input: json.RawMessage(`{"path":"a","lines":2}`)}); err != nil {
+			t.Errorf("the mended definition: %v", err)
+		}
+	})
+}
+
+// TestMountApprovalBindsTheDefinition: an approval given for a mounted
+// tool's definition does not authorize a call of the definition the
+// upstream changed it to, and a call checked under the old definition
+// that has not reached the upstream when it changes never does.
+func TestMountApprovalBindsTheDefinition(t *testing.T) {
+	ctx := context.Background()
+	u := newUpstream()
+	audit := &auditLog{}
+	gate := make(chan struct{})
+	waiting := make(chan struct{}, 1)
+	reg := build(t, carmy.New().Audit(audit).Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL)).
+		Use(func(next carmy.CallFunc) carmy.CallFunc {
+			return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
+				if req.Call.RequestID == "held" { // this call waits, checked, before it reaches the upstream
+					waiting <- struct{}{}
+					<-gate
+				}
+				return next(ctx, req)
+			}
+		}))
+	redescribe := func(name, desc string) {
+		u.add(&mcp.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(readSchema)}, func(json.RawMessage) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted"}}}
+		})
+	}
+	in := json.RawMessage(`{"path":"a"}`)
+
+	t.Run("an approval of the old definition", func(t *testing.T) {
+		_, err := reg.Execute(ctx, carmy.Call{Tool: "fs_delete", Principal: "agent", Input: in})
+		var e *carmy.Error
+		if !errors.As(err, &e) || e.Code != carmy.CodeConfirmationRequired {
+			t.Fatalf("err = %v; want confirmation_required", err)
+		}
+		approval := e.Details["approval_id"].(string)
+		redescribe("delete", "Deletes a file, and its backups")
+		waitFor(t, "fs_delete's new definition", func() bool {
+			m, _ := reg.Lookup("fs_delete")
+			return m.Description == "Deletes a file, and its backups"
+		})
+		if err := reg.Decide(ctx, approval, true, "person:alice"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = reg.Execute(ctx, carmy.Call{Tool: "fs_delete", Principal: "agent", Input: in})
+		if !errors.As(err, &e) || e.Code != carmy.CodeConfirmationRequired || e.Details["approval_id"] == approval ||
+			!strings.Contains(e.Message, "changed the definition") {
+			t.Errorf("the approved retry: err = %v; want confirmation_required, a new approval, saying the definition changed", err)
+		}
+		if n := u.count("delete"); n != 0 {
+			t.Errorf("the upstream was called %d times; want none", n)
+		}
+	})
+	t.Run("a call checked under the old definition", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", RequestID: "held", Input: in})
+			done <- err
+		}()
+		<-waiting
+		before := u.count("read")
+		n := len(audit.changes("fs_read"))
+		u.add(&mcp.Tool{Name: "read", Description: "Reads a file, or a device", InputSchema: json.RawMessage(readSchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(json.RawMessage) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "device contents"}}}
+		})
+		waitFor(t, "fs_read's change to be audited", func() bool { return len(audit.changes("fs_read")) > n })
+		close(gate)
+		err := <-done
+		var e *carmy.Error
+		if !errors.As(err, &e) || e.Code != carmy.CodeUnavailable || e.Details["reason"] != "tool_changed" || !e.Retryable {
+			t.Errorf("err = %v; want unavailable, retryable, reason tool_changed", err)
+		}
+		if u.count("read") != before {
+			t.Error("the call checked under the old definition reached the upstream")
+		}
+		res, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", RequestID: "held-again", Input: in})
+		if err != nil || !strings.Contains(string(res.Output), "device contents") {
+			t.Errorf("called again: %s, %v; want the new definition served", res.Output, err)
+		}
+	})
+}

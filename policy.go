@@ -143,6 +143,25 @@ func policyTool(t *tool) policy.Tool {
 	return policy.Tool{Name: t.meta.Name, Effect: t.meta.Effect.String(), Requires: t.meta.Requires, Server: t.server(), InputSchema: t.meta.InputSchema}
 }
 
+// recatalog validates the policies in force against ts, tools that come
+// or change while the registry serves, and puts them in the policies'
+// catalog, so that they are governed at once; without policies it does
+// nothing. When the policies fail to validate against one of them,
+// nothing changes: the tools stay out, and the error says why.
+func (p *policies) recatalog(ts []*tool) error {
+	if p == nil {
+		return nil
+	}
+	tools := make([]policy.Tool, len(ts))
+	for i, t := range ts {
+		tools[i] = policyTool(t)
+	}
+	if err := p.eng.Recatalog(tools...); err != nil {
+		return fmt.Errorf("the policies in force do not validate against it: %w", err)
+	}
+	return nil
+}
+
 // watchPolicies starts reading the policy file for changes, until the
 // registry closes.
 func (b *Builder) watchPolicies(r *Registry) {

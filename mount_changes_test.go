@@ -438,3 +438,97 @@ func TestMountApprovalBindsTheDefinition(t *testing.T) {
 		}
 	})
 }
+
+// TestMountPoliciesGovernLaterTools: under Cedar policies, a tool an
+// upstream adds or changes while carmy serves is governed by the
+// policies in force at once, by its server and effect as by its input;
+// one the policies do not validate against is refused, logged and
+// audited, and the mount's other tools keep working.
+func TestMountPoliciesGovernLaterTools(t *testing.T) {
+	ctx := context.Background()
+	// Every tool of this upstream takes a path, which a policy reads.
+	u := &upstream{calls: map[string]int{}, server: mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)}
+	tool := func(name, schema string, readOnly bool) {
+		u.add(&mcp.Tool{Name: name, Description: "The " + name + " tool", InputSchema: json.RawMessage(schema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly}}, func(json.RawMessage) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " done"}}}
+		})
+	}
+	tool("read", readSchema, true)
+	audit := &auditLog{}
+	reg := build(t, carmy.New().Audit(audit).Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL)).Policies(`@id("all")
+permit(principal, action, resource);
+
+@id("fs-destroys-nothing")
+@reason("the fs mount's destructive tools are off")
+forbid(principal, action == Action::"call", resource) when { resource.server == "fs" && resource.effect == "destructive" };
+
+@id("not-etc")
+forbid(principal, action == Action::"call", resource) when { context.input.path like "/etc/*" };`))
+	call := func(name, path string) error {
+		_, err := reg.Execute(ctx, carmy.Call{Tool: name, Permissions: []string{"confirm:" + name}, Input: json.RawMessage(`{"path":"` + path + `"}`)})
+		return err
+	}
+	policiesOf := func(err error) []string {
+		var e *carmy.Error
+		if !errors.As(err, &e) || e.Code != carmy.CodePermissionDenied {
+			return nil
+		}
+		ids, _ := e.Details["policy"].([]string)
+		return ids
+	}
+
+	t.Run("a tool added later", func(t *testing.T) {
+		tool("grep", readSchema, true)
+		tool("wipe", readSchema, false) // no hints: destructive
+		waitFor(t, "fs_grep and fs_wipe to be served", func() bool {
+			_, g := reg.Lookup("fs_grep")
+			_, w := reg.Lookup("fs_wipe")
+			return g && w
+		})
+		if err := call("fs_grep", "a"); err != nil {
+			t.Errorf("fs_grep: %v", err)
+		}
+		if err := call("fs_grep", "/etc/passwd"); !slices.Equal(policiesOf(err), []string{"not-etc"}) {
+			t.Errorf("fs_grep of /etc: err = %v; want refused by not-etc", err)
+		}
+		err := call("fs_wipe", "a")
+		if !slices.Equal(policiesOf(err), []string{"fs-destroys-nothing"}) || !strings.Contains(err.Error(), "destructive tools are off") {
+			t.Errorf("fs_wipe: err = %v; want refused by fs-destroys-nothing, with its reason", err)
+		}
+		if u.count("wipe") != 0 {
+			t.Error("the refused call reached the upstream")
+		}
+	})
+	t.Run("a tool whose effect rises", func(t *testing.T) {
+		tool("grep", readSchema, false)
+		waitFor(t, "fs_grep's effect to rise", func() bool { m, _ := reg.Lookup("fs_grep"); return m.Effect == carmy.Destructive })
+		before := u.count("grep")
+		if err := call("fs_grep", "a"); !slices.Equal(policiesOf(err), []string{"fs-destroys-nothing"}) || u.count("grep") != before {
+			t.Errorf("fs_grep risen to destructive: err = %v; want refused by fs-destroys-nothing at once", err)
+		}
+	})
+	t.Run("a tool the policies do not validate against", func(t *testing.T) {
+		tool("ls", emptySchema, true) // not-etc reads context.input.path, which ls has not
+		waitFor(t, "fs_ls to be refused", func() bool { return len(audit.changes("fs_ls")) > 0 })
+		if _, ok := reg.Lookup("fs_ls"); ok {
+			t.Error("fs_ls is served")
+		}
+		if r := audit.changes("fs_ls")[0]; !strings.Contains(r.Detail, "refused") || !strings.Contains(r.Detail, "not-etc") {
+			t.Errorf("record %+v; want it refused, naming the policy", r)
+		}
+		n := len(audit.changes("fs_read"))
+		tool("read", emptySchema, true)
+		waitFor(t, "fs_read's change to be audited", func() bool { return len(audit.changes("fs_read")) > n })
+		var e *carmy.Error
+		if err := call("fs_read", "a"); !errors.As(err, &e) || e.Details["reason"] != "definition_refused" || !strings.Contains(e.Message, "not-etc") {
+			t.Errorf("fs_read changed past the policies: err = %v; want unavailable, definition_refused, naming the policy", err)
+		}
+		if err := call("fs_read", "a"); carmy.CodeOf(err) != carmy.CodeUnavailable || u.count("read") != 0 {
+			t.Errorf("fs_read: err = %v, upstream calls %d; want it held", err, u.count("read"))
+		}
+		if err := call("fs_grep", "/etc/x"); !slices.Contains(policiesOf(err), "not-etc") {
+			t.Errorf("the policies in force: fs_grep of /etc: err = %v; want refused by not-etc still", err)
+		}
+	})
+}

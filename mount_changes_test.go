@@ -169,7 +169,7 @@ func TestMountEffectRisesWithTheUpstream(t *testing.T) {
 		read(false) // readOnlyHint dropped: Destructive, as the hints say by default
 		waitFor(t, "fs_read's effect to rise", func() bool {
 			m, _ := reg.Lookup("fs_read")
-			return m.Effect == carmy.Destructive
+			return m.Effect == carmy.Destructive && len(audit.changes("fs_read")) > 0
 		})
 		if m, _ := reg.Lookup("fs_read"); m.Confirmation != carmy.ConfirmationRequired || m.ParallelSafe {
 			t.Errorf("risen to Destructive: %+v; want a person's confirmation and no parallel calls", m)
@@ -271,13 +271,15 @@ func TestMountTakesChangedDefinitions(t *testing.T) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "lines of " + string(args)}}}
 		})
 	}
-	described := func(desc string) func() bool {
-		return func() bool { m, _ := reg.Lookup("fs_read"); return m.Description == desc }
+	// A change is audited once it is served: waiting for its record
+	// waits for the whole change.
+	audited := func(n int) func() bool {
+		return func() bool { return len(audit.changes("fs_read")) >= n }
 	}
 
 	t.Run("the new description and schemas are served at once", func(t *testing.T) {
 		redefine("Reads lines of a file", linesSchema, true)
-		waitFor(t, "fs_read's new definition", described("Reads lines of a file"))
+		waitFor(t, "fs_read's new definition", audited(1))
 		m, _ := reg.Lookup("fs_read")
 		if string(m.InputSchema) != linesSchema || m.Effect != carmy.Read || !slices.Equal(m.Requires, []string{"files"}) {
 			t.Errorf("fs_read = %+v; want the upstream's schema byte for byte, effect read, and the override's requires", m)
@@ -317,9 +319,9 @@ func TestMountTakesChangedDefinitions(t *testing.T) {
 	})
 	t.Run("its effect rises with the hints and never falls", func(t *testing.T) {
 		redefine("Reads lines of a file, maybe more", linesSchema, false)
-		waitFor(t, "the second definition", described("Reads lines of a file, maybe more"))
+		waitFor(t, "the second definition", audited(2))
 		redefine("Reads lines of a file, read only", linesSchema, true)
-		waitFor(t, "the third definition", described("Reads lines of a file, read only"))
+		waitFor(t, "the third definition", audited(3))
 		m, _ := reg.Lookup("fs_read")
 		if m.Effect != carmy.Destructive || m.Confirmation != carmy.ConfirmationRequired {
 			t.Errorf("fs_read = %+v; want Destructive kept, and a person's confirmation", m)
@@ -330,9 +332,8 @@ func TestMountTakesChangedDefinitions(t *testing.T) {
 		}
 	})
 	t.Run("a schema carmy cannot compile holds that tool alone", func(t *testing.T) {
-		before := len(audit.changes("fs_read"))
 		redefine("Reads, broken", `{"type":"object","properties":{"path":{"$ref":"#/$defs/nowhere"}}}`, true)
-		waitFor(t, "the broken definition to be audited", func() bool { return len(audit.changes("fs_read")) > before })
+		waitFor(t, "the broken definition to be audited", audited(4))
 		_, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: []string{"files", "confirm:fs_read"}, Input: json.RawMessage(`{"path":"a","lines":2}`)})
 		var e *carmy.Error
 		if !errors.As(err, &e) || e.Code != carmy.CodeUnavailable || e.Details["reason"] != "definition_refused" ||
@@ -351,7 +352,7 @@ func TestMountTakesChangedDefinitions(t *testing.T) {
 			t.Errorf("the mount's other tools: %v", err)
 		}
 		redefine("Reads lines of a file, mended", linesSchema, true)
-		waitFor(t, "the mended definition", described("Reads lines of a file, mended"))
+		waitFor(t, "the mended definition", audited(5))
 		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Permissions: []string{"files", "confirm:fs_read"}, Input: json.RawMessage(`{"path":"a","lines":2}`)}); err != nil {
 			t.Errorf("the mended definition: %v", err)
 		}

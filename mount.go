@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"regexp"
 	"strings"
@@ -301,6 +302,7 @@ type mountedTool struct {
 type mountHold struct {
 	hash, reason, why string
 	retryable         bool
+	policies          bool // the policies in force refused the definition
 }
 
 var (
@@ -710,13 +712,13 @@ func (m *mount) changed(tools []mcpclient.Tool) {
 func (m *mount) add(t mcpclient.Tool) {
 	name := m.nameOf(t.Name)
 	if _, taken := m.r.tab().tools[name]; taken {
-		m.refuse(nil, t, "", fmt.Sprintf("its name %s is taken by another tool", name))
+		m.refuse(nil, t, "", fmt.Errorf("its name %s is taken by another tool", name))
 		return
 	}
 	nt, err := m.serve(t, nil)
 	switch {
 	case err != nil:
-		m.refuse(nil, t, "", err.Error())
+		m.refuse(nil, t, "", err)
 	case nt == nil: // declare logged why
 		m.refused[t.Name] = &mountHold{hash: t.Hash}
 	default:
@@ -736,13 +738,13 @@ func (m *mount) add(t mcpclient.Tool) {
 // task support, which carmy takes at a restart.
 func (m *mount) redefine(mt *mountedTool, t mcpclient.Tool) {
 	if t.TaskSupport != mt.def.TaskSupport {
-		m.refuse(mt, t, "task_support_changed", fmt.Sprintf("its task support changed upstream (from %q to %q), which carmy takes at a restart", mt.def.TaskSupport, t.TaskSupport))
+		m.refuse(mt, t, "task_support_changed", fmt.Errorf("its task support changed upstream (from %q to %q), which carmy takes at a restart", mt.def.TaskSupport, t.TaskSupport))
 		return
 	}
 	was := m.r.tab().tools[m.nameOf(t.Name)]
 	nt, err := m.serve(t, was)
 	if err != nil {
-		m.refuse(mt, t, "definition_refused", "its new definition upstream cannot be served: "+err.Error())
+		m.refuse(mt, t, "definition_refused", fmt.Errorf("its new definition upstream cannot be served: %w", err))
 		return
 	}
 	m.tools[t.Name] = nt.def.mount
@@ -776,8 +778,9 @@ func (m *mount) serve(t mcpclient.Tool, was *tool) (*tool, error) {
 // refuse records that carmy does not serve the upstream definition t,
 // logs and audits it once, and holds mt, the tool it would replace (nil
 // for a new tool), so that its calls answer unavailable saying why.
-func (m *mount) refuse(mt *mountedTool, t mcpclient.Tool, reason, why string) {
-	h := &mountHold{hash: t.Hash, reason: reason, why: why}
+func (m *mount) refuse(mt *mountedTool, t mcpclient.Tool, reason string, err error) {
+	why := err.Error()
+	h := &mountHold{hash: t.Hash, reason: reason, why: why, policies: errors.Is(err, errPoliciesRefuse)}
 	m.refused[t.Name] = h
 	detail := "new tool refused: " + why
 	if mt != nil {
@@ -787,6 +790,17 @@ func (m *mount) refuse(mt *mountedTool, t mcpclient.Tool, reason, why string) {
 	}
 	m.r.logger.Warn("carmy: the upstream lists a definition of a tool that carmy cannot serve", "mount", m.spec.name(), "tool", t.Name, "why", why)
 	m.audit(t.Name, "", AuditToolChanged, t.Hash, detail)
+}
+
+// remount tries again, under the policies now in force, the definitions
+// of the mounts' tools that the policies in force before refused.
+func (r *Registry) remount() {
+	for _, m := range r.mounts {
+		m.mu.Lock()
+		maps.DeleteFunc(m.refused, func(_ string, h *mountHold) bool { return h.policies })
+		m.mu.Unlock()
+		m.changed(m.client.Tools())
+	}
 }
 
 // live reports a tool whose calls may reach its code: every compiled

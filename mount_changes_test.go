@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -457,15 +459,21 @@ func TestMountPoliciesGovernLaterTools(t *testing.T) {
 	}
 	tool("read", readSchema, true)
 	audit := &auditLog{}
-	reg := build(t, carmy.New().Audit(audit).Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL)).Policies(`@id("all")
+	const policies = `@id("all")
 permit(principal, action, resource);
 
 @id("fs-destroys-nothing")
 @reason("the fs mount's destructive tools are off")
 forbid(principal, action == Action::"call", resource) when { resource.server == "fs" && resource.effect == "destructive" };
-
+`
+	const notEtc = `
 @id("not-etc")
-forbid(principal, action == Action::"call", resource) when { context.input.path like "/etc/*" };`))
+forbid(principal, action == Action::"call", resource) when { context.input.path like "/etc/*" };`
+	file := filepath.Join(t.TempDir(), "policies.cedar")
+	if err := os.WriteFile(file, []byte(policies+notEtc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := build(t, carmy.New().Audit(audit).Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL)).PolicyFile(file).PolicyPoll(10*time.Millisecond))
 	call := func(name, path string) error {
 		_, err := reg.Execute(ctx, carmy.Call{Tool: name, Permissions: []string{"confirm:" + name}, Input: json.RawMessage(`{"path":"` + path + `"}`)})
 		return err
@@ -530,6 +538,18 @@ forbid(principal, action == Action::"call", resource) when { context.input.path 
 		}
 		if err := call("fs_grep", "/etc/x"); !slices.Contains(policiesOf(err), "not-etc") {
 			t.Errorf("the policies in force: fs_grep of /etc: err = %v; want refused by not-etc still", err)
+		}
+	})
+	t.Run("a policy file that changes serves what the old policies refused", func(t *testing.T) {
+		if err := os.WriteFile(file, []byte(policies), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "fs_ls and the new fs_read to be served", func() bool {
+			_, ok := reg.Lookup("fs_ls")
+			return ok && call("fs_read", "/etc/x") == nil
+		})
+		if err := call("fs_ls", "a"); err != nil {
+			t.Errorf("fs_ls: %v", err)
 		}
 	})
 }

@@ -157,10 +157,14 @@ func (p *policies) recatalog(ts []*tool) error {
 		tools[i] = policyTool(t)
 	}
 	if err := p.eng.Recatalog(tools...); err != nil {
-		return fmt.Errorf("the policies in force do not validate against it: %w", err)
+		return fmt.Errorf("%w: %w", errPoliciesRefuse, err)
 	}
 	return nil
 }
+
+// errPoliciesRefuse is why a tool is not served: the policies in force do
+// not validate against it. A new set of policies may.
+var errPoliciesRefuse = errors.New("the policies in force do not validate against it")
 
 // watchPolicies starts reading the policy file for changes, until the
 // registry closes.
@@ -199,6 +203,7 @@ func (r *Registry) policyChanged(ev policy.Event) {
 	case policy.Reloaded:
 		r.logger.Info("carmy: policies reloaded", "policy_set", ev.Set.SHA256, "policies", len(ev.Set.IDs()))
 		rec.Decision = AuditPolicyReloaded
+		defer r.remount() // the tools the old set refused may fit the new one
 	case policy.Rejected:
 		r.logger.Error("carmy: the changed policy file is refused; the policies in force stay", "policy_set", ev.Set.SHA256, "error", ev.Err)
 		rec.Decision, rec.Detail = AuditPolicyRejected, ev.Err.Error()

@@ -274,6 +274,17 @@ func (m *mount) serving() bool {
 	return m.built
 }
 
+// served reports, without waiting, whether the registry is built and
+// serves: before, no client has listed anything it should be told of.
+func (m *mount) served() bool {
+	select {
+	case <-m.ready:
+		return m.built
+	default:
+		return false
+	}
+}
+
 // startMounts lets the mounts follow their upstreams' changes, once the
 // registry is built.
 func (r *Registry) startMounts() {
@@ -394,12 +405,12 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 			Roots: s.roots, URLElicitation: s.urlElicitation, Sampling: s.sampling, Logger: r.logger, Changed: m.changed,
 			ResourceUpdated: func(uri string) { m.r.mcpServer().ResourceUpdated(uri) },
 			ResourcesChanged: func() {
-				if !s.noResources && m.serving() {
+				if !s.noResources && m.served() {
 					m.r.mcpServer().ResourcesChanged()
 				}
 			},
 			PromptsChanged: func() {
-				if !s.noPrompts && m.serving() {
+				if !s.noPrompts && m.served() {
 					m.r.mcpServer().PromptsChanged()
 				}
 			},

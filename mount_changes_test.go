@@ -412,6 +412,26 @@ func TestMountApprovalBindsTheDefinition(t *testing.T) {
 			t.Errorf("the upstream was called %d times; want none", n)
 		}
 	})
+	t.Run("a task that waits for the approval", func(t *testing.T) {
+		task, err := reg.Start(ctx, carmy.Call{Tool: "fs_delete", Principal: "agent2", Input: in})
+		if err != nil || task.Status != carmy.TaskInputRequired || task.ApprovalID == "" {
+			t.Fatalf("Start = %+v, %v; want input_required with an approval", task, err)
+		}
+		n := len(audit.changes("fs_delete"))
+		redescribe("delete", "Deletes a file, its backups and its history")
+		waitFor(t, "fs_delete's change to be audited", func() bool { return len(audit.changes("fs_delete")) > n })
+		if err := reg.Decide(ctx, task.ApprovalID, true, "person:alice"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = task.Wait(ctx)
+		var e *carmy.Error
+		if !errors.As(err, &e) || e.Code != carmy.CodeUnavailable || e.Details["reason"] != "tool_changed" {
+			t.Errorf("the task approved under the old definition: err = %v; want unavailable, tool_changed", err)
+		}
+		if n := u.count("delete"); n != 0 {
+			t.Errorf("the upstream was called %d times; want none", n)
+		}
+	})
 	t.Run("a call checked under the old definition", func(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {

@@ -342,6 +342,9 @@ func TestMountTakesChangedDefinitions(t *testing.T) {
 			!strings.Contains(e.Message, "mount fs") || !strings.Contains(e.Message, "read") {
 			t.Errorf("err = %v; want unavailable naming mount fs and read, reason definition_refused", err)
 		}
+		if e != nil && (!strings.Contains(e.Message, "does not compile") || strings.Contains(e.Message, "carmy.")) {
+			t.Errorf("message %q; want the schema's own problem alone, nothing of carmy's insides", e.Message)
+		}
 		if r := audit.changes("fs_read"); !strings.Contains(r[len(r)-1].Detail, "held") || r[len(r)-1].Digest == "" {
 			t.Errorf("record %+v; want it held, with the refused definition's hash", r[len(r)-1])
 		}

@@ -140,6 +140,39 @@ func TestMountServesToolsAddedUpstream(t *testing.T) {
 	})
 }
 
+// mcpListener connects an MCP client with opts to the server at base, in
+// protocol version, and returns once the client listens for the server's
+// notifications: at once in a session, and once the server acknowledged
+// its listen stream (subscriptions/listen) in the sessionless protocol,
+// which the client opens without waiting for it.
+func mcpListener(t *testing.T, base, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, opts)
+	acked := make(chan struct{}, 1)
+	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "notifications/subscriptions/acknowledged" {
+				acked <- struct{}{}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if version >= "2026-07-28" {
+		select {
+		case <-acked:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server did not acknowledge the listen stream")
+		}
+	}
+	return cs
+}
+
 // mcpText is the text of a tool result's content.
 func mcpText(res *mcp.CallToolResult) string {
 	var b strings.Builder
@@ -259,7 +292,7 @@ func TestMountTakesChangedDefinitions(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		ch := make(chan struct{}, 16)
 		told[version] = ch
-		mcpConnect(t, srv.URL, version, &mcp.ClientOptions{
+		mcpListener(t, srv.URL, version, &mcp.ClientOptions{
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { ch <- struct{}{} },
 		})
 	}

@@ -137,7 +137,7 @@ func TestMountTellsListChanges(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
 		h := told{make(chan struct{}, 16), make(chan struct{}, 16)}
 		heard[version] = h
-		clients[version] = mcpConnect(t, srv.URL, version, &mcp.ClientOptions{
+		clients[version] = mcpListener(t, srv.URL, version, &mcp.ClientOptions{
 			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { h.resources <- struct{}{} },
 			PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { h.prompts <- struct{}{} },
 		})

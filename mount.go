@@ -671,8 +671,9 @@ func (mt *mountedTool) toolError(content json.RawMessage) *Error {
 // unavailable; one back as it was is served again. A tool whose
 // definition changed is served with the new one ([mount.redefine]); a new
 // tool is served at once when it fits ([mount.add]). A definition refused
-// once is not tried again: the tool stays held while the upstream lists
-// it. Every change is audited as tool_changed.
+// once is not tried again while the upstream lists it, but for one the
+// policies refused, which a reload of theirs tries again
+// ([Registry.remount]). Every change is audited as tool_changed.
 func (m *mount) changed(tools []mcpclient.Tool) {
 	if !m.serving() {
 		return
@@ -719,7 +720,7 @@ func (m *mount) changed(tools []mcpclient.Tool) {
 // if any, validate against it. Its effect comes from its hints, the
 // mount's floor and overrides, as at Build. A tool that does not fit is
 // refused, logged and audited; a restart serves it, if the operator makes
-// it fit.
+// it fit, as does a reload of the policies that refused it.
 func (m *mount) add(t mcpclient.Tool) {
 	name := m.nameOf(t.Name)
 	if _, taken := m.r.tab().tools[name]; taken {

@@ -352,17 +352,18 @@ func TestMountFaults(t *testing.T) {
 		if !strings.Contains(string(found.Output), `"fs_write"`) || strings.Contains(string(found.Output), `"fs_post"`) {
 			t.Errorf("search_tools found %s; want fs_write, not the vanished fs_post", found.Output)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		changed := map[string]bool{}
-		for _, r := range recs {
-			if r.Decision == carmy.AuditToolChanged {
-				changed[r.Tool] = true
+		// A change is audited once it is served.
+		waitFor(t, "tool_changed records of fs_write and fs_post", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			changed := map[string]bool{}
+			for _, r := range recs {
+				if r.Decision == carmy.AuditToolChanged {
+					changed[r.Tool] = true
+				}
 			}
-		}
-		if !changed["fs_write"] || !changed["fs_post"] {
-			t.Errorf("tool_changed records for %v, want fs_write and fs_post", changed)
-		}
+			return changed["fs_write"] && changed["fs_post"]
+		})
 	})
 }
 

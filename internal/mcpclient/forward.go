@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,11 +30,15 @@ func (c *Client) open() (*mcp.ClientSession, error) {
 	return c.session, nil
 }
 
+// sessionlessProtocol is the first version of the protocol without
+// sessions.
+const sessionlessProtocol = "2026-07-28"
+
 // sessionless reports a session of the 2026-07-28 protocol, where each
 // request carries what a session would have kept (its log level).
 func sessionless(cs *mcp.ClientSession) bool {
 	res := cs.InitializeResult()
-	return res != nil && res.ProtocolVersion >= "2026-07-28"
+	return res != nil && res.ProtocolVersion >= sessionlessProtocol
 }
 
 // forwarded is an upstream's failure as the caller sees it: a JSON-RPC
@@ -93,17 +98,95 @@ func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourc
 	return res, nil
 }
 
-// GetPrompt gets one prompt of the upstream, by its upstream name.
-func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error) {
+// GetPrompt gets one prompt of the upstream, by its upstream name. r is
+// the round of a caller of the sessionless protocol, nil for another: the
+// prompt is then got over the upstream's connection of that protocol,
+// where there is one, and an input-required result of the upstream's is
+// returned as it is (NeedsInput), but for its roots questions, which the
+// mount answers itself, never the caller ([Round.Roots]).
+func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string, r *Round) (*mcp.GetPromptResult, error) {
 	cs, err := c.open()
 	if err != nil {
 		return nil, err
 	}
-	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
-	if err != nil {
-		return nil, c.forwarded("cannot get prompt "+name, err)
+	params := &mcp.GetPromptParams{Name: name, Arguments: args}
+	if r != nil {
+		c.mu.Lock()
+		if c.rounds != nil {
+			cs = c.rounds
+		}
+		c.mu.Unlock()
+		r.prepare(c, &params.Meta, &params.InputResponses, &params.RequestState)
 	}
-	return res, nil
+	for round := 1; ; round++ {
+		res, err := cs.GetPrompt(ctx, params)
+		if err != nil {
+			return nil, c.forwarded("cannot get prompt "+name, err)
+		}
+		if !res.NeedsInput() || r == nil || round == maxRounds {
+			return res, nil
+		}
+		if rest := r.keep(res.InputRequests); len(rest) > 0 || len(res.InputRequests) == 0 {
+			res.InputRequests = rest
+			return res, nil
+		}
+		// Roots alone: the mount's answer needs no caller.
+		next := *params
+		next.InputResponses, next.RequestState = r.answers(c, nil), res.RequestState
+		params = &next
+	}
+}
+
+// Round is a round of a caller of the sessionless protocol with the
+// upstream's prompts: what the caller declared, the answers and state its
+// request carries (the upstream's own, which the host unwrapped having
+// checked it), and the keys of the upstream's roots questions of the
+// round before, which the mount answers itself.
+type Round struct {
+	Caller  Caller
+	Answers mcp.InputResponseMap
+	State   string
+	Roots   []string
+}
+
+// prepare sets a request's _meta, answers and state for the round: the
+// caller's answers, with the mount's roots under the roots questions'
+// keys.
+func (r *Round) prepare(c *Client, meta *mcp.Meta, answers *mcp.InputResponseMap, state *string) {
+	*meta = mcp.Meta{mcp.MetaKeyClientCapabilities: c.declared(r.Caller)}
+	if r.State == "" && len(r.Answers) == 0 {
+		return
+	}
+	*answers, *state = r.answers(c, r.Answers), r.State
+}
+
+// answers are the caller's answers with the mount's roots under the keys
+// of r.Roots.
+func (r *Round) answers(c *Client, caller mcp.InputResponseMap) mcp.InputResponseMap {
+	out := mcp.InputResponseMap{}
+	for k, v := range caller {
+		out[k] = v
+	}
+	for _, k := range r.Roots {
+		out[k] = c.roots()
+	}
+	return out
+}
+
+// keep sets r.Roots to the keys of the roots questions among questions,
+// and returns the others, for the caller.
+func (r *Round) keep(questions mcp.InputRequestMap) mcp.InputRequestMap {
+	r.Roots = nil
+	rest := mcp.InputRequestMap{}
+	for k, q := range questions {
+		if _, ok := q.(*mcp.ListRootsParams); ok {
+			r.Roots = append(r.Roots, k)
+			continue
+		}
+		rest[k] = q
+	}
+	slices.Sort(r.Roots)
+	return rest
 }
 
 // Complete asks the upstream for completions; a prompt's reference names
@@ -185,7 +268,7 @@ func (c *Client) sample(ctx context.Context, req *mcp.CreateMessageRequest) (*mc
 	if err != nil {
 		return nil, err
 	}
-	raw, err := cl.req.Sample(ctx, params)
+	raw, err := cl.req.Sample(ctx, "", params)
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,14 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt " + p.Name}
 				}
 				m.Read(ctx, id, "prompt", p.Name, true)
-				res, err := m.Client.GetPrompt(ctx, name, p.Arguments)
+				r, err := s.promptRound(ctx, id, req, p)
+				if err != nil {
+					return nil, err
+				}
+				res, err := m.Client.GetPrompt(ctx, name, p.Arguments, r)
+				if err == nil && res.NeedsInput() {
+					return s.askFor(ctx, id, p, res, r)
+				}
 				return completed(req, res, err)
 			}
 			return next(ctx, method, req)
@@ -138,9 +145,24 @@ func completed[R any, P interface {
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := req.(interface{ ProtocolVersion() string }); !ok || v.ProtocolVersion() < mcpwire.SessionlessProtocol {
+	if !sessionlessRequest(req) {
 		return res, nil
 	}
+	return withResultType(res, "complete")
+}
+
+// sessionlessRequest reports a request of the sessionless protocol.
+func sessionlessRequest(req mcp.Request) bool {
+	v, ok := req.(interface{ ProtocolVersion() string })
+	return ok && v.ProtocolVersion() >= mcpwire.SessionlessProtocol
+}
+
+// withResultType is res with its resultType set, which the SDK sets on
+// the answers of its own handlers only.
+func withResultType[R any, P interface {
+	*R
+	mcp.Result
+}](res P, resultType string) (P, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
@@ -149,7 +171,7 @@ func completed[R any, P interface {
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
 	}
-	fields["resultType"] = json.RawMessage(`"complete"`)
+	fields["resultType"], _ = json.Marshal(resultType)
 	if b, err = json.Marshal(fields); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/internal/mcpclient"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -230,4 +232,110 @@ func inputDigest(input []byte) string {
 // badState is the error of a call whose request state does not verify.
 func badState(why string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid request state: " + why}
+}
+
+// A mounted upstream's prompt may ask the caller first, in the rounds of
+// the sessionless protocol: its questions reach the caller under the
+// upstream's keys, and the caller's next round reaches the upstream with
+// the answers and the upstream's request state. The caller never holds
+// the upstream's state as it is: the door wraps it, signed over the
+// principal, the prompt, its arguments and the questions asked, so that a
+// caller cannot forge an upstream's state, replay one another caller or
+// another prompt was given, or slip in an answer to a question the
+// upstream did not ask. The upstream's state stays opaque to the door; the
+// upstream checks it as its own.
+
+// upstreamPrefix starts every request state that wraps an upstream's.
+const upstreamPrefix = "carmy/upstream:"
+
+// upstreamRound is what a wrapped state holds: the upstream's state, the
+// keys of the questions the caller was asked, those of the roots
+// questions the mount answers itself, and its expiry.
+type upstreamRound struct {
+	State   string   `json:"s,omitempty"`
+	Asked   []string `json:"q"`
+	Roots   []string `json:"r,omitempty"`
+	Expires int64    `json:"e"`
+}
+
+// promptRound is the round of a caller of the sessionless protocol that
+// gets a mount's prompt p (nil for a caller of a session): what it
+// declared, and, when it echoes a state, the answers to the questions
+// that state names with the upstream's state unwrapped. A state that
+// does not verify is refused with invalid params.
+func (s *Server) promptRound(ctx context.Context, id Identity, req mcp.Request, p *mcp.GetPromptParams) (*mcpclient.Round, error) {
+	if !sessionlessRequest(req) {
+		return nil, nil
+	}
+	r := &mcpclient.Round{}
+	if c, ok := req.(interface {
+		ClientCapabilities() *mcp.ClientCapabilities
+	}); ok {
+		if caps := c.ClientCapabilities(); caps != nil {
+			r.Caller.Sample = caps.Sampling != nil
+			if e := caps.Elicitation; e != nil {
+				r.Caller.Elicit = e.Form != nil || e.URL == nil
+				r.Caller.ElicitURL = e.URL != nil
+			}
+		}
+	}
+	if p.RequestState == "" {
+		return r, nil
+	}
+	if s.cfg.State == nil {
+		return nil, badState("this server keeps no state across rounds; call again without it")
+	}
+	rest, ok := strings.CutPrefix(p.RequestState, upstreamPrefix)
+	payload, mac, cut := strings.Cut(rest, ".")
+	want, err := s.promptMAC(ctx, id, p, payload)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || !cut || !hmac.Equal([]byte(mac), []byte(want)) {
+		return nil, badState("the request state is not one this server handed out for this prompt; get it again without it")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	var ur upstreamRound
+	if err != nil || json.Unmarshal(b, &ur) != nil {
+		return nil, badState("the request state cannot be read")
+	}
+	if time.Now().Unix() >= ur.Expires {
+		return nil, badState("the request state has expired; get the prompt again without it")
+	}
+	r.State, r.Roots, r.Answers = ur.State, ur.Roots, mcp.InputResponseMap{}
+	for _, k := range ur.Asked {
+		if a, ok := p.InputResponses[k]; ok {
+			r.Answers[k] = a
+		}
+	}
+	return r, nil
+}
+
+// askFor is the input-required answer to a caller that gets a mount's
+// prompt p: the upstream's questions, under its keys, and its state
+// wrapped for the caller's next round.
+func (s *Server) askFor(ctx context.Context, id Identity, p *mcp.GetPromptParams, res *mcp.GetPromptResult, r *mcpclient.Round) (mcp.Result, error) {
+	if s.cfg.State == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the prompt asks for input, and this server keeps no state across rounds"}
+	}
+	ur := upstreamRound{State: res.RequestState, Roots: r.Roots, Expires: time.Now().Add(s.cfg.State.TTL).Unix()}
+	for k := range res.InputRequests {
+		ur.Asked = append(ur.Asked, k)
+	}
+	slices.Sort(ur.Asked)
+	b, _ := json.Marshal(ur)
+	payload := base64.RawURLEncoding.EncodeToString(b)
+	mac, err := s.promptMAC(ctx, id, p, payload)
+	if err != nil {
+		return nil, err
+	}
+	res.RequestState = upstreamPrefix + payload + "." + mac
+	return res, nil
+}
+
+// promptMAC signs a wrapped state's payload for the principal, the prompt
+// and its arguments.
+func (s *Server) promptMAC(ctx context.Context, id Identity, p *mcp.GetPromptParams, payload string) (string, error) {
+	args, _ := json.Marshal(p.Arguments) // a map's keys marshal sorted
+	return s.cfg.State.Signer.sign(ctx, "upstream", id.Principal, p.Name, inputDigest(args), payload)
 }

@@ -211,6 +211,15 @@ type mountSpec struct {
 // its override says Confirm false. An approval binds the tool's
 // definition (description, schemas, annotations) as well as its input.
 //
+// The upstream's questions during a call (forms, pages, sampling) reach
+// the caller labelled with the mount, only once carmy's own confirmation
+// of the call was given; roots are the mount's ([MountRoots]), never a
+// caller's. A caller of the sessionless MCP protocol gets the questions of
+// an upstream's input-required results under the upstream's own keys, in
+// carmy's own signed rounds: the caller's next round runs the tool again,
+// which calls the upstream afresh and answers it under the same keys. The
+// upstream is told only what that caller declared and the mount allows.
+//
 // The registry follows the upstream's changes while it serves. A tool the
 // upstream adds is served at once when its name is free and its schemas
 // compile (else refused, logged and audited); one whose annotations alone

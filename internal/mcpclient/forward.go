@@ -95,6 +95,9 @@ func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourc
 	if err != nil {
 		return nil, c.forwarded("cannot read "+uri, err)
 	}
+	if res.NeedsInput() {
+		return nil, c.asksInput("resource " + uri)
+	}
 	return res, nil
 }
 
@@ -103,7 +106,9 @@ func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourc
 // prompt is then got over the upstream's connection of that protocol,
 // where there is one, and an input-required result of the upstream's is
 // returned as it is (NeedsInput), but for its roots questions, which the
-// mount answers itself, never the caller ([Round.Roots]).
+// mount answers itself, never the caller ([Round.Roots]). For another
+// caller, such a result is an error: in a session, the upstream's SDK asks
+// carmy in the middle of the request instead, and is declined.
 func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string, r *Round) (*mcp.GetPromptResult, error) {
 	cs, err := c.open()
 	if err != nil {
@@ -123,8 +128,11 @@ func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]str
 		if err != nil {
 			return nil, c.forwarded("cannot get prompt "+name, err)
 		}
-		if !res.NeedsInput() || r == nil || round == maxRounds {
+		switch {
+		case !res.NeedsInput():
 			return res, nil
+		case r == nil || round == maxRounds:
+			return nil, c.asksInput("prompt " + name)
 		}
 		if rest := r.keep(res.InputRequests); len(rest) > 0 || len(res.InputRequests) == 0 {
 			res.InputRequests = rest
@@ -135,6 +143,12 @@ func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]str
 		next.InputResponses, next.RequestState = r.answers(c, nil), res.RequestState
 		params = &next
 	}
+}
+
+// asksInput is the error of a read whose upstream asks for input that
+// carmy cannot pass on: to a caller of a session, or past maxRounds.
+func (c *Client) asksInput(what string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mount %s: the %s asks for input, which carmy cannot pass on to this caller", c.cfg.Name, what)}
 }
 
 // Round is a round of a caller of the sessionless protocol with the

@@ -864,7 +864,8 @@ func (c *Client) callOf(ctx context.Context) *call {
 }
 
 // elicit forwards the upstream's question to the person of the call it
-// belongs to; where nobody can be asked, it is declined.
+// belongs to, as an input-required result's are; where nobody can be
+// asked, or a page cannot be shown, it is declined.
 func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	cl := c.callOf(ctx)
 	decline := &mcp.ElicitResult{Action: "decline"}
@@ -872,35 +873,15 @@ func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		c.logger.Info("carmy: declined a question of the upstream tied to no call", "message", req.Params.Message)
 		return decline, nil
 	}
-	if req.Params.Mode == "url" {
-		if cl.req.ElicitURL == nil || !c.cfg.URLElicitation {
-			return decline, nil
-		}
-		action, err := cl.req.ElicitURL(ctx, "", req.Params.Message, req.Params.URL, req.Params.ElicitationID)
-		if err != nil {
-			c.logger.Info("carmy: declined a page the upstream would send the caller to: the caller cannot be sent", "error", err)
-			return decline, nil
-		}
-		return &mcp.ElicitResult{Action: action}, nil
-	}
-	if cl.req.Elicit == nil {
+	res, err := c.answer(ctx, cl.req, "", req.Params)
+	switch {
+	case err != nil && req.Params.Mode == "url":
+		c.logger.Info("carmy: declined a page the upstream would send the caller to: the caller cannot be sent", "error", err)
 		return decline, nil
-	}
-	schema, err := json.Marshal(req.Params.RequestedSchema)
-	if err != nil {
-		return decline, nil
-	}
-	action, content, err := cl.req.Elicit(ctx, "", req.Params.Message, schema)
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	res := &mcp.ElicitResult{Action: action}
-	if action == "accept" && len(content) > 0 {
-		if err := json.Unmarshal(content, &res.Content); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return res.(*mcp.ElicitResult), nil
 }
 
 // poke asks the refresher to list the tools again.

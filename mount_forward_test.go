@@ -367,6 +367,16 @@ func roundsUpstream(seen *[]string, mu *sync.Mutex) *upstream {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{
 				Text: fmt.Sprintf("Brief %s on %s in %s", a.Content["who"], req.Params.Arguments["topic"], strings.Join(where, " "))}}}}, nil
 		})
+	u.server.AddResource(&mcp.Resource{URI: "docs://secret", Name: "secret"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			a, ok := req.Params.InputResponses["passphrase"].(*mcp.ElicitResult)
+			if !ok || req.Params.RequestState != "secret-state" {
+				return &mcp.ReadResourceResult{RequestState: "secret-state", InputRequests: mcp.InputRequestMap{
+					"passphrase": &mcp.ElicitParams{Message: "Passphrase?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"word": map[string]any{"type": "string"}}}},
+				}}, nil
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: fmt.Sprint("opened with ", a.Content["word"])}}}, nil
+		})
 	return u
 }
 
@@ -482,6 +492,25 @@ func TestMountPassesTheUpstreamsRounds(t *testing.T) {
 		}
 		if text := done.Messages[0].Content.(*mcp.TextContent).Text; text != "Brief operators on mounts in file:///srv/docs" {
 			t.Errorf("prompt = %q, want the caller's answer and the mount's roots", text)
+		}
+	})
+
+	t.Run("resource", func(t *testing.T) {
+		cs := roundsCaller(t, url, both)
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "docs://secret"})
+		if err != nil || !res.NeedsInput() {
+			t.Fatalf("first round = %+v, %v; want the upstream's question", res, err)
+		}
+		if keys := slices.Sorted(maps.Keys(res.InputRequests)); !slices.Equal(keys, []string{"passphrase"}) || !strings.HasPrefix(res.RequestState, "carmy/upstream:") {
+			t.Fatalf("the caller was asked %v with state %q, want the upstream's key and its state wrapped", keys, res.RequestState)
+		}
+		done, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "docs://secret", RequestState: res.RequestState,
+			InputResponses: mcp.InputResponseMap{"passphrase": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"word": "swordfish"}}}})
+		if err != nil || done.NeedsInput() || len(done.Contents) != 1 || done.Contents[0].Text != "opened with swordfish" {
+			t.Fatalf("the round with the answer = %+v, %v", done, err)
+		}
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "docs://other", RequestState: res.RequestState}); err == nil || !strings.Contains(err.Error(), "invalid request state") {
+			t.Errorf("another resource's read with this state: %v; want the state refused", err)
 		}
 	})
 }

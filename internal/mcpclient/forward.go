@@ -85,18 +85,27 @@ func (c *Client) Prompts(ctx context.Context) ([]*mcp.Prompt, error) {
 	return every(c, "prompts", func(cs *mcp.ClientSession) iter.Seq2[*mcp.Prompt, error] { return cs.Prompts(ctx, nil) })
 }
 
-// ReadResource reads one resource of the upstream.
-func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
-	cs, err := c.open()
+// ReadResource reads one resource of the upstream, in the round r of a
+// caller of the sessionless protocol (nil for another caller), as
+// [Client.GetPrompt] gets a prompt.
+func (c *Client) ReadResource(ctx context.Context, uri string, r *Round) (*mcp.ReadResourceResult, error) {
+	var res *mcp.ReadResourceResult
+	rest, err := c.read(r, "resource "+uri, func(cs *mcp.ClientSession, meta mcp.Meta, answers mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, error) {
+		var err error
+		res, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri, Meta: meta, InputResponses: answers, RequestState: state})
+		if err != nil {
+			return nil, "", c.forwarded("cannot read "+uri, err)
+		}
+		if !res.NeedsInput() {
+			return nil, "", nil
+		}
+		return res.InputRequests, res.RequestState, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-	if err != nil {
-		return nil, c.forwarded("cannot read "+uri, err)
-	}
-	if res.NeedsInput() {
-		return nil, c.asksInput("resource " + uri)
+	if rest != nil {
+		res.InputRequests = rest
 	}
 	return res, nil
 }
@@ -110,38 +119,66 @@ func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourc
 // caller, such a result is an error: in a session, the upstream's SDK asks
 // carmy in the middle of the request instead, and is declined.
 func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string, r *Round) (*mcp.GetPromptResult, error) {
+	var res *mcp.GetPromptResult
+	rest, err := c.read(r, "prompt "+name, func(cs *mcp.ClientSession, meta mcp.Meta, answers mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, error) {
+		var err error
+		res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args, Meta: meta, InputResponses: answers, RequestState: state})
+		if err != nil {
+			return nil, "", c.forwarded("cannot get prompt "+name, err)
+		}
+		if !res.NeedsInput() {
+			return nil, "", nil
+		}
+		return res.InputRequests, res.RequestState, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rest != nil {
+		res.InputRequests = rest
+	}
+	return res, nil
+}
+
+// read sends a read (a prompt, a resource) in the round r: send sends it
+// once, and returns the upstream's questions and state when it asks for
+// input (nil questions when it does not). Roots questions alone are
+// answered with the mount's roots and sent again; the others are returned
+// for the caller, nil when the read completed.
+func (c *Client) read(r *Round, what string, send func(cs *mcp.ClientSession, meta mcp.Meta, answers mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, error)) (mcp.InputRequestMap, error) {
 	cs, err := c.open()
 	if err != nil {
 		return nil, err
 	}
-	params := &mcp.GetPromptParams{Name: name, Arguments: args}
+	var meta mcp.Meta
+	var answers mcp.InputResponseMap
+	var state string
 	if r != nil {
 		c.mu.Lock()
 		if c.rounds != nil {
 			cs = c.rounds
 		}
 		c.mu.Unlock()
-		r.prepare(c, &params.Meta, &params.InputResponses, &params.RequestState)
+		meta = mcp.Meta{mcp.MetaKeyClientCapabilities: c.declared(r.Caller)}
+		if r.State != "" || len(r.Answers) > 0 {
+			answers, state = r.answers(c, r.Answers), r.State
+		}
 	}
 	for round := 1; ; round++ {
-		res, err := cs.GetPrompt(ctx, params)
-		if err != nil {
-			return nil, c.forwarded("cannot get prompt "+name, err)
-		}
+		questions, next, err := send(cs, meta, answers, state)
 		switch {
-		case !res.NeedsInput():
-			return res, nil
+		case err != nil:
+			return nil, err
+		case questions == nil:
+			return nil, nil
 		case r == nil || round == maxRounds:
-			return nil, c.asksInput("prompt " + name)
+			return nil, c.asksInput(what)
 		}
-		if rest := r.keep(res.InputRequests); len(rest) > 0 || len(res.InputRequests) == 0 {
-			res.InputRequests = rest
-			return res, nil
+		if rest := r.keep(questions); len(rest) > 0 || len(questions) == 0 {
+			return rest, nil
 		}
 		// Roots alone: the mount's answer needs no caller.
-		next := *params
-		next.InputResponses, next.RequestState = r.answers(c, nil), res.RequestState
-		params = &next
+		answers, state = r.answers(c, nil), next
 	}
 }
 
@@ -152,7 +189,7 @@ func (c *Client) asksInput(what string) error {
 }
 
 // Round is a round of a caller of the sessionless protocol with the
-// upstream's prompts: what the caller declared, the answers and state its
+// upstream's prompts or resources: what the caller declared, the answers and state its
 // request carries (the upstream's own, which the host unwrapped having
 // checked it), and the keys of the upstream's roots questions of the
 // round before, which the mount answers itself.
@@ -161,17 +198,6 @@ type Round struct {
 	Answers mcp.InputResponseMap
 	State   string
 	Roots   []string
-}
-
-// prepare sets a request's _meta, answers and state for the round: the
-// caller's answers, with the mount's roots under the roots questions'
-// keys.
-func (r *Round) prepare(c *Client, meta *mcp.Meta, answers *mcp.InputResponseMap, state *string) {
-	*meta = mcp.Meta{mcp.MetaKeyClientCapabilities: c.declared(r.Caller)}
-	if r.State == "" && len(r.Answers) == 0 {
-		return
-	}
-	*answers, *state = r.answers(c, r.Answers), r.State
 }
 
 // answers are the caller's answers with the mount's roots under the keys

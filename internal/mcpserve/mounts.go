@@ -91,13 +91,16 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt " + p.Name}
 				}
 				m.Read(ctx, id, "prompt", p.Name, true)
-				r, err := s.promptRound(ctx, id, req, p)
+				args, _ := json.Marshal(p.Arguments) // a map's keys marshal sorted
+				what := "prompt " + p.Name + " " + inputDigest(args)
+				r, err := s.readRound(ctx, id, req, what, p.RequestState, p.InputResponses)
 				if err != nil {
 					return nil, err
 				}
 				res, err := m.Client.GetPrompt(ctx, name, p.Arguments, r)
 				if err == nil && res.NeedsInput() {
-					return s.askFor(ctx, id, p, res, r)
+					res.RequestState, err = s.wrap(ctx, id, what, res.InputRequests, res.RequestState, r)
+					return res, err
 				}
 				return completed(req, res, err)
 			}
@@ -108,7 +111,10 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if err == nil || !errors.As(err, &rpc) || rpc.Code != resourceNotFound {
 				return res, err
 			}
-			uri := req.GetParams().(*mcp.ReadResourceParams).URI
+			p := req.GetParams().(*mcp.ReadResourceParams)
+			uri, what := p.URI, "resource "+p.URI
+			var r *mcpclient.Round
+			opened := false
 			for _, m := range s.cfg.Mounts {
 				if !m.Resources || !m.Client.Serves().Resources {
 					continue
@@ -118,9 +124,20 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 					continue
 				}
 				m.Read(ctx, id, "resource", uri, true)
-				got, rerr := m.Client.ReadResource(ctx, uri)
+				if !opened {
+					var rerr error
+					if r, rerr = s.readRound(ctx, id, req, what, p.RequestState, p.InputResponses); rerr != nil {
+						return nil, rerr
+					}
+					opened = true
+				}
+				got, rerr := m.Client.ReadResource(ctx, uri, r)
 				if errors.As(rerr, &rpc) && rpc.Code == resourceNotFound {
 					continue
+				}
+				if rerr == nil && got.NeedsInput() {
+					got.RequestState, rerr = s.wrap(ctx, id, what, got.InputRequests, got.RequestState, r)
+					return got, rerr
 				}
 				return completed(req, got, rerr)
 			}

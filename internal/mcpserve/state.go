@@ -236,14 +236,14 @@ func badState(why string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid request state: " + why}
 }
 
-// A mounted upstream's prompt may ask the caller first, in the rounds of
-// the sessionless protocol: its questions reach the caller under the
+// A mounted upstream's prompt or resource may ask the caller first, in
+// the rounds of the sessionless protocol: its questions reach the caller under the
 // upstream's keys, and the caller's next round reaches the upstream with
 // the answers and the upstream's request state. The caller never holds
 // the upstream's state as it is: the door wraps it, signed over the
-// principal, the prompt, its arguments and the questions asked, so that a
-// caller cannot forge an upstream's state, replay one another caller or
-// another prompt was given, or slip in an answer to a question the
+// principal, the prompt and its arguments (or the resource) and the
+// questions asked, so that a caller cannot forge an upstream's state,
+// replay one another caller or another read was given, or slip in an answer to a question the
 // upstream did not ask. The upstream's state stays opaque to the door; the
 // upstream checks it as its own.
 
@@ -260,12 +260,13 @@ type upstreamRound struct {
 	Expires int64    `json:"e"`
 }
 
-// promptRound is the round of a caller of the sessionless protocol that
-// gets a mount's prompt p (nil for a caller of a session): what it
-// declared, and, when it echoes a state, the answers to the questions
-// that state names with the upstream's state unwrapped. A state that
-// does not verify is refused with invalid params.
-func (s *Server) promptRound(ctx context.Context, id Identity, req mcp.Request, p *mcp.GetPromptParams) (*mcpclient.Round, error) {
+// readRound is the round of a caller of the sessionless protocol that
+// reads a mount's prompt or resource (nil for a caller of a session): what
+// it declared, and, when it echoes a state, the answers to the questions
+// that state names with the upstream's state unwrapped. what names the
+// prompt or resource and binds the state to it. A state that does not
+// verify is refused with invalid params.
+func (s *Server) readRound(ctx context.Context, id Identity, req mcp.Request, what, state string, answers mcp.InputResponseMap) (*mcpclient.Round, error) {
 	if !sessionlessRequest(req) {
 		return nil, nil
 	}
@@ -281,20 +282,20 @@ func (s *Server) promptRound(ctx context.Context, id Identity, req mcp.Request, 
 			}
 		}
 	}
-	if p.RequestState == "" {
+	if state == "" {
 		return r, nil
 	}
 	if s.cfg.State == nil {
 		return nil, badState("this server keeps no state across rounds; call again without it")
 	}
-	rest, ok := strings.CutPrefix(p.RequestState, upstreamPrefix)
+	rest, ok := strings.CutPrefix(state, upstreamPrefix)
 	payload, mac, cut := strings.Cut(rest, ".")
-	want, err := s.promptMAC(ctx, id, p, payload)
+	want, err := s.readMAC(ctx, id, what, payload)
 	if err != nil {
 		return nil, err
 	}
 	if !ok || !cut || !hmac.Equal([]byte(mac), []byte(want)) {
-		return nil, badState("the request state is not one this server handed out for this prompt; get it again without it")
+		return nil, badState("the request state is not one this server handed out for this " + what + "; ask again without it")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(payload)
 	var ur upstreamRound
@@ -302,42 +303,39 @@ func (s *Server) promptRound(ctx context.Context, id Identity, req mcp.Request, 
 		return nil, badState("the request state cannot be read")
 	}
 	if time.Now().Unix() >= ur.Expires {
-		return nil, badState("the request state has expired; get the prompt again without it")
+		return nil, badState("the request state has expired; ask again without it")
 	}
 	r.State, r.Roots, r.Answers = ur.State, ur.Roots, mcp.InputResponseMap{}
 	for _, k := range ur.Asked {
-		if a, ok := p.InputResponses[k]; ok {
+		if a, ok := answers[k]; ok {
 			r.Answers[k] = a
 		}
 	}
 	return r, nil
 }
 
-// askFor is the input-required answer to a caller that gets a mount's
-// prompt p: the upstream's questions, under its keys, and its state
-// wrapped for the caller's next round.
-func (s *Server) askFor(ctx context.Context, id Identity, p *mcp.GetPromptParams, res *mcp.GetPromptResult, r *mcpclient.Round) (mcp.Result, error) {
+// wrap is the state of the caller's next round with a mount's prompt or
+// resource, what, that asks questions: the upstream's state, wrapped.
+func (s *Server) wrap(ctx context.Context, id Identity, what string, questions mcp.InputRequestMap, state string, r *mcpclient.Round) (string, error) {
 	if s.cfg.State == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the prompt asks for input, and this server keeps no state across rounds"}
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the " + what + " asks for input, and this server keeps no state across rounds"}
 	}
-	ur := upstreamRound{State: res.RequestState, Roots: r.Roots, Expires: time.Now().Add(s.cfg.State.TTL).Unix()}
-	for k := range res.InputRequests {
+	ur := upstreamRound{State: state, Roots: r.Roots, Expires: time.Now().Add(s.cfg.State.TTL).Unix()}
+	for k := range questions {
 		ur.Asked = append(ur.Asked, k)
 	}
 	slices.Sort(ur.Asked)
 	b, _ := json.Marshal(ur)
 	payload := base64.RawURLEncoding.EncodeToString(b)
-	mac, err := s.promptMAC(ctx, id, p, payload)
+	mac, err := s.readMAC(ctx, id, what, payload)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	res.RequestState = upstreamPrefix + payload + "." + mac
-	return res, nil
+	return upstreamPrefix + payload + "." + mac, nil
 }
 
-// promptMAC signs a wrapped state's payload for the principal, the prompt
-// and its arguments.
-func (s *Server) promptMAC(ctx context.Context, id Identity, p *mcp.GetPromptParams, payload string) (string, error) {
-	args, _ := json.Marshal(p.Arguments) // a map's keys marshal sorted
-	return s.cfg.State.Signer.sign(ctx, "upstream", id.Principal, p.Name, inputDigest(args), payload)
+// readMAC signs a wrapped state's payload for the principal and what is
+// read.
+func (s *Server) readMAC(ctx context.Context, id Identity, what, payload string) (string, error) {
+	return s.cfg.State.Signer.sign(ctx, "upstream", id.Principal, what, payload)
 }

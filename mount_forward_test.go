@@ -367,6 +367,25 @@ func roundsUpstream(seen *[]string, mu *sync.Mutex) *upstream {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{
 				Text: fmt.Sprintf("Brief %s on %s in %s", a.Content["who"], req.Params.Arguments["topic"], strings.Join(where, " "))}}}}, nil
 		})
+	// steps asks twice: step_two once step_one is answered, its state
+	// carrying the first answer.
+	u.server.AddTool(&mcp.Tool{Name: "steps", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			form := map[string]any{"type": "object", "properties": map[string]any{"v": map[string]any{"type": "string"}}}
+			got := func(key string) any {
+				if a, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok {
+					return a.Content["v"]
+				}
+				return nil
+			}
+			switch {
+			case req.Params.RequestState == "one" && got("step_one") != nil:
+				return &mcp.CallToolResult{RequestState: fmt.Sprint("two:", got("step_one")), InputRequests: mcp.InputRequestMap{"step_two": &mcp.ElicitParams{Message: "Second?", RequestedSchema: form}}}, nil
+			case strings.HasPrefix(req.Params.RequestState, "two:") && got("step_two") != nil:
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(strings.TrimPrefix(req.Params.RequestState, "two:"), " then ", got("step_two"))}}}, nil
+			}
+			return &mcp.CallToolResult{RequestState: "one", InputRequests: mcp.InputRequestMap{"step_one": &mcp.ElicitParams{Message: "First?", RequestedSchema: form}}}, nil
+		})
 	u.server.AddResource(&mcp.Resource{URI: "docs://secret", Name: "secret"},
 		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			a, ok := req.Params.InputResponses["passphrase"].(*mcp.ElicitResult)
@@ -450,6 +469,33 @@ func TestMountPassesTheUpstreamsRounds(t *testing.T) {
 			}})
 		if err != nil || done.NeedsInput() || done.IsError || mcpText(done) != "name Ada, capital Paris" {
 			t.Fatalf("the round with the answers = %+v (%q), %v; want the upstream's answer to them", done, mcpText(done), err)
+		}
+	})
+
+	t.Run("two rounds upstream", func(t *testing.T) {
+		cs := roundsCaller(t, url, both)
+		call := func(state string, answers mcp.InputResponseMap) *mcp.CallToolResult {
+			t.Helper()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_steps", Arguments: map[string]any{}, RequestState: state, InputResponses: answers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		answer := func(v string) *mcp.ElicitResult {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"v": v}}
+		}
+		first := call("", nil)
+		if keys := slices.Sorted(maps.Keys(first.InputRequests)); !slices.Equal(keys, []string{"step_one"}) {
+			t.Fatalf("first round asks %v, want step_one", keys)
+		}
+		second := call(first.RequestState, mcp.InputResponseMap{"step_one": answer("a")})
+		if keys := slices.Sorted(maps.Keys(second.InputRequests)); !slices.Equal(keys, []string{"step_two"}) {
+			t.Fatalf("second round asks %v, want the upstream's second question", keys)
+		}
+		done := call(second.RequestState, mcp.InputResponseMap{"step_two": answer("b")})
+		if done.NeedsInput() || mcpText(done) != "a then b" {
+			t.Fatalf("third round = %+v (%q); want both answers, the first carried in carmy's state", done, mcpText(done))
 		}
 	})
 

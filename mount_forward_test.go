@@ -631,3 +631,35 @@ func TestMountRoundsOfASessionCaller(t *testing.T) {
 		t.Errorf("the caller was asked %q, want the upstream's question, labelled", asked)
 	}
 }
+
+// TestMountSamplingInCarmysRounds: an upstream of sessions only that asks
+// to sample in the middle of a call has a caller of the sessionless
+// protocol asked in carmy's own round, and gets the answer when the
+// caller's next round calls it again.
+func TestMountSamplingInCarmysRounds(t *testing.T) {
+	u := newUpstream()
+	u.server.AddTool(&mcp.Tool{Name: "think", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil
+		})
+	reg := mountBuild(t, u.serveHTTP(t).URL, carmy.MountSampling())
+	cs := roundsCaller(t, serve(t, reg).URL, &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}})
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_think", Arguments: map[string]any{}})
+	if err != nil || !res.NeedsInput() {
+		t.Fatalf("first round = %+v, %v; want the sampling asked", res, err)
+	}
+	if _, ok := res.InputRequests["question"].(*mcp.CreateMessageWithToolsParams); !ok || len(res.InputRequests) != 1 {
+		t.Fatalf("the caller was asked %+v, want the sampling under carmy's name", res.InputRequests)
+	}
+	done, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_think", Arguments: map[string]any{}, RequestState: res.RequestState,
+		InputResponses: mcp.InputResponseMap{"question": &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "hello"}}}})
+	if err != nil || done.NeedsInput() || done.IsError || mcpText(done) != "hello" {
+		t.Fatalf("the round with the answer = %+v (%q), %v; want the caller's sample", done, mcpText(done), err)
+	}
+}

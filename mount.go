@@ -211,6 +211,15 @@ type mountSpec struct {
 // its override says Confirm false. An approval binds the tool's
 // definition (description, schemas, annotations) as well as its input.
 //
+// The upstream's questions during a call (forms, pages, sampling) reach
+// the caller labelled with the mount, only once carmy's own confirmation
+// of the call was given; roots are the mount's ([MountRoots]), never a
+// caller's. A caller of the sessionless MCP protocol gets the questions of
+// an upstream's input-required results under the upstream's own keys, in
+// carmy's own signed rounds: the caller's next round runs the tool again,
+// which calls the upstream afresh and answers it under the same keys. The
+// upstream is told only what that caller declared and the mount allows.
+//
 // The registry follows the upstream's changes while it serves. A tool the
 // upstream adds is served at once when its name is free, its schemas
 // compile and the policies in force validate against it (else refused,
@@ -522,16 +531,27 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	// goroutines: a question that waits for the caller's next round, a
 	// sampling the caller cannot do.
 	var round, unsampled atomic.Pointer[error]
+	// later is what a question that waits for the caller's next round
+	// answers the upstream: in a session, the upstream is told the person
+	// cancelled, and its call ends; a question of the upstream's
+	// input-required result (a key) is not answered at all.
+	later := func(key string, err error) (string, error) {
+		round.Store(&err)
+		if key != "" {
+			return "", mcpclient.ErrAnswerLater
+		}
+		return "cancel", nil
+	}
 	req := &mcpclient.Request{Name: mt.upstream, Arguments: form, Progress: cc.Progress,
-		Elicit: func(_ context.Context, message string, schema json.RawMessage) (string, json.RawMessage, error) {
-			answer, ok, err := cc.ElicitSchema(m.label()+message, schema)
+		Elicit: func(_ context.Context, key, message string, schema json.RawMessage) (string, json.RawMessage, error) {
+			answer, ok, err := cc.elicitSchema(questionKey(key), m.label()+message, schema)
 			switch {
 			case waitsForRound(err):
 				// The caller of the sessionless protocol answers in its next
 				// round, which calls the upstream again from the start: this
 				// call of it stops here, and ends as the round's.
-				round.Store(&err)
-				return "cancel", nil, nil
+				action, err := later(key, err)
+				return action, nil, err
 			case err != nil:
 				cc.Log(slog.LevelWarn, "carmy: a question of the upstream was declined: the caller cannot be asked", "mount", m.spec.name(), "error", err)
 				return "decline", nil, nil
@@ -541,20 +561,35 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 			return "accept", answer, nil
 		}}
 	if m.spec.urlElicitation {
-		req.ElicitURL = func(_ context.Context, message, url, id string) (string, error) {
-			return cc.elicitURL(m.label()+message, url, id)
+		req.ElicitURL = func(_ context.Context, key, message, url, id string) (string, error) {
+			action, err := cc.elicitURL(questionKey(key), m.label()+message, url, id)
+			if waitsForRound(err) {
+				return later(key, err)
+			}
+			return action, err
 		}
 	}
 	// A sampling the caller cannot do ends the call with why, not with the
 	// upstream's reading of the refusal.
 	if m.spec.sampling {
-		req.Sample = func(_ context.Context, params json.RawMessage) (json.RawMessage, error) {
-			res, err := sample(cc, params)
-			if err != nil {
+		req.Sample = func(_ context.Context, key string, params json.RawMessage) (json.RawMessage, error) {
+			res, err := sample(cc, questionKey(key), params)
+			switch {
+			case waitsForRound(err):
+				round.Store(&err)
+				return nil, mcpclient.ErrAnswerLater
+			case err != nil:
 				unsampled.Store(&err)
 			}
 			return res, err
 		}
+	}
+	// A caller of the sessionless protocol answers the upstream's own
+	// questions under the upstream's keys, and the upstream is told what
+	// that caller can answer. A task's questions wait on the task, as a
+	// session's do.
+	if p, ok := cc.peer.(mcpPeer); ok && p.Sessionless() && cc.task == nil {
+		req.Rounds = &mcpclient.Caller{Elicit: p.CanElicit(), ElicitURL: p.CanElicitURL(), Sample: p.CanSample()}
 	}
 	// The caller gets the upstream's message as it is; carmy's log ties
 	// it to the call by its execution id.
@@ -594,16 +629,26 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 }
 
 // sample asks the caller's client to sample for an upstream that may,
-// where the client is one that can be asked (an MCP session's).
-func sample(cc *Context, params json.RawMessage) (json.RawMessage, error) {
-	s, ok := cc.peer.(interface {
-		Sample(context.Context, json.RawMessage) (json.RawMessage, error)
-	})
+// where the client is one that can be asked (an MCP client's), the
+// question going by name in the sessionless protocol.
+func sample(cc *Context, name string, params json.RawMessage) (json.RawMessage, error) {
+	p, ok := cc.peer.(mcpPeer)
 	if cc.Context == nil || !ok {
 		return nil, Errorf(CodeUnavailable, "the client cannot be asked to sample")
 	}
-	return s.Sample(cc.Context, params)
+	return p.Sample(cc.Context, name, params)
 }
+
+// questionKey is the name an upstream's question goes by at the caller:
+// the upstream's own key when it is a plain name, else carmy's.
+func questionKey(key string) string {
+	if upstreamKey.MatchString(key) {
+		return key
+	}
+	return "question"
+}
+
+var upstreamKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 
 // label is how a question of the upstream is shown: as the mounted
 // server's, not carmy's.
@@ -636,6 +681,12 @@ func (mt *mountedTool) fault(err error) error {
 	case mcpclient.OutcomeUnknown:
 		out = mt.unavailable("the call was sent and its answer lost: it may have run; check before calling again", "outcome_unknown", false)
 	case mcpclient.Refused:
+		if c := e.MissingCapability(); c != "" {
+			// The caller did not declare what the upstream needs (carmy
+			// declares only what the caller did): the caller's own error.
+			return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s: %s needs the client capability %s, which the client did not declare", mt.m.spec.name(), mt.upstream, c),
+				Details: map[string]any{"mount": mt.prefix()}, Err: capabilityMissing(c)}
+		}
 		out = &Error{Code: CodeToolError, Message: fmt.Sprintf("mount %s refused the call of %s: %s", mt.m.spec.name(), mt.upstream, e.Msg),
 			Details: map[string]any{"mount": mt.prefix(), "upstream_code": e.Code}}
 	case mcpclient.TooLarge:

@@ -139,7 +139,17 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt " + p.Name}
 				}
 				m.Read(ctx, id, "prompt", p.Name, true)
-				res, err := m.Client.GetPrompt(ctx, name, p.Arguments)
+				args, _ := json.Marshal(p.Arguments) // a map's keys marshal sorted
+				what := "prompt " + p.Name + " " + inputDigest(args)
+				r, err := s.readRound(ctx, id, req, what, p.RequestState, p.InputResponses)
+				if err != nil {
+					return nil, err
+				}
+				res, err := m.Client.GetPrompt(ctx, name, p.Arguments, r)
+				if err == nil && res.NeedsInput() {
+					res.RequestState, err = s.wrap(ctx, id, what, res.InputRequests, res.RequestState, r)
+					return res, err
+				}
 				return completed(req, res, err)
 			}
 			return next(ctx, method, req)
@@ -149,7 +159,10 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if err == nil || !errors.As(err, &rpc) || rpc.Code != resourceNotFound {
 				return res, err
 			}
-			uri := req.GetParams().(*mcp.ReadResourceParams).URI
+			p := req.GetParams().(*mcp.ReadResourceParams)
+			uri, what := p.URI, "resource "+p.URI
+			var r *mcpclient.Round
+			opened := false
 			for _, m := range s.cfg.Mounts {
 				if !m.Resources || !m.Client.Serves().Resources {
 					continue
@@ -159,9 +172,20 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 					continue
 				}
 				m.Read(ctx, id, "resource", uri, true)
-				got, rerr := m.Client.ReadResource(ctx, uri)
+				if !opened {
+					var rerr error
+					if r, rerr = s.readRound(ctx, id, req, what, p.RequestState, p.InputResponses); rerr != nil {
+						return nil, rerr
+					}
+					opened = true
+				}
+				got, rerr := m.Client.ReadResource(ctx, uri, r)
 				if errors.As(rerr, &rpc) && rpc.Code == resourceNotFound {
 					continue
+				}
+				if rerr == nil && got.NeedsInput() {
+					got.RequestState, rerr = s.wrap(ctx, id, what, got.InputRequests, got.RequestState, r)
+					return got, rerr
 				}
 				return completed(req, got, rerr)
 			}
@@ -186,9 +210,24 @@ func completed[R any, P interface {
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := req.(interface{ ProtocolVersion() string }); !ok || v.ProtocolVersion() < mcpwire.SessionlessProtocol {
+	if !sessionlessRequest(req) {
 		return res, nil
 	}
+	return withResultType(res, "complete")
+}
+
+// sessionlessRequest reports a request of the sessionless protocol.
+func sessionlessRequest(req mcp.Request) bool {
+	v, ok := req.(interface{ ProtocolVersion() string })
+	return ok && v.ProtocolVersion() >= mcpwire.SessionlessProtocol
+}
+
+// withResultType is res with its resultType set, which the SDK sets on
+// the answers of its own handlers only.
+func withResultType[R any, P interface {
+	*R
+	mcp.Result
+}](res P, resultType string) (P, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
@@ -197,7 +236,7 @@ func completed[R any, P interface {
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
 	}
-	fields["resultType"] = json.RawMessage(`"complete"`)
+	fields["resultType"], _ = json.Marshal(resultType)
 	if b, err = json.Marshal(fields); err != nil {
 		return nil, err
 	}

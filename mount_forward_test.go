@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -125,6 +126,78 @@ func TestMountServesResourcesAndPrompts(t *testing.T) {
 			t.Errorf("%d audit records %q, want %d (all: %v)", count[key], key, want, count)
 		}
 	}
+}
+
+// TestMountTellsListChanges: when an upstream's resources or prompts
+// change, carmy's MCP clients are told, in sessions and on the
+// sessionless protocol's listen streams, and list them anew; carmy
+// declares that its lists change only where an upstream says it tells.
+func TestMountTellsListChanges(t *testing.T) {
+	ctx := context.Background()
+	u := docsUpstream()
+	srv := serve(t, build(t, carmy.New().Mount("docs", carmy.Endpoint(u.serveHTTP(t).URL))))
+	type told struct{ resources, prompts chan struct{} }
+	clients := map[string]*mcp.ClientSession{}
+	heard := map[string]told{}
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		h := told{make(chan struct{}, 16), make(chan struct{}, 16)}
+		heard[version] = h
+		clients[version] = mcpListener(t, srv.URL, version, &mcp.ClientOptions{
+			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { h.resources <- struct{}{} },
+			PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { h.prompts <- struct{}{} },
+		})
+		caps := clients[version].InitializeResult().Capabilities
+		if caps.Resources == nil || !caps.Resources.ListChanged || caps.Prompts == nil || !caps.Prompts.ListChanged {
+			t.Fatalf("%s: capabilities %+v; want resources and prompts that say when they change", version, caps)
+		}
+	}
+	wait := func(version, what string, ch chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: the client was not told that the %s changed", version, what)
+		}
+	}
+
+	u.server.AddResource(&mcp.Resource{URI: "docs://faq", Name: "faq", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "the faq"}}}, nil
+		})
+	for version, cs := range clients {
+		wait(version, "resources", heard[version].resources)
+		list, err := cs.ListResources(ctx, nil)
+		if err != nil || !slices.ContainsFunc(list.Resources, func(r *mcp.Resource) bool { return r.URI == "docs://faq" }) {
+			t.Errorf("%s: resources/list = %+v, %v; want the new docs://faq", version, list, err)
+		}
+		templates, err := cs.ListResourceTemplates(ctx, nil)
+		if err != nil || len(templates.ResourceTemplates) != 1 {
+			t.Errorf("%s: resources/templates/list = %+v, %v; want the upstream's one template", version, templates, err)
+		}
+	}
+	u.server.AddPrompt(&mcp.Prompt{Name: "translate"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Translate"}}}}, nil
+	})
+	for version, cs := range clients {
+		wait(version, "prompts", heard[version].prompts)
+		list, err := cs.ListPrompts(ctx, nil)
+		if err != nil || len(list.Prompts) != 2 || !slices.ContainsFunc(list.Prompts, func(p *mcp.Prompt) bool { return p.Name == "docs_translate" }) {
+			t.Errorf("%s: prompts/list = %+v, %v; want docs_summarize and the new docs_translate", version, list, err)
+		}
+	}
+
+	t.Run("an upstream that does not say when its lists change", func(t *testing.T) {
+		quiet := &upstream{calls: map[string]int{}, server: mcp.NewServer(&mcp.Implementation{Name: "quiet", Version: "1"}, &mcp.ServerOptions{
+			Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}, Prompts: &mcp.PromptCapabilities{}}})}
+		quiet.server.AddResource(&mcp.Resource{URI: "quiet://a", Name: "a"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
+		cs := mcpConnect(t, serve(t, build(t, carmy.New().Mount("quiet", carmy.Endpoint(quiet.serveHTTP(t).URL)))).URL, "2025-11-25", nil)
+		caps := cs.InitializeResult().Capabilities
+		if caps.Resources == nil || caps.Resources.ListChanged || caps.Prompts == nil || caps.Prompts.ListChanged {
+			t.Errorf("capabilities %+v; want resources and prompts served, not said to change", caps)
+		}
+	})
 }
 
 // TestMountResourcesAndPromptsOff: a mount that says so serves neither.

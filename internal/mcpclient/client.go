@@ -65,9 +65,9 @@ type Config struct {
 	// Changed is told once the upstream's tools may have changed: after a
 	// list_changed notification or a reconnection, with the new list.
 	Changed func(tools []Tool)
-	// ResourcesChanged is told of the upstream's resource or prompt list
-	// changes.
-	ResourcesChanged func()
+	// ResourcesChanged is told of the upstream's resource list changes,
+	// and PromptsChanged of its prompt list changes.
+	ResourcesChanged, PromptsChanged func()
 	// ResourceUpdated is told of an update of a resource subscribed to.
 	ResourceUpdated func(uri string)
 }
@@ -322,7 +322,9 @@ func (c *Client) options() *mcp.ClientOptions {
 	}
 	if c.cfg.ResourcesChanged != nil {
 		o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { c.cfg.ResourcesChanged() }
-		o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { c.cfg.ResourcesChanged() }
+	}
+	if c.cfg.PromptsChanged != nil {
+		o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { c.cfg.PromptsChanged() }
 	}
 	return o
 }

@@ -278,6 +278,9 @@ func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
 // Capabilities are what the upstream declared it serves besides tools.
 type Capabilities struct {
 	Resources, Subscribe, Prompts, Completions bool
+	// ResourcesChange and PromptsChange: the upstream says when its
+	// resource or prompt list changes (listChanged).
+	ResourcesChange, PromptsChange bool
 }
 
 // Serves returns what the upstream declared.
@@ -292,7 +295,8 @@ func (c *Client) Serves() Capabilities {
 	}
 	caps := res.Capabilities
 	return Capabilities{Resources: caps.Resources != nil, Subscribe: caps.Resources != nil && caps.Resources.Subscribe,
-		Prompts: caps.Prompts != nil, Completions: caps.Completions != nil}
+		Prompts: caps.Prompts != nil, Completions: caps.Completions != nil,
+		ResourcesChange: caps.Resources != nil && caps.Resources.ListChanged, PromptsChange: caps.Prompts != nil && caps.Prompts.ListChanged}
 }
 
 // sample forwards the upstream's sampling request to the caller of the

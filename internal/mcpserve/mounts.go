@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 
@@ -38,23 +39,36 @@ const resourceNotFound = jsonrpc.CodeInvalidParams
 type mounts struct {
 	mu   sync.Mutex
 	subs map[string]int // subscriptions of callers, by URI
+	// resourcesChange and promptsChange: some mount's upstream says when
+	// its resources or prompts change, and the server tells its clients.
+	resourcesChange, promptsChange bool
 }
 
-// mountCapabilities declares what the mounts bring to the server.
+// mountCapabilities declares what the mounts bring to the server. Their
+// lists are declared to change (listChanged) only where an upstream says
+// when its own change: carmy tells its clients then.
 func (s *Server) mountCapabilities(opts *mcp.ServerOptions) {
 	for _, m := range s.cfg.Mounts {
 		up := m.Client.Serves()
 		if m.Resources && up.Resources {
 			if opts.Capabilities.Resources == nil {
-				opts.Capabilities.Resources = &mcp.ResourceCapabilities{ListChanged: true}
+				opts.Capabilities.Resources = &mcp.ResourceCapabilities{}
+			}
+			if up.ResourcesChange {
+				opts.Capabilities.Resources.ListChanged, s.mounts.resourcesChange = true, true
 			}
 			if up.Subscribe && opts.SubscribeHandler == nil {
 				opts.Capabilities.Resources.Subscribe = true
 				opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 			}
 		}
-		if m.Prompts && up.Prompts && opts.Capabilities.Prompts == nil {
-			opts.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
+		if m.Prompts && up.Prompts {
+			if opts.Capabilities.Prompts == nil {
+				opts.Capabilities.Prompts = &mcp.PromptCapabilities{}
+			}
+			if up.PromptsChange {
+				opts.Capabilities.Prompts.ListChanged, s.mounts.promptsChange = true, true
+			}
 		}
 		if (m.Prompts && up.Prompts || m.Resources && up.Resources) && up.Completions && opts.CompletionHandler == nil {
 			opts.Capabilities.Completions = &mcp.CompletionCapabilities{}
@@ -66,6 +80,40 @@ func (s *Server) mountCapabilities(opts *mcp.ServerOptions) {
 // ResourceUpdated tells the callers subscribed to uri that it changed.
 func (s *Server) ResourceUpdated(uri string) {
 	_ = s.sdk.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+}
+
+// changeMark names the placeholder by which the server has the SDK tell
+// its clients that a mount's list changed: the SDK tells every session,
+// and every listen stream of the sessionless protocol that asked, when
+// its own list changes, and the mounts' lists are not its own. Lists
+// leave the placeholder out.
+const changeMark = "carmy-list-changed:///"
+
+// ResourcesChanged tells every client that the resources it may list
+// changed (notifications/resources/list_changed), when the server
+// declared that they may.
+func (s *Server) ResourcesChanged() {
+	if !s.mounts.resourcesChange {
+		return
+	}
+	s.sdk.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: changeMark, Name: changeMark},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		})
+	s.sdk.RemoveResourceTemplates(changeMark)
+}
+
+// PromptsChanged tells every client that the prompts it may list changed
+// (notifications/prompts/list_changed), when the server declared that
+// they may.
+func (s *Server) PromptsChanged() {
+	if !s.mounts.promptsChange {
+		return
+	}
+	s.sdk.AddPrompt(&mcp.Prompt{Name: changeMark}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt " + changeMark}
+	})
+	s.sdk.RemovePrompts(changeMark)
 }
 
 // mountsMiddleware answers the lists, reads and gets that concern the
@@ -202,6 +250,12 @@ func withResultType[R any, P interface {
 // listMounts adds the mounts' resources, templates or prompts that id may
 // see to the host's own list, on its last page.
 func (s *Server) listMounts(ctx context.Context, id Identity, res mcp.Result) (mcp.Result, error) {
+	switch list := res.(type) {
+	case *mcp.ListResourceTemplatesResult:
+		list.ResourceTemplates = slices.DeleteFunc(list.ResourceTemplates, func(t *mcp.ResourceTemplate) bool { return t.URITemplate == changeMark })
+	case *mcp.ListPromptsResult:
+		list.Prompts = slices.DeleteFunc(list.Prompts, func(p *mcp.Prompt) bool { return p.Name == changeMark })
+	}
 	for _, m := range s.cfg.Mounts {
 		if !m.May(ctx, id) {
 			continue

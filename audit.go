@@ -59,8 +59,8 @@ const (
 	// AuditToolChanged is a mounted upstream's tool that changed: its
 	// definition (Digest is the new definition's hash), or it vanished
 	// (Digest ""), or a tool appeared upstream; Detail says what carmy did
-	// (served it, refused it and why, raised or kept its effect, held it).
-	// No call, principal or code.
+	// (served it, with the effect it has and had; refused or held it, and
+	// why). No call, principal or code.
 	AuditToolChanged AuditDecision = "tool_changed"
 	// AuditRead is a caller's read of a mounted upstream's resource or prompt
 	// (Tool is its URI or served name, Detail says which and the mount's

@@ -110,6 +110,7 @@ func (t *tool) prepareTypes(b *Builder, d *ToolDef) []error {
 	in, err := shape.Of(t.inType)
 	switch {
 	case t.in != nil: // declared
+	case d.impl != nil && t.meta.InputSchema != nil: // declared, and declaredSchemas said why it cannot be used
 	case err != nil:
 		problems = append(problems, fmt.Errorf("input %v", err))
 	default:
@@ -124,6 +125,7 @@ func (t *tool) prepareTypes(b *Builder, d *ToolDef) []error {
 	}
 	switch {
 	case t.out != nil: // declared
+	case d.impl != nil && t.meta.OutputSchema != nil: // declared, and declaredSchemas said why it cannot be used
 	case d.outType == nil:
 		if t.meta.OutputSchema == nil {
 			t.meta.OutputSchema = nullSchema

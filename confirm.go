@@ -397,6 +397,7 @@ func (r *Registry) approvalRefusal(ctx context.Context, t *tool, a store.Approva
 		msg = fmt.Sprintf("%s needs a person's approval. Ask the user to approve or deny it at %s, then make the same call again, with the same input, before %s.",
 			t.meta.Name, link, expires)
 	}
+	msg += t.redefinedNote()
 	// The doors that reach a person read the approval from Err; the
 	// details are the caller's copy.
 	pending := &approve.Pending{ID: a.ID, Tool: t.meta.Name, URL: link, Digest: a.Digest, Permission: grant, Expires: a.Expires}

@@ -250,6 +250,12 @@ func (c Context) Elicit(message string, into any) (accepted bool, err error) {
 // asked, CodeInvalidInput for a schema that does not compile or an answer
 // that does not fit it).
 func (c Context) ElicitSchema(message string, schema json.RawMessage) (answer json.RawMessage, accepted bool, err error) {
+	return c.elicitSchema("question", message, schema)
+}
+
+// elicitSchema is [Context.ElicitSchema] with the name the question goes
+// by in the sessionless protocol (a mounted upstream's own key for it).
+func (c Context) elicitSchema(name, message string, schema json.RawMessage) (answer json.RawMessage, accepted bool, err error) {
 	p := c.peer
 	if c.Context == nil || p == nil {
 		return nil, false, Errorf(CodeUnavailable, "the client cannot ask its user for input")
@@ -265,7 +271,7 @@ func (c Context) ElicitSchema(message string, schema json.RawMessage) (answer js
 	if err := json.Unmarshal(schema, &requested); err != nil {
 		return nil, false, &Error{Code: CodeInvalidInput, Message: "the question's schema is not a JSON object", Err: err}
 	}
-	res, err := p.Elicit(c.Context, "question", question{Message: message, Form: requested})
+	res, err := p.Elicit(c.Context, name, question{Message: message, Form: requested})
 	var refusal *Error
 	if errors.As(err, &refusal) {
 		return nil, false, refusal
@@ -292,12 +298,13 @@ func (c Context) ElicitSchema(message string, schema json.RawMessage) (answer js
 // elicitURL sends the caller's person to a web page (URL elicitation), as
 // a mounted upstream that may do so asks: the client shows message and
 // url, and the person's action ("accept", "decline" or "cancel") is the
-// answer. It fails where nobody can be asked.
-func (c Context) elicitURL(message, url, id string) (string, error) {
+// answer, the question going by name in the sessionless protocol. It
+// fails where nobody can be asked.
+func (c Context) elicitURL(name, message, url, id string) (string, error) {
 	if c.Context == nil || c.peer == nil {
 		return "", Errorf(CodeUnavailable, "the client cannot send its user to a page")
 	}
-	res, err := c.peer.Elicit(c.Context, "url", question{Mode: "url", Message: message, URL: url, ElicitationID: id})
+	res, err := c.peer.Elicit(c.Context, name, question{Mode: "url", Message: message, URL: url, ElicitationID: id})
 	if err != nil {
 		return "", err
 	}

@@ -157,11 +157,15 @@
 // own tool error is [CodeToolError]; a call sent whose answer was lost is
 // recorded as unavailable with details.reason "outcome_unknown". Its
 // questions reach the caller's person through [Context.ElicitSchema],
-// labelled with the mount.
+// labelled with the mount. The registry follows an upstream's changes
+// while it serves: a tool added or redefined upstream is served at once,
+// under the policies in force, its effect never lower than it was, and no
+// approval of an old definition authorizes a call of a new one.
 //
 // # Concurrency
 //
-// A [Registry] is immutable and safe for concurrent use. A tool without
+// A [Registry] is safe for concurrent use, and immutable but for the
+// tools its mounted upstreams add or change. A tool without
 // [ParallelSafe] never has two executions at once; calls wait their turn,
 // at most the tool's timeout (then unavailable, retryable), and the wait
 // respects the caller's cancellation.

@@ -665,6 +665,12 @@ func asking(ctx context.Context, run *taskRun) func(mcp.InputRequestMap) {
 	}
 }
 
+// capabilityMissing is the error of a question for a client capability
+// the client did not declare, which [missingCapability] answers.
+func capabilityMissing(capability string) error {
+	return &mcpserve.MissingCapability{Capability: capability}
+}
+
 // missingCapability is the protocol error of a sessionless call that ended
 // with a question its client cannot answer, if err is one.
 func missingCapability(p *mcpserve.Peer, err error) (*jsonrpc.Error, bool) {

@@ -1,12 +1,12 @@
 package carmy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"regexp"
 	"strings"
@@ -211,6 +211,15 @@ type mountSpec struct {
 // its override says Confirm false. An approval binds the tool's
 // definition (description, schemas, annotations) as well as its input.
 //
+// The upstream's questions during a call (forms, pages, sampling) reach
+// the caller labelled with the mount, only once carmy's own confirmation
+// of the call was given; roots are the mount's ([MountRoots]), never a
+// caller's. A caller of the sessionless MCP protocol gets the questions of
+// an upstream's input-required results under the upstream's own keys, in
+// carmy's own signed rounds: the caller's next round runs the tool again,
+// which calls the upstream afresh and answers it under the same keys. The
+// upstream is told only what that caller declared and the mount allows.
+//
 // An upstream tool that runs only as a task is a [TaskRequired] tool,
 // called as the upstream's task (as is one that may be a task, when
 // carmy's call is one): the upstream's task is cancelled with carmy's, and
@@ -218,12 +227,23 @@ type mountSpec struct {
 // a tool is left out, with a log line.
 //
 // The registry follows the upstream's changes while it serves. A tool the
-// upstream adds is served at once when its name is free and its schemas
-// compile (else refused, logged and audited); one whose annotations alone
-// change is served with them, its effect risen where they raise it and
-// kept where they would lower it; one whose description, schemas or task
-// support change is held until a restart; one the upstream drops answers
-// unavailable. Each change is audited ([AuditToolChanged]).
+// upstream adds is served at once when its name is free, its schemas
+// compile and the policies in force validate against it (else refused,
+// logged and audited). A tool whose definition changes is served with
+// the new one: its description and schemas as the upstream now writes
+// them, the overrides still applied, its effect risen where the new hints
+// raise it and kept where they would lower it (a fall waits for the
+// operator: configuration or a restart); an approval or grant of the old
+// definition does not authorize a call of the new one, and a call made
+// under the old one that has not reached the upstream yet answers
+// unavailable (retryable). A new definition carmy cannot serve (a schema
+// that does not compile, policies that do not validate against it) holds
+// the tool: its calls answer unavailable, saying why, and the mount's
+// other tools keep working. A tool whose task support changes is held
+// until a restart. A tool the upstream drops answers unavailable. Each
+// change is audited ([AuditToolChanged]) with the new definition's hash,
+// and carmy's MCP clients are told (notifications/tools/list_changed), as
+// they are when the upstream's resources or prompts change.
 func (b *Builder) Mount(prefix string, up Upstream, opts ...MountOption) *Builder {
 	s := &mountSpec{prefix: prefix, up: up, site: callerSite(2)}
 	for _, o := range opts {
@@ -244,39 +264,77 @@ type mount struct {
 	r      *Registry
 	tools  map[string]*mountedTool // by upstream name
 	mu     sync.Mutex
-	warned map[string]string // upstream names logged as not served, by hash
+	// refused are the upstream definitions carmy did not serve, by
+	// upstream name: each is refused, logged and audited once.
+	refused map[string]*mountHold
 	// ready is closed once Build is over (built or failed): the upstream's
-	// changes wait for it, as they read the registry's tools.
+	// changes wait for it, as they read the registry's tools, and follow
+	// them only when built.
 	ready     chan struct{}
 	readyOnce sync.Once
+	built     bool
 }
 
-func (m *mount) start() { m.readyOnce.Do(func() { close(m.ready) }) }
+func (m *mount) start(built bool) {
+	m.readyOnce.Do(func() {
+		m.built = built
+		close(m.ready)
+	})
+}
+
+// serving waits for Build to end, and reports whether the registry was
+// built: then the upstream's changes are followed.
+func (m *mount) serving() bool {
+	<-m.ready
+	return m.built
+}
+
+// served reports, without waiting, whether the registry is built and
+// serves: before, no client has listed anything it should be told of.
+func (m *mount) served() bool {
+	select {
+	case <-m.ready:
+		return m.built
+	default:
+		return false
+	}
+}
 
 // startMounts lets the mounts follow their upstreams' changes, once the
 // registry is built.
 func (r *Registry) startMounts() {
 	for _, m := range r.mounts {
-		m.start()
+		m.start(true)
 	}
 }
 
 // mountedTool is the part of a registry's tool that a mount adds: the
-// policy's server attribute is its mount's prefix.
+// policy's server attribute is its mount's prefix. A definition the
+// upstream changes is a new mountedTool, in a new tool; the calls made
+// under the old one keep it.
 type mountedTool struct {
 	m          *mount
 	upstream   string         // the tool's name upstream
-	def        mcpclient.Tool // the definition in force
+	def        mcpclient.Tool // the definition it serves
 	hash       string         // the definition's hash
 	structured bool           // the upstream declares an output schema
-	state      atomic.Uint32
+	redefined  bool           // the definition replaced another while the registry served
+	// hold is why its calls answer unavailable; nil while it is served.
+	hold atomic.Pointer[mountHold]
 }
 
-// The states of a mounted tool.
-const (
-	mountedLive    uint32 = iota
-	mountedGone           // the upstream no longer lists it
-	mountedChanged        // its definition changed past what carmy takes alone; held until a restart
+// mountHold is why a mounted tool's calls answer unavailable, and the
+// upstream definition that holds it (its hash; "" for none).
+type mountHold struct {
+	hash, reason, why string
+	retryable         bool
+	policies          bool // the policies in force refused the definition
+}
+
+var (
+	vanished   = &mountHold{reason: "tool_vanished", why: "the upstream no longer lists it"}
+	superseded = &mountHold{reason: "tool_changed", retryable: true,
+		why: "its definition changed upstream after this call was checked against the old one; call again to use the new one"}
 )
 
 // prefix is the mount the tool comes from: the policy's server attribute.
@@ -356,11 +414,21 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 			fail("has an unknown effect floor %d", s.floor)
 			continue
 		}
-		m := &mount{spec: s, r: r, tools: map[string]*mountedTool{}, warned: map[string]string{}, ready: make(chan struct{})}
+		m := &mount{spec: s, r: r, tools: map[string]*mountedTool{}, refused: map[string]*mountHold{}, ready: make(chan struct{})}
 		c, err := mcpclient.Connect(ctx, mcpclient.Config{
 			Name: s.name(), Command: s.up.command, Env: s.env, URL: s.up.url, Headers: s.up.headers,
 			Roots: s.roots, URLElicitation: s.urlElicitation, Sampling: s.sampling, Logger: r.logger, Changed: m.changed,
 			ResourceUpdated: func(uri string) { m.r.mcpServer().ResourceUpdated(uri) },
+			ResourcesChanged: func() {
+				if !s.noResources && m.served() {
+					m.r.mcpServer().ResourcesChanged()
+				}
+			},
+			PromptsChanged: func() {
+				if !s.noPrompts && m.served() {
+					m.r.mcpServer().PromptsChanged()
+				}
+			},
 		})
 		if err != nil {
 			fail("%v", err)
@@ -368,13 +436,15 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 		}
 		m.client = c
 		r.mounts = append(r.mounts, m)
-		r.closers = append(r.closers, func() error { m.start(); return c.Close() })
+		r.closers = append(r.closers, func() error { m.start(false); return c.Close() })
 		upstream := map[string]bool{}
 		for _, t := range c.Tools() {
 			upstream[t.Name] = true
 			if d := m.declare(t, nil); d != nil {
 				m.tools[t.Name] = d.mount
 				defs = append(defs, d)
+			} else {
+				m.refused[t.Name] = &mountHold{hash: t.Hash} // left out, and said so once
 			}
 		}
 		for name := range s.overrides {
@@ -459,11 +529,8 @@ func (s *mountSpec) effect(t mcpclient.Tool, o ToolOverride) Effect {
 // input: the bytes a person approved.
 func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	m := mt.m
-	switch mt.state.Load() {
-	case mountedGone:
-		return nil, mt.unavailable("the upstream no longer lists it", "tool_vanished", false)
-	case mountedChanged:
-		return nil, mt.unavailable("its definition changed upstream; the operator must restart carmy to accept it", "tool_changed", false)
+	if h := mt.hold.Load(); h != nil {
+		return nil, mt.unavailable(h.why, h.reason, h.retryable)
 	}
 	form, err := canon.Form(in.Interface().(*mountInput).raw, nil)
 	if err != nil {
@@ -473,16 +540,27 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	// goroutines: a question that waits for the caller's next round, a
 	// sampling the caller cannot do.
 	var round, unsampled atomic.Pointer[error]
+	// later is what a question that waits for the caller's next round
+	// answers the upstream: in a session, the upstream is told the person
+	// cancelled, and its call ends; a question of the upstream's
+	// input-required result (a key) is not answered at all.
+	later := func(key string, err error) (string, error) {
+		round.Store(&err)
+		if key != "" {
+			return "", mcpclient.ErrAnswerLater
+		}
+		return "cancel", nil
+	}
 	req := &mcpclient.Request{Name: mt.upstream, Arguments: form, Progress: cc.Progress,
-		Elicit: func(_ context.Context, message string, schema json.RawMessage) (string, json.RawMessage, error) {
-			answer, ok, err := cc.ElicitSchema(m.label()+message, schema)
+		Elicit: func(_ context.Context, key, message string, schema json.RawMessage) (string, json.RawMessage, error) {
+			answer, ok, err := cc.elicitSchema(questionKey(key), m.label()+message, schema)
 			switch {
 			case waitsForRound(err):
 				// The caller of the sessionless protocol answers in its next
 				// round, which calls the upstream again from the start: this
 				// call of it stops here, and ends as the round's.
-				round.Store(&err)
-				return "cancel", nil, nil
+				action, err := later(key, err)
+				return action, nil, err
 			case err != nil:
 				cc.Log(slog.LevelWarn, "carmy: a question of the upstream was declined: the caller cannot be asked", "mount", m.spec.name(), "error", err)
 				return "decline", nil, nil
@@ -492,20 +570,35 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 			return "accept", answer, nil
 		}}
 	if m.spec.urlElicitation {
-		req.ElicitURL = func(_ context.Context, message, url, id string) (string, error) {
-			return cc.elicitURL(m.label()+message, url, id)
+		req.ElicitURL = func(_ context.Context, key, message, url, id string) (string, error) {
+			action, err := cc.elicitURL(questionKey(key), m.label()+message, url, id)
+			if waitsForRound(err) {
+				return later(key, err)
+			}
+			return action, err
 		}
 	}
 	// A sampling the caller cannot do ends the call with why, not with the
 	// upstream's reading of the refusal.
 	if m.spec.sampling {
-		req.Sample = func(_ context.Context, params json.RawMessage) (json.RawMessage, error) {
-			res, err := sample(cc, params)
-			if err != nil {
+		req.Sample = func(_ context.Context, key string, params json.RawMessage) (json.RawMessage, error) {
+			res, err := sample(cc, questionKey(key), params)
+			switch {
+			case waitsForRound(err):
+				round.Store(&err)
+				return nil, mcpclient.ErrAnswerLater
+			case err != nil:
 				unsampled.Store(&err)
 			}
 			return res, err
 		}
+	}
+	// A caller of the sessionless protocol answers the upstream's own
+	// questions under the upstream's keys, and the upstream is told what
+	// that caller can answer. A task's questions wait on the task, as a
+	// session's do.
+	if p, ok := cc.peer.(mcpPeer); ok && p.Sessionless() && cc.task == nil {
+		req.Rounds = &mcpclient.Caller{Elicit: p.CanElicit(), ElicitURL: p.CanElicitURL(), Sample: p.CanSample()}
 	}
 	// The caller gets the upstream's message as it is; carmy's log ties
 	// it to the call by its execution id.
@@ -550,16 +643,26 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 }
 
 // sample asks the caller's client to sample for an upstream that may,
-// where the client is one that can be asked (an MCP session's).
-func sample(cc *Context, params json.RawMessage) (json.RawMessage, error) {
-	s, ok := cc.peer.(interface {
-		Sample(context.Context, json.RawMessage) (json.RawMessage, error)
-	})
+// where the client is one that can be asked (an MCP client's), the
+// question going by name in the sessionless protocol.
+func sample(cc *Context, name string, params json.RawMessage) (json.RawMessage, error) {
+	p, ok := cc.peer.(mcpPeer)
 	if cc.Context == nil || !ok {
 		return nil, Errorf(CodeUnavailable, "the client cannot be asked to sample")
 	}
-	return s.Sample(cc.Context, params)
+	return p.Sample(cc.Context, name, params)
 }
+
+// questionKey is the name an upstream's question goes by at the caller:
+// the upstream's own key when it is a plain name, else carmy's.
+func questionKey(key string) string {
+	if upstreamKey.MatchString(key) {
+		return key
+	}
+	return "question"
+}
+
+var upstreamKey = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]{0,63}$`)
 
 // label is how a question of the upstream is shown: as the mounted
 // server's, not carmy's.
@@ -599,6 +702,12 @@ func (mt *mountedTool) fault(err error, task bool) error {
 	case mcpclient.OutcomeUnknown:
 		out = mt.unavailable("the call was sent and its answer lost: it may have run; check before calling again", "outcome_unknown", false)
 	case mcpclient.Refused:
+		if c := e.MissingCapability(); c != "" {
+			// The caller did not declare what the upstream needs (carmy
+			// declares only what the caller did): the caller's own error.
+			return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s: %s needs the client capability %s, which the client did not declare", mt.m.spec.name(), mt.upstream, c),
+				Details: map[string]any{"mount": mt.prefix()}, Err: capabilityMissing(c)}
+		}
 		out = &Error{Code: CodeToolError, Message: fmt.Sprintf("mount %s refused the call of %s: %s", mt.m.spec.name(), mt.upstream, e.Msg),
 			Details: map[string]any{"mount": mt.prefix(), "upstream_code": e.Code}}
 		if task {
@@ -637,130 +746,164 @@ func (mt *mountedTool) toolError(content json.RawMessage) *Error {
 }
 
 // changed follows the upstream's new list. A tool gone answers
-// unavailable; one back as it was is live again. A tool whose annotations
-// alone changed is served at once with its new definition, its effect
-// risen where the hints raise it and kept where they would lower it. A
-// tool whose description, schemas or task support changed is held until
-// a restart. A new tool is served at once when it fits (see
-// [mount.add]). Every change is audited as tool_changed.
+// unavailable; one back as it was is served again. A tool whose
+// definition changed is served with the new one ([mount.redefine]); a new
+// tool is served at once when it fits ([mount.add]). A definition refused
+// once is not tried again while the upstream lists it, but for one the
+// policies refused, which a reload of theirs tries again
+// ([Registry.remount]). Every change is audited as tool_changed.
 func (m *mount) changed(tools []mcpclient.Tool) {
-	<-m.ready
+	if !m.serving() {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	moved := false
-	defer func() {
-		if moved {
-			m.r.toolSetChanged()
-		}
-	}()
+	hold := func(mt *mountedTool, h *mountHold) {
+		moved = mt.hold.Swap(h) != h || moved
+	}
 	seen := map[string]bool{}
 	for _, t := range tools {
 		seen[t.Name] = true
 		mt, ok := m.tools[t.Name]
-		if !ok {
-			if m.warned[t.Name] != t.Hash {
-				m.warned[t.Name] = t.Hash
-				m.add(t)
+		refused := m.refused[t.Name]
+		switch {
+		case ok && t.Hash == mt.hash:
+			delete(m.refused, t.Name)
+			hold(mt, nil)
+		case refused != nil && refused.hash == t.Hash:
+			if ok {
+				hold(mt, refused)
 			}
-			continue
-		}
-		if t.Hash != mt.hash && m.reannotated(mt, t) {
-			continue
-		}
-		next := mountedLive
-		if t.Hash != mt.hash {
-			next = mountedChanged
-		}
-		prev := mt.state.Swap(next)
-		moved = moved || prev != next
-		if prev != next && next == mountedChanged {
-			m.r.logger.Warn("carmy: an upstream tool's definition changed; it is held until a restart", "mount", m.spec.name(), "tool", t.Name)
-			m.audit(t.Name, m.nameOf(t.Name), AuditToolChanged, t.Hash, "held until a restart")
+		case ok:
+			m.redefine(mt, t)
+		default:
+			m.add(t)
 		}
 	}
 	for name, mt := range m.tools {
-		if !seen[name] && mt.state.Swap(mountedGone) != mountedGone {
-			moved = true
+		if !seen[name] && mt.hold.Load() != vanished {
+			hold(mt, vanished)
 			m.r.logger.Warn("carmy: an upstream tool vanished; its calls answer unavailable", "mount", m.spec.name(), "tool", name)
 			m.audit(name, m.nameOf(name), AuditToolChanged, "", "vanished")
 		}
 	}
+	if moved {
+		m.r.toolSetChanged()
+	}
 }
 
 // add serves a tool the upstream lists after Build, when it fits: its
-// name is free and valid, its schemas compile, and no policies are in
-// force (their catalog of tools is made at Build). Its effect comes from
-// its hints, the mount's floor and overrides, as at Build. A tool that
-// does not fit is refused, logged and audited; a restart serves it, if
-// the operator makes it fit.
+// name is free and valid, its schemas compile, and the policies in force,
+// if any, validate against it. Its effect comes from its hints, the
+// mount's floor and overrides, as at Build. A tool that does not fit is
+// refused, logged and audited; a restart serves it, if the operator makes
+// it fit, as does a reload of the policies that refused it.
 func (m *mount) add(t mcpclient.Tool) {
 	name := m.nameOf(t.Name)
-	refuse := func(why string) {
-		m.r.logger.Warn("carmy: the upstream lists a new tool that carmy cannot serve: "+why, "mount", m.spec.name(), "tool", t.Name)
-		m.audit(t.Name, name, AuditToolChanged, t.Hash, "new tool refused: "+why)
-	}
-	switch _, taken := m.r.tab().tools[name]; {
-	case taken:
-		refuse(fmt.Sprintf("its name %s is taken by another tool", name))
-		return
-	case m.r.policies != nil:
-		refuse("policies are in force, and their catalog of tools is made at start; it is served after a restart")
+	if _, taken := m.r.tab().tools[name]; taken {
+		m.refuse(nil, t, "", fmt.Errorf("its name %s is taken by another tool", name))
 		return
 	}
-	d := m.declare(t, nil)
-	if d == nil {
-		return // declare logged why
+	nt, err := m.serve(t, nil)
+	switch {
+	case err != nil:
+		m.refuse(nil, t, "", err)
+	case nt == nil: // declare logged why
+		m.refused[t.Name] = &mountHold{hash: t.Hash}
+	default:
+		m.tools[t.Name] = nt.def.mount
+		m.r.logger.Info("carmy: the upstream lists a new tool; it is served", "mount", m.spec.name(), "tool", t.Name, "effect", nt.meta.Effect)
+		m.audit(t.Name, name, AuditToolChanged, t.Hash, "new tool served")
 	}
-	nt, problems := m.r.prepare(d)
-	if len(problems) > 0 {
-		refuse(errors.Join(problems...).Error())
-		return
-	}
-	m.tools[t.Name] = d.mount
-	m.r.putTools(nt)
-	m.r.logger.Info("carmy: the upstream lists a new tool; it is served", "mount", m.spec.name(), "tool", t.Name, "effect", nt.meta.Effect)
-	m.audit(t.Name, name, AuditToolChanged, t.Hash, "new tool served")
 }
 
-// reannotated serves the new definition t of the tool mt when only its
-// annotations changed (a title, the hints), and reports whether it did:
-// its effect rises with them and never falls, and an approval of the old
-// definition no longer binds (the digest holds the definition's hash). A
-// call that holds the old tool answers unavailable.
-func (m *mount) reannotated(mt *mountedTool, t mcpclient.Tool) bool {
-	old := mt.def
-	was := m.r.tab().tools[m.nameOf(t.Name)]
-	if was == nil || m.r.policies != nil || t.Description != old.Description || t.TaskSupport != old.TaskSupport ||
-		!bytes.Equal(t.InputSchema, old.InputSchema) || !bytes.Equal(t.OutputSchema, old.OutputSchema) {
-		return false
+// redefine serves the new definition t of the tool mt: its description
+// and schemas as the upstream wrote them, the overrides applied, its
+// effect risen where the new hints raise it and kept where they would
+// lower it. An approval of the old definition does not bind the new one
+// (the digest holds the definition's hash), and a call made under the
+// old one answers unavailable if it has not reached the upstream yet. A
+// definition carmy cannot serve holds the tool, as does a change of its
+// task support, which carmy takes at a restart.
+func (m *mount) redefine(mt *mountedTool, t mcpclient.Tool) {
+	if t.TaskSupport != mt.def.TaskSupport {
+		m.refuse(mt, t, "task_support_changed", fmt.Errorf("its task support changed upstream (from %q to %q), which carmy takes at a restart", mt.def.TaskSupport, t.TaskSupport))
+		return
 	}
+	was := m.r.tab().tools[m.nameOf(t.Name)]
+	nt, err := m.serve(t, was)
+	if err != nil {
+		m.refuse(mt, t, "definition_refused", fmt.Errorf("its new definition upstream cannot be served: %w", err))
+		return
+	}
+	m.tools[t.Name] = nt.def.mount
+	delete(m.refused, t.Name)
+	mt.hold.Store(superseded)
+	m.r.logger.Info("carmy: an upstream tool's definition changed; it is served with the new one", "mount", m.spec.name(), "tool", t.Name,
+		"effect", nt.meta.Effect, "was", was.meta.Effect)
+	m.audit(t.Name, nt.meta.Name, AuditToolChanged, t.Hash, fmt.Sprintf("definition changed, the new one served; effect %s (was %s)", nt.meta.Effect, was.meta.Effect))
+}
+
+// serve makes the tool of the upstream definition t, which replaces the
+// tool was (nil for a new one), with Build's code, and publishes it; nil
+// for a tool carmy leaves out. An error says why it cannot be served:
+// nothing changed.
+func (m *mount) serve(t mcpclient.Tool, was *tool) (*tool, error) {
 	d := m.declare(t, was)
 	if d == nil {
-		return false
+		return nil, nil
 	}
+	d.mount.redefined = was != nil
 	nt, problems := m.r.prepare(d)
 	if len(problems) > 0 {
-		return false
+		return nil, errors.Join(problems...)
 	}
-	m.tools[t.Name] = d.mount
-	mt.state.Store(mountedChanged)
-	m.r.putTools(nt)
-	m.r.logger.Info("carmy: an upstream tool's annotations changed; it is served with them", "mount", m.spec.name(), "tool", t.Name,
-		"effect", nt.meta.Effect, "was", was.meta.Effect)
-	m.audit(t.Name, nt.meta.Name, AuditToolChanged, t.Hash, fmt.Sprintf("annotations changed; effect %s (was %s)", nt.meta.Effect, was.meta.Effect))
-	return true
+	if err := m.r.putTools(nt); err != nil {
+		return nil, err
+	}
+	return nt, nil
+}
+
+// refuse records that carmy does not serve the upstream definition t,
+// logs and audits it once, and holds mt, the tool it would replace (nil
+// for a new tool), so that its calls answer unavailable saying why.
+func (m *mount) refuse(mt *mountedTool, t mcpclient.Tool, reason string, err error) {
+	why := err.Error()
+	h := &mountHold{hash: t.Hash, reason: reason, why: why, policies: errors.Is(err, errPoliciesRefuse)}
+	m.refused[t.Name] = h
+	detail := "new tool refused: " + why
+	if mt != nil {
+		detail = "held: " + why
+		mt.hold.Store(h)
+		m.r.toolSetChanged()
+	}
+	m.r.logger.Warn("carmy: the upstream lists a definition of a tool that carmy cannot serve", "mount", m.spec.name(), "tool", t.Name, "why", why)
+	m.audit(t.Name, "", AuditToolChanged, t.Hash, detail)
+}
+
+// remount tries again, under the policies now in force, the definitions
+// of the mounts' tools that the policies in force before refused.
+func (r *Registry) remount() {
+	for _, m := range r.mounts {
+		m.mu.Lock()
+		maps.DeleteFunc(m.refused, func(_ string, h *mountHold) bool { return h.policies })
+		m.mu.Unlock()
+		m.changed(m.client.Tools())
+	}
 }
 
 // live reports a tool whose calls may reach its code: every compiled
-// tool, and a mounted one its upstream lists unchanged. Lists show the
-// live tools only.
+// tool, and a mounted one its upstream lists as carmy serves it. Lists
+// show the live tools only.
 func (t *tool) live() bool {
-	return t.def.mount == nil || t.def.mount.state.Load() == mountedLive
+	return t.def.mount == nil || t.def.mount.hold.Load() == nil
 }
 
 // toolSetChanged is called whenever the set of tools callers may call
-// changes (a mounted tool came, changed, vanished, was held or came back): what follows
-// the tool set follows it here. MCP clients are told to list again.
+// changes (a mounted tool came, changed, vanished, was held or came
+// back): what follows the tool set follows it here. MCP clients are told
+// to list again.
 func (r *Registry) toolSetChanged() {
 	r.mcpServer().ToolsChanged()
 }
@@ -819,6 +962,16 @@ func (t *tool) digestOf(form []byte) string {
 		return canon.Sum(form)
 	}
 	return canon.Sum(append([]byte(t.def.mount.hash+"\n"), form...))
+}
+
+// redefinedNote is what the refusal of a call that waits for a person's
+// approval adds when the upstream changed t's definition while the
+// registry served: the approval a caller may hold names the old one.
+func (t *tool) redefinedNote() string {
+	if t.def.mount == nil || !t.def.mount.redefined {
+		return ""
+	}
+	return " The upstream changed the definition of " + t.meta.Name + " while carmy served it: an approval given for an earlier definition does not authorize a call of this one."
 }
 
 // configureMounts adds the mounts of carmy.toml's [[mount]] tables, whose

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy"
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // docsUpstream is an upstream with a resource, a resource template, a
@@ -125,6 +127,78 @@ func TestMountServesResourcesAndPrompts(t *testing.T) {
 			t.Errorf("%d audit records %q, want %d (all: %v)", count[key], key, want, count)
 		}
 	}
+}
+
+// TestMountTellsListChanges: when an upstream's resources or prompts
+// change, carmy's MCP clients are told, in sessions and on the
+// sessionless protocol's listen streams, and list them anew; carmy
+// declares that its lists change only where an upstream says it tells.
+func TestMountTellsListChanges(t *testing.T) {
+	ctx := context.Background()
+	u := docsUpstream()
+	srv := serve(t, build(t, carmy.New().Mount("docs", carmy.Endpoint(u.serveHTTP(t).URL))))
+	type told struct{ resources, prompts chan struct{} }
+	clients := map[string]*mcp.ClientSession{}
+	heard := map[string]told{}
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		h := told{make(chan struct{}, 16), make(chan struct{}, 16)}
+		heard[version] = h
+		clients[version] = mcpListener(t, srv.URL, version, &mcp.ClientOptions{
+			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { h.resources <- struct{}{} },
+			PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { h.prompts <- struct{}{} },
+		})
+		caps := clients[version].InitializeResult().Capabilities
+		if caps.Resources == nil || !caps.Resources.ListChanged || caps.Prompts == nil || !caps.Prompts.ListChanged {
+			t.Fatalf("%s: capabilities %+v; want resources and prompts that say when they change", version, caps)
+		}
+	}
+	wait := func(version, what string, ch chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: the client was not told that the %s changed", version, what)
+		}
+	}
+
+	u.server.AddResource(&mcp.Resource{URI: "docs://faq", Name: "faq", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "the faq"}}}, nil
+		})
+	for version, cs := range clients {
+		wait(version, "resources", heard[version].resources)
+		list, err := cs.ListResources(ctx, nil)
+		if err != nil || !slices.ContainsFunc(list.Resources, func(r *mcp.Resource) bool { return r.URI == "docs://faq" }) {
+			t.Errorf("%s: resources/list = %+v, %v; want the new docs://faq", version, list, err)
+		}
+		templates, err := cs.ListResourceTemplates(ctx, nil)
+		if err != nil || len(templates.ResourceTemplates) != 1 {
+			t.Errorf("%s: resources/templates/list = %+v, %v; want the upstream's one template", version, templates, err)
+		}
+	}
+	u.server.AddPrompt(&mcp.Prompt{Name: "translate"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "Translate"}}}}, nil
+	})
+	for version, cs := range clients {
+		wait(version, "prompts", heard[version].prompts)
+		list, err := cs.ListPrompts(ctx, nil)
+		if err != nil || len(list.Prompts) != 2 || !slices.ContainsFunc(list.Prompts, func(p *mcp.Prompt) bool { return p.Name == "docs_translate" }) {
+			t.Errorf("%s: prompts/list = %+v, %v; want docs_summarize and the new docs_translate", version, list, err)
+		}
+	}
+
+	t.Run("an upstream that does not say when its lists change", func(t *testing.T) {
+		quiet := &upstream{calls: map[string]int{}, server: mcp.NewServer(&mcp.Implementation{Name: "quiet", Version: "1"}, &mcp.ServerOptions{
+			Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}, Prompts: &mcp.PromptCapabilities{}}})}
+		quiet.server.AddResource(&mcp.Resource{URI: "quiet://a", Name: "a"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
+		cs := mcpConnect(t, serve(t, build(t, carmy.New().Mount("quiet", carmy.Endpoint(quiet.serveHTTP(t).URL)))).URL, "2025-11-25", nil)
+		caps := cs.InitializeResult().Capabilities
+		if caps.Resources == nil || caps.Resources.ListChanged || caps.Prompts == nil || caps.Prompts.ListChanged {
+			t.Errorf("capabilities %+v; want resources and prompts served, not said to change", caps)
+		}
+	})
 }
 
 // TestMountResourcesAndPromptsOff: a mount that says so serves neither.
@@ -562,4 +636,359 @@ func upstreamTasks(t *testing.T, u *taskUpstream, reg *carmy.Registry) {
 			t.Errorf("a call without tasks: error %d; want -32021", code)
 		}
 	})
+}
+
+// roundsUpstream is an upstream whose tool and prompt ask through
+// input-required results (SEP-2322), each question under its own key,
+// asking only what the client declared; seen records what each call of
+// the tool was told the client declares.
+func roundsUpstream(seen *[]string, mu *sync.Mutex) *upstream {
+	u := newUpstream()
+	u.server.AddTool(&mcp.Tool{Name: "greet", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			caps, declared := req.ClientCapabilities(), []string{}
+			questions := mcp.InputRequestMap{}
+			if caps != nil && caps.Elicitation != nil {
+				declared = append(declared, "elicitation")
+				questions["user_name"] = &mcp.ElicitParams{Message: "Your name?",
+					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}, "required": []string{"name"}}}
+			}
+			if caps != nil && caps.Sampling != nil {
+				declared = append(declared, "sampling")
+				questions["capital"] = &mcp.CreateMessageParams{MaxTokens: 10, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "Capital of France?"}}}}
+			}
+			if caps != nil && caps.RootsV2 != nil {
+				declared = append(declared, "roots")
+			}
+			mu.Lock()
+			*seen = append(*seen, strings.Join(declared, "+"))
+			mu.Unlock()
+			answers := req.Params.InputResponses
+			if len(answers) == 0 {
+				return &mcp.CallToolResult{InputRequests: questions, RequestState: "upstream-state"}, nil
+			}
+			if req.Params.RequestState != "upstream-state" {
+				return nil, errors.New("not my state")
+			}
+			var parts []string
+			if a, ok := answers["user_name"].(*mcp.ElicitResult); ok {
+				parts = append(parts, fmt.Sprint("name ", a.Content["name"]))
+			}
+			if a, ok := answers["capital"].(*mcp.CreateMessageWithToolsResult); ok {
+				parts = append(parts, "capital "+a.Content[0].(*mcp.TextContent).Text)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(parts, ", ")}}}, nil
+		})
+	u.server.AddPrompt(&mcp.Prompt{Name: "brief", Arguments: []*mcp.PromptArgument{{Name: "topic"}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			a, ok := req.Params.InputResponses["audience"].(*mcp.ElicitResult)
+			if !ok || req.Params.RequestState != "brief-"+req.Params.Arguments["topic"] {
+				return &mcp.GetPromptResult{RequestState: "brief-" + req.Params.Arguments["topic"], InputRequests: mcp.InputRequestMap{
+					"audience": &mcp.ElicitParams{Message: "For whom?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"who": map[string]any{"type": "string"}}}},
+					"where":    &mcp.ListRootsParams{},
+				}}, nil
+			}
+			roots, _ := req.Params.InputResponses["where"].(*mcp.ListRootsResult)
+			where := []string{}
+			for _, r := range roots.Roots {
+				where = append(where, r.URI)
+			}
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{
+				Text: fmt.Sprintf("Brief %s on %s in %s", a.Content["who"], req.Params.Arguments["topic"], strings.Join(where, " "))}}}}, nil
+		})
+	// steps asks twice: step_two once step_one is answered, its state
+	// carrying the first answer.
+	u.server.AddTool(&mcp.Tool{Name: "steps", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			form := map[string]any{"type": "object", "properties": map[string]any{"v": map[string]any{"type": "string"}}}
+			got := func(key string) any {
+				if a, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok {
+					return a.Content["v"]
+				}
+				return nil
+			}
+			switch {
+			case req.Params.RequestState == "one" && got("step_one") != nil:
+				return &mcp.CallToolResult{RequestState: fmt.Sprint("two:", got("step_one")), InputRequests: mcp.InputRequestMap{"step_two": &mcp.ElicitParams{Message: "Second?", RequestedSchema: form}}}, nil
+			case strings.HasPrefix(req.Params.RequestState, "two:") && got("step_two") != nil:
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(strings.TrimPrefix(req.Params.RequestState, "two:"), " then ", got("step_two"))}}}, nil
+			}
+			return &mcp.CallToolResult{RequestState: "one", InputRequests: mcp.InputRequestMap{"step_one": &mcp.ElicitParams{Message: "First?", RequestedSchema: form}}}, nil
+		})
+	u.server.AddResource(&mcp.Resource{URI: "docs://secret", Name: "secret"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			a, ok := req.Params.InputResponses["passphrase"].(*mcp.ElicitResult)
+			if !ok || req.Params.RequestState != "secret-state" {
+				return &mcp.ReadResourceResult{RequestState: "secret-state", InputRequests: mcp.InputRequestMap{
+					"passphrase": &mcp.ElicitParams{Message: "Passphrase?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"word": map[string]any{"type": "string"}}}},
+				}}, nil
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: fmt.Sprint("opened with ", a.Content["word"])}}}, nil
+		})
+	return u
+}
+
+// serveBoth serves the upstream over streamable HTTP in both protocol
+// generations, as carmy's own server does: sessions, and the sessionless
+// protocol on the SDK's stateless path.
+func (u *upstream) serveBoth(t *testing.T) *httptest.Server {
+	t.Helper()
+	stateful := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.server }, &mcp.StreamableHTTPOptions{JSONResponse: true, Stateless: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if mcpwire.IsSessionlessRequest(r, body) {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		for ss := range u.server.Sessions() {
+			_ = ss.Close()
+		}
+	})
+	t.Cleanup(srv.CloseClientConnections)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// roundsCaller connects a caller of the sessionless protocol that answers
+// rounds itself (the SDK's loop off) and declares caps.
+func roundsCaller(t *testing.T, url string, caps *mcp.ClientCapabilities) *mcp.ClientSession {
+	t.Helper()
+	return mcpConnect(t, url, "2026-07-28", &mcp.ClientOptions{Capabilities: caps, MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+}
+
+// TestMountPassesTheUpstreamsRounds: a caller of the sessionless protocol
+// sees a mounted upstream's own questions under the upstream's keys
+// (elicitation labelled with the mount, sampling as it is; roots never:
+// the mount answers them from its own config), and completes the call and
+// the prompt with its answers; the upstream is told only what the caller
+// declared and the mount allows.
+func TestMountPassesTheUpstreamsRounds(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	u := roundsUpstream(&seen, &mu)
+	reg := mountBuild(t, u.serveBoth(t).URL, carmy.MountSampling(), carmy.MountRoots("file:///srv/docs"))
+	url := serve(t, reg).URL
+	ctx := context.Background()
+	both := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}, Sampling: &mcp.SamplingCapabilities{}}
+
+	t.Run("tool", func(t *testing.T) {
+		cs := roundsCaller(t, url, both)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_greet", Arguments: map[string]any{}})
+		if err != nil || !res.NeedsInput() {
+			t.Fatalf("first round = %+v, %v; want the upstream's questions", res, err)
+		}
+		if keys := slices.Sorted(maps.Keys(res.InputRequests)); !slices.Equal(keys, []string{"capital", "user_name"}) {
+			t.Fatalf("the caller was asked %v, want the upstream's keys", keys)
+		}
+		if q := res.InputRequests["user_name"].(*mcp.ElicitParams); q.Message != "Server fs asks: Your name?" {
+			t.Errorf("the question reads %q, want it labelled with the mount", q.Message)
+		}
+		if !strings.HasPrefix(res.RequestState, "carmy/round:") {
+			t.Errorf("the request state is %q, want carmy's own, never the upstream's", res.RequestState)
+		}
+		done, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_greet", Arguments: map[string]any{}, RequestState: res.RequestState,
+			InputResponses: mcp.InputResponseMap{
+				"user_name": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}},
+				"capital":   &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Paris"}},
+			}})
+		if err != nil || done.NeedsInput() || done.IsError || mcpText(done) != "name Ada, capital Paris" {
+			t.Fatalf("the round with the answers = %+v (%q), %v; want the upstream's answer to them", done, mcpText(done), err)
+		}
+	})
+
+	t.Run("two rounds upstream", func(t *testing.T) {
+		cs := roundsCaller(t, url, both)
+		call := func(state string, answers mcp.InputResponseMap) *mcp.CallToolResult {
+			t.Helper()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_steps", Arguments: map[string]any{}, RequestState: state, InputResponses: answers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		answer := func(v string) *mcp.ElicitResult {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"v": v}}
+		}
+		first := call("", nil)
+		if keys := slices.Sorted(maps.Keys(first.InputRequests)); !slices.Equal(keys, []string{"step_one"}) {
+			t.Fatalf("first round asks %v, want step_one", keys)
+		}
+		second := call(first.RequestState, mcp.InputResponseMap{"step_one": answer("a")})
+		if keys := slices.Sorted(maps.Keys(second.InputRequests)); !slices.Equal(keys, []string{"step_two"}) {
+			t.Fatalf("second round asks %v, want the upstream's second question", keys)
+		}
+		done := call(second.RequestState, mcp.InputResponseMap{"step_two": answer("b")})
+		if done.NeedsInput() || mcpText(done) != "a then b" {
+			t.Fatalf("third round = %+v (%q); want both answers, the first carried in carmy's state", done, mcpText(done))
+		}
+	})
+
+	t.Run("narrowed", func(t *testing.T) {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		cs := roundsCaller(t, url, &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_greet", Arguments: map[string]any{}})
+		if err != nil || !res.NeedsInput() {
+			t.Fatalf("first round = %+v, %v", res, err)
+		}
+		if keys := slices.Sorted(maps.Keys(res.InputRequests)); !slices.Equal(keys, []string{"capital"}) {
+			t.Errorf("a caller that declared sampling only was asked %v, want sampling only", keys)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(seen, []string{"sampling+roots"}) {
+			t.Errorf("the upstream was told the client declares %q, want the caller's sampling and the mount's roots", seen)
+		}
+	})
+
+	t.Run("prompt", func(t *testing.T) {
+		cs := roundsCaller(t, url, both)
+		args := map[string]string{"topic": "mounts"}
+		res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "fs_brief", Arguments: args})
+		if err != nil || !res.NeedsInput() {
+			t.Fatalf("first round = %+v, %v; want the upstream's question", res, err)
+		}
+		if keys := slices.Sorted(maps.Keys(res.InputRequests)); !slices.Equal(keys, []string{"audience"}) {
+			t.Fatalf("the caller was asked %v, want the upstream's audience and never roots", keys)
+		}
+		if strings.Contains(res.RequestState, "brief-") || !strings.HasPrefix(res.RequestState, "carmy/upstream:") {
+			t.Errorf("the request state is %q, want the upstream's wrapped", res.RequestState)
+		}
+		answer := mcp.InputResponseMap{"audience": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"who": "operators"}}}
+		done, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "fs_brief", Arguments: args, RequestState: res.RequestState, InputResponses: answer})
+		if err != nil || done.NeedsInput() || len(done.Messages) != 1 {
+			t.Fatalf("the round with the answer = %+v, %v", done, err)
+		}
+		if text := done.Messages[0].Content.(*mcp.TextContent).Text; text != "Brief operators on mounts in file:///srv/docs" {
+			t.Errorf("prompt = %q, want the caller's answer and the mount's roots", text)
+		}
+	})
+
+	t.Run("resource", func(t *testing.T) {
+		cs := roundsCaller(t, url, both)
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "docs://secret"})
+		if err != nil || !res.NeedsInput() {
+			t.Fatalf("first round = %+v, %v; want the upstream's question", res, err)
+		}
+		if keys := slices.Sorted(maps.Keys(res.InputRequests)); !slices.Equal(keys, []string{"passphrase"}) || !strings.HasPrefix(res.RequestState, "carmy/upstream:") {
+			t.Fatalf("the caller was asked %v with state %q, want the upstream's key and its state wrapped", keys, res.RequestState)
+		}
+		done, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "docs://secret", RequestState: res.RequestState,
+			InputResponses: mcp.InputResponseMap{"passphrase": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"word": "swordfish"}}}})
+		if err != nil || done.NeedsInput() || len(done.Contents) != 1 || done.Contents[0].Text != "opened with swordfish" {
+			t.Fatalf("the round with the answer = %+v, %v", done, err)
+		}
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "docs://other", RequestState: res.RequestState}); err == nil || !strings.Contains(err.Error(), "invalid request state") {
+			t.Errorf("another resource's read with this state: %v; want the state refused", err)
+		}
+	})
+}
+
+// TestMountRoundsRefuseAForgedState: a request state changed, or made for
+// another call (another prompt's arguments, another tool), is refused
+// before anything reaches the upstream.
+func TestMountRoundsRefuseAForgedState(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	u := roundsUpstream(&seen, &mu)
+	reg := mountBuild(t, u.serveBoth(t).URL, carmy.MountSampling())
+	cs := roundsCaller(t, serve(t, reg).URL, &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}})
+	ctx := context.Background()
+	prompt, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "fs_brief", Arguments: map[string]string{"topic": "a"}})
+	if err != nil || !prompt.NeedsInput() {
+		t.Fatalf("prompt = %+v, %v", prompt, err)
+	}
+	tool, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_greet", Arguments: map[string]any{}})
+	if err != nil || !tool.NeedsInput() {
+		t.Fatalf("tool = %+v, %v", tool, err)
+	}
+	answer := mcp.InputResponseMap{"audience": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"who": "x"}},
+		"user_name": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "x"}}}
+	tampered := prompt.RequestState[:len(prompt.RequestState)-1] + "0"
+	if tampered == prompt.RequestState {
+		tampered = prompt.RequestState[:len(prompt.RequestState)-1] + "1"
+	}
+	for name, get := range map[string]*mcp.GetPromptParams{
+		"tampered":       {Name: "fs_brief", Arguments: map[string]string{"topic": "a"}, RequestState: tampered},
+		"other argument": {Name: "fs_brief", Arguments: map[string]string{"topic": "b"}, RequestState: prompt.RequestState},
+		"a tool's state": {Name: "fs_brief", Arguments: map[string]string{"topic": "a"}, RequestState: tool.RequestState},
+		"upstream's own": {Name: "fs_brief", Arguments: map[string]string{"topic": "a"}, RequestState: "brief-a"},
+	} {
+		get.InputResponses = answer
+		if res, err := cs.GetPrompt(ctx, get); err == nil || !strings.Contains(err.Error(), "invalid request state") {
+			t.Errorf("%s: prompts/get = %+v, %v; want the state refused", name, res, err)
+		}
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_greet", Arguments: map[string]any{}, RequestState: prompt.RequestState, InputResponses: answer}); err == nil {
+		t.Errorf("a prompt's state in a tool call = %+v; want it refused", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 {
+		t.Errorf("the upstream's tool ran %d times, want once (the first round; the refused one never reached it)", len(seen))
+	}
+}
+
+// TestMountRoundsOfASessionCaller: a caller in a 2025-11-25 session is
+// asked the upstream's questions in the middle of the call, as before.
+func TestMountRoundsOfASessionCaller(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	u := roundsUpstream(&seen, &mu)
+	reg := mountBuild(t, u.serveBoth(t).URL, carmy.MountSampling())
+	var asked []string
+	cs := mcpConnect(t, serve(t, reg).URL, "2025-11-25", &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked = append(asked, req.Params.Message)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Paris"}}, nil
+		},
+	})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs_greet", Arguments: map[string]any{}})
+	if err != nil || res.IsError || mcpText(res) != "name Ada, capital Paris" {
+		t.Fatalf("call = %+v (%q), %v; want the answers given in the middle of the call", res, mcpText(res), err)
+	}
+	if !slices.Equal(asked, []string{"Server fs asks: Your name?"}) {
+		t.Errorf("the caller was asked %q, want the upstream's question, labelled", asked)
+	}
+}
+
+// TestMountSamplingInCarmysRounds: an upstream of sessions only that asks
+// to sample in the middle of a call has a caller of the sessionless
+// protocol asked in carmy's own round, and gets the answer when the
+// caller's next round calls it again.
+func TestMountSamplingInCarmysRounds(t *testing.T) {
+	u := newUpstream()
+	u.server.AddTool(&mcp.Tool{Name: "think", InputSchema: json.RawMessage(emptySchema), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil
+		})
+	reg := mountBuild(t, u.serveHTTP(t).URL, carmy.MountSampling())
+	cs := roundsCaller(t, serve(t, reg).URL, &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}})
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_think", Arguments: map[string]any{}})
+	if err != nil || !res.NeedsInput() {
+		t.Fatalf("first round = %+v, %v; want the sampling asked", res, err)
+	}
+	if _, ok := res.InputRequests["question"].(*mcp.CreateMessageWithToolsParams); !ok || len(res.InputRequests) != 1 {
+		t.Fatalf("the caller was asked %+v, want the sampling under carmy's name", res.InputRequests)
+	}
+	done, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs_think", Arguments: map[string]any{}, RequestState: res.RequestState,
+		InputResponses: mcp.InputResponseMap{"question": &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "hello"}}}})
+	if err != nil || done.NeedsInput() || done.IsError || mcpText(done) != "hello" {
+		t.Fatalf("the round with the answer = %+v (%q), %v; want the caller's sample", done, mcpText(done), err)
+	}
 }

@@ -302,7 +302,7 @@ func TestMountFaults(t *testing.T) {
 			t.Fatalf("err = %v, want a Build error naming mount gh", err)
 		}
 	})
-	t.Run("a changed or vanished tool answers unavailable and is audited", func(t *testing.T) {
+	t.Run("a changed tool is served as it now is, a vanished one answers unavailable, and both are audited", func(t *testing.T) {
 		u := newUpstream()
 		var mu sync.Mutex
 		var recs []carmy.AuditRecord
@@ -320,52 +320,50 @@ func TestMountFaults(t *testing.T) {
 		no := false
 		u.server.AddTool(&mcp.Tool{Name: "write", Description: "Writes anything", InputSchema: json.RawMessage(writeSchema),
 			Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return &mcp.CallToolResult{}, nil
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "written anew"}}}, nil
 		})
 		u.server.RemoveTools("post")
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, errW := reg.Execute(ctx, carmy.Call{Tool: "fs_write", Input: json.RawMessage(`{"path":"a","text":"b"}`)})
-			_, errP := reg.Execute(ctx, carmy.Call{Tool: "fs_post"})
-			var ew, ep *carmy.Error
-			if errors.As(errW, &ew) && ew.Details["reason"] == "tool_changed" && errors.As(errP, &ep) && ep.Details["reason"] == "tool_vanished" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("write: %v; post: %v; want tool_changed and tool_vanished", errW, errP)
-			}
-			time.Sleep(20 * time.Millisecond)
+		waitFor(t, "fs_write's new definition and fs_post's absence", func() bool {
+			m, _ := reg.Lookup("fs_write")
+			_, err := reg.Execute(ctx, carmy.Call{Tool: "fs_post"})
+			var e *carmy.Error
+			return m.Description == "Writes anything" && errors.As(err, &e) && e.Details["reason"] == "tool_vanished"
+		})
+		res, err := reg.Execute(ctx, carmy.Call{Tool: "fs_write", Input: json.RawMessage(`{"path":"a","text":"b"}`)})
+		if err != nil || !strings.Contains(string(res.Output), "written anew") {
+			t.Errorf("fs_write = %s, %v; want the upstream's new tool to answer", res.Output, err)
 		}
 		select {
 		case <-told:
 		case <-time.After(5 * time.Second):
 			t.Error("carmy's MCP client was not told that the tools changed")
 		}
-		// The lists carmy's clients see leave them out.
+		// The lists carmy's clients see leave the vanished tool out.
 		for _, m := range reg.ToolsFor(ctx, carmy.Identity{}) {
-			if m.Name == "fs_write" || m.Name == "fs_post" {
+			if m.Name == "fs_post" {
 				t.Errorf("%s is still listed", m.Name)
 			}
 		}
-		// Nor does a search find them, though the index was built with them.
-		found, err := reg.Execute(ctx, carmy.Call{Tool: "search_tools", Input: json.RawMessage(`{"query":"fs write post read","limit":50}`)})
+		// Nor does a search find it, though the index was built with it.
+		found, err := reg.Execute(ctx, carmy.Call{Tool: "search_tools", Input: json.RawMessage(`{"query":"fs write post read anything","limit":50}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(found.Output), `"fs_read"`) || strings.Contains(string(found.Output), `"fs_write"`) || strings.Contains(string(found.Output), `"fs_post"`) {
-			t.Errorf("search_tools found %s; want fs_read, not the held fs_write and fs_post", found.Output)
+		if !strings.Contains(string(found.Output), `"fs_write"`) || strings.Contains(string(found.Output), `"fs_post"`) {
+			t.Errorf("search_tools found %s; want fs_write, not the vanished fs_post", found.Output)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		changed := map[string]bool{}
-		for _, r := range recs {
-			if r.Decision == carmy.AuditToolChanged {
-				changed[r.Tool] = true
+		// A change is audited once it is served.
+		waitFor(t, "tool_changed records of fs_write and fs_post", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			changed := map[string]bool{}
+			for _, r := range recs {
+				if r.Decision == carmy.AuditToolChanged {
+					changed[r.Tool] = true
+				}
 			}
-		}
-		if !changed["fs_write"] || !changed["fs_post"] {
-			t.Errorf("tool_changed records for %v, want fs_write and fs_post", changed)
-		}
+			return changed["fs_write"] && changed["fs_post"]
+		})
 	})
 }
 

@@ -143,6 +143,29 @@ func policyTool(t *tool) policy.Tool {
 	return policy.Tool{Name: t.meta.Name, Effect: t.meta.Effect.String(), Requires: t.meta.Requires, Server: t.server(), InputSchema: t.meta.InputSchema}
 }
 
+// recatalog validates the policies in force against ts, tools that come
+// or change while the registry serves, and puts them in the policies'
+// catalog, so that they are governed at once; without policies it does
+// nothing. When the policies fail to validate against one of them,
+// nothing changes: the tools stay out, and the error says why.
+func (p *policies) recatalog(ts []*tool) error {
+	if p == nil {
+		return nil
+	}
+	tools := make([]policy.Tool, len(ts))
+	for i, t := range ts {
+		tools[i] = policyTool(t)
+	}
+	if err := p.eng.Recatalog(tools...); err != nil {
+		return fmt.Errorf("%w: %w", errPoliciesRefuse, err)
+	}
+	return nil
+}
+
+// errPoliciesRefuse is why a tool is not served: the policies in force do
+// not validate against it. A new set of policies may.
+var errPoliciesRefuse = errors.New("the policies in force do not validate against it")
+
 // watchPolicies starts reading the policy file for changes, until the
 // registry closes.
 func (b *Builder) watchPolicies(r *Registry) {
@@ -180,6 +203,7 @@ func (r *Registry) policyChanged(ev policy.Event) {
 	case policy.Reloaded:
 		r.logger.Info("carmy: policies reloaded", "policy_set", ev.Set.SHA256, "policies", len(ev.Set.IDs()))
 		rec.Decision = AuditPolicyReloaded
+		defer r.remount() // the tools the old set refused may fit the new one
 	case policy.Rejected:
 		r.logger.Error("carmy: the changed policy file is refused; the policies in force stay", "policy_set", ev.Set.SHA256, "error", ev.Err)
 		rec.Decision, rec.Detail = AuditPolicyRejected, ev.Err.Error()

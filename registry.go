@@ -60,9 +60,15 @@ type toolTable struct {
 func (r *Registry) tab() *toolTable { return r.table.Load() }
 
 // putTools publishes a table with ts added or replacing the tools of
-// their names, and tells what follows the tool set.
-func (r *Registry) putTools(ts ...*tool) {
+// their names, and tells what follows the tool set. Under policies, the
+// policies are validated against ts first: when they fail to, nothing
+// changes and the error says why.
+func (r *Registry) putTools(ts ...*tool) error {
 	r.tableMu.Lock()
+	if err := r.policies.recatalog(ts); err != nil {
+		r.tableMu.Unlock()
+		return err
+	}
 	old := r.tab()
 	next := &toolTable{tools: maps.Clone(old.tools), names: slices.Clone(old.names)}
 	for _, t := range ts {
@@ -80,6 +86,7 @@ func (r *Registry) putTools(ts ...*tool) {
 	r.mcpServer().SetTools(r.mcpTools(ts)...)
 	r.tableMu.Unlock()
 	r.toolSetChanged()
+	return nil
 }
 
 // observing is who a registry tells of its calls.

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -65,9 +66,9 @@ type Config struct {
 	// Changed is told once the upstream's tools may have changed: after a
 	// list_changed notification or a reconnection, with the new list.
 	Changed func(tools []Tool)
-	// ResourcesChanged is told of the upstream's resource or prompt list
-	// changes.
-	ResourcesChanged func()
+	// ResourcesChanged is told of the upstream's resource list changes,
+	// and PromptsChanged of its prompt list changes.
+	ResourcesChanged, PromptsChanged func()
 	// ResourceUpdated is told of an update of a resource subscribed to.
 	ResourceUpdated func(uri string)
 }
@@ -118,6 +119,25 @@ type Error struct {
 	Code int64
 	Msg  string
 	Err  error
+	// data is the upstream's error data, for Refused.
+	data json.RawMessage
+}
+
+// MissingCapability is the client capability the upstream refused the
+// call for want of (a missing required client capability error), "" for
+// another failure.
+func (e *Error) MissingCapability() string {
+	if e.Kind != Refused || e.Code != mcp.CodeMissingRequiredClientCapabilities {
+		return ""
+	}
+	var d struct {
+		Required map[string]json.RawMessage `json:"requiredCapabilities"`
+	}
+	_ = json.Unmarshal(e.data, &d)
+	if len(d.Required) == 0 {
+		return ""
+	}
+	return slices.Sorted(maps.Keys(d.Required))[0]
 }
 
 func (e *Error) Error() string {
@@ -140,14 +160,24 @@ type Request struct {
 	Progress func(done, total float64, msg string)
 	// Elicit asks the caller's person for a form's fields; nil declines.
 	// It returns the action ("accept", "decline", "cancel") and, accepted,
-	// the answer as JSON.
-	Elicit func(ctx context.Context, message string, schema json.RawMessage) (action string, content json.RawMessage, err error)
+	// the answer as JSON. key is the upstream's name of the question in an
+	// input-required result, "" for a question sent in a session.
+	Elicit func(ctx context.Context, key, message string, schema json.RawMessage) (action string, content json.RawMessage, err error)
 	// ElicitURL sends the caller's person to a URL, the upstream's
 	// elicitation id with it; nil declines.
-	ElicitURL func(ctx context.Context, message, url, id string) (action string, err error)
+	ElicitURL func(ctx context.Context, key, message, url, id string) (action string, err error)
 	// Sample asks the caller to sample (sampling/createMessage's params
 	// and result, as JSON); nil refuses.
-	Sample func(ctx context.Context, params json.RawMessage) (json.RawMessage, error)
+	Sample func(ctx context.Context, key string, params json.RawMessage) (json.RawMessage, error)
+	// Rounds is set for a caller of the sessionless protocol, which
+	// answers questions in its next round: the call goes to the upstream's
+	// connection of that protocol where there is one, so that the
+	// upstream's own questions (its input-required results) reach Elicit
+	// and Sample under the upstream's keys, and the upstream is told only
+	// what the caller declared and the mount allows. A callback that
+	// returns [ErrAnswerLater] ends the call once the round's other
+	// questions are asked.
+	Rounds *Caller
 	// Log gets the upstream's log messages during the call; nil leaves
 	// them to carmy's log.
 	Log func(level slog.Level, logger string, data any)
@@ -155,6 +185,20 @@ type Request struct {
 	// waits for (see [Client.TakesTasks]).
 	Task bool
 }
+
+// Caller is what the caller of a call declared it can answer.
+type Caller struct {
+	Elicit, ElicitURL, Sample bool
+}
+
+// ErrAnswerLater is returned by a callback of a [Request] whose caller
+// answers in its next round: the call stops, asking the rest of the
+// upstream's questions first, and [Client.Call] returns it.
+var ErrAnswerLater = errors.New("the caller answers in its next round")
+
+// maxRounds bounds the input-required results of one call, as the SDK's
+// own loop does.
+const maxRounds = 10
 
 // Result is an upstream tool's answer, as the upstream wrote it.
 type Result struct {
@@ -172,6 +216,10 @@ type Client struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
+	// rounds is a connection of the sessionless protocol (the session
+	// itself, when it is one), for callers of that protocol; nil where the
+	// upstream has none.
+	rounds  *mcp.ClientSession
 	tools   []Tool
 	raw     map[string]wireTool // the last definition of each tool seen on the wire
 	calls   map[string]*call    // by progress token
@@ -244,8 +292,9 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		c.stop()
 		return nil, err
 	}
+	rounds := c.openRounds(cctx, cs)
 	c.mu.Lock()
-	c.session, c.tools = cs, tools
+	c.session, c.tools, c.rounds = cs, tools, rounds
 	c.mu.Unlock()
 	c.done.Add(2)
 	go c.watch(cs)
@@ -275,6 +324,10 @@ func (c *Client) options() *mcp.ClientOptions {
 			c.poke()
 		},
 		ProgressNotificationHandler: c.progress,
+		// The upstream's input-required results are answered in Call, so
+		// that each question keeps the upstream's key on its way to the
+		// caller, not by the SDK, which hands its handlers the params only.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		// Log messages are read on the wire (logLine), in order with the
 		// results they precede.
 	}
@@ -288,7 +341,9 @@ func (c *Client) options() *mcp.ClientOptions {
 	}
 	if c.cfg.ResourcesChanged != nil {
 		o.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { c.cfg.ResourcesChanged() }
-		o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { c.cfg.ResourcesChanged() }
+	}
+	if c.cfg.PromptsChanged != nil {
+		o.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { c.cfg.PromptsChanged() }
 	}
 	return o
 }
@@ -303,18 +358,7 @@ func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		}
 		t = pt
 	} else {
-		h := http.Header{}
-		for k, v := range c.cfg.Headers {
-			h.Set(k, v)
-		}
-		rt := &roundTripper{base: http.DefaultTransport, tap: tap{c}, headers: h, max: c.cfg.MaxResult}
-		// A response stream the server closes is resumed (a GET with the
-		// last event's id), never sent again: a couple of tries, so that a
-		// call whose upstream went away is soon known lost.
-		t = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
-		c.mu.Lock()
-		c.httpc = &http.Client{Transport: rt}
-		c.mu.Unlock()
+		t = c.httpTransport()
 	}
 	// A session of the 2025-11-25 protocol, where the upstream offers one:
 	// its tools may then ask the caller in the middle of a call (sampling,
@@ -334,6 +378,46 @@ func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		}
 	}
 	return cs, nil
+}
+
+// httpTransport reaches the upstream's endpoint, tapped.
+func (c *Client) httpTransport() mcp.Transport {
+	h := http.Header{}
+	for k, v := range c.cfg.Headers {
+		h.Set(k, v)
+	}
+	rt := &roundTripper{base: http.DefaultTransport, tap: tap{c}, headers: h, max: c.cfg.MaxResult}
+	c.mu.Lock()
+	c.httpc = &http.Client{Transport: rt} // for the requests of tasks.go
+	c.mu.Unlock()
+	// A response stream the server closes is resumed (a GET with the
+	// last event's id), never sent again: a couple of tries, so that a
+	// call whose upstream went away is soon known lost.
+	return &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
+}
+
+// openRounds is the connection for callers of the sessionless protocol:
+// cs when it is of that protocol, else a second one to an HTTP endpoint
+// that speaks it, else nil. In a session the upstream's SDK asks carmy
+// in the middle of a call under no name; over this connection its
+// questions come back in the call's result, each under its key, which a
+// sessionless caller then sees.
+func (c *Client) openRounds(ctx context.Context, cs *mcp.ClientSession) *mcp.ClientSession {
+	if sessionless(cs) {
+		return cs
+	}
+	if c.cfg.URL == "" {
+		return nil
+	}
+	rs, err := c.sdk.Connect(ctx, c.httpTransport(), &mcp.ClientSessionOptions{ProtocolVersion: sessionlessProtocol})
+	if err != nil {
+		return nil
+	}
+	if !sessionless(rs) {
+		_ = rs.Close()
+		return nil
+	}
+	return rs
 }
 
 // childTransport is a stdio server run as a child process, its output
@@ -507,10 +591,18 @@ func (c *Client) Connected() bool {
 }
 
 // Call calls an upstream tool. A failure is an [*Error] that says whether
-// the call left carmy.
+// the call left carmy, or [ErrAnswerLater].
+//
+// An input-required result of the upstream is answered here, each
+// question under its key: forms and pages through Elicit and ElicitURL,
+// sampling through Sample, roots from the mount's own (never a caller's);
+// then the call is sent again with the answers and the upstream's state.
 func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 	c.mu.Lock()
 	cs := c.session
+	if req.Rounds != nil && c.rounds != nil {
+		cs = c.rounds
+	}
 	if cs == nil {
 		c.mu.Unlock()
 		return nil, &Error{Mount: c.cfg.Name, Kind: NotSent, Msg: "not connected; reconnecting"}
@@ -528,6 +620,9 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 	meta["progressToken"] = token
 	if sessionless(cs) {
 		meta[mcp.MetaKeyLogLevel] = "debug"
+		if req.Rounds != nil {
+			meta[mcp.MetaKeyClientCapabilities] = c.declared(*req.Rounds)
+		}
 	}
 	args := req.Arguments
 	if len(args) == 0 {
@@ -540,14 +635,39 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 		}
 		return c.result(req.Name, raw)
 	}
-	res, err := cs.CallTool(context.WithValue(ctx, callKey{}, cl), &mcp.CallToolParams{Name: req.Name, Arguments: args, Meta: meta})
-	if err != nil {
-		return nil, c.callError(ctx, cl, err)
+	params := &mcp.CallToolParams{Name: req.Name, Arguments: args, Meta: meta}
+	var res *mcp.CallToolResult
+	for round := 1; ; round++ {
+		var err error
+		res, err = cs.CallTool(context.WithValue(ctx, callKey{}, cl), params)
+		if err != nil {
+			return nil, c.callError(ctx, cl, err)
+		}
+		if !res.NeedsInput() {
+			break
+		}
+		if round == maxRounds {
+			return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: fmt.Sprintf("%s asked for input %d times", req.Name, maxRounds)}
+		}
+		answers, err := c.fulfil(ctx, req, res.InputRequests)
+		if err != nil {
+			return nil, err
+		}
+		// The upstream has not acted on a call it asks about: the next
+		// round is a call not yet sent.
+		next := *params
+		next.InputResponses, next.RequestState = answers, res.RequestState
+		params = &next
+		cl.sent.Store(false)
+		cl.mu.Lock()
+		cl.raw = nil
+		cl.mu.Unlock()
 	}
 	cl.mu.Lock()
 	raw := cl.raw
 	cl.mu.Unlock()
 	if raw == nil { // not seen on the wire: the SDK's reading of it
+		var err error
 		if raw, err = json.Marshal(res); err != nil {
 			return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: "cannot read the result of " + req.Name, Err: err}
 		}
@@ -577,6 +697,120 @@ func (c *Client) result(name string, raw json.RawMessage) (*Result, error) {
 	return &Result{Content: out.Content, Structured: out.Structured, IsError: out.IsError}, nil
 }
 
+// declared is what carmy declares to the upstream for a caller of the
+// sessionless protocol, in the request's _meta: what the caller declared
+// and the mount allows, and roots when the mount has its own.
+func (c *Client) declared(k Caller) map[string]any {
+	caps := map[string]any{}
+	elicitation := map[string]any{}
+	if k.Elicit {
+		elicitation["form"] = map[string]any{}
+	}
+	if k.ElicitURL && c.cfg.URLElicitation {
+		elicitation["url"] = map[string]any{}
+	}
+	if len(elicitation) > 0 {
+		caps["elicitation"] = elicitation
+	}
+	if k.Sample && c.cfg.Sampling {
+		caps["sampling"] = map[string]any{}
+	}
+	if len(c.cfg.Roots) > 0 {
+		caps["roots"] = map[string]any{}
+	}
+	return caps
+}
+
+// fulfil answers the questions of an input-required result, in the order
+// of their keys (so that each round asks them alike), through req's
+// callbacks. A callback's ErrAnswerLater is returned once every question
+// has been asked: they all go in the caller's one round.
+func (c *Client) fulfil(ctx context.Context, req *Request, questions mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+	keys := slices.Sorted(maps.Keys(questions))
+	answers := mcp.InputResponseMap{}
+	later := false
+	for _, key := range keys {
+		a, err := c.answer(ctx, req, key, questions[key])
+		switch {
+		case errors.Is(err, ErrAnswerLater):
+			later = true
+		case err != nil:
+			return nil, err
+		default:
+			answers[key] = a
+		}
+	}
+	if later {
+		return nil, ErrAnswerLater
+	}
+	return answers, nil
+}
+
+// answer is the answer to one question of the upstream's, key its name.
+func (c *Client) answer(ctx context.Context, req *Request, key string, q mcp.InputRequest) (mcp.InputResponse, error) {
+	decline := &mcp.ElicitResult{Action: "decline"}
+	switch p := q.(type) {
+	case *mcp.ElicitParams:
+		if p.Mode == "url" {
+			if req.ElicitURL == nil || !c.cfg.URLElicitation {
+				return decline, nil
+			}
+			action, err := req.ElicitURL(ctx, key, p.Message, p.URL, p.ElicitationID)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitResult{Action: action}, nil
+		}
+		if req.Elicit == nil {
+			return decline, nil
+		}
+		schema, err := json.Marshal(p.RequestedSchema)
+		if err != nil {
+			return decline, nil
+		}
+		action, content, err := req.Elicit(ctx, key, p.Message, schema)
+		if err != nil {
+			return nil, err
+		}
+		res := &mcp.ElicitResult{Action: action}
+		if action == "accept" && len(content) > 0 {
+			if err := json.Unmarshal(content, &res.Content); err != nil {
+				return nil, err
+			}
+		}
+		return res, nil
+	case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
+		if req.Sample == nil || !c.cfg.Sampling {
+			return nil, &Error{Mount: c.cfg.Name, Kind: Refused, Code: mcp.CodeMissingRequiredClientCapabilities, Msg: "the upstream asked to sample, which the mount does not allow"}
+		}
+		params, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := req.Sample(ctx, key, params)
+		if err != nil {
+			return nil, err
+		}
+		var m mcp.InputResponseMap
+		if err := json.Unmarshal(fmt.Appendf(nil, `{"r":%s}`, raw), &m); err != nil || m["r"] == nil {
+			return nil, fmt.Errorf("the caller's sampling result cannot be read: %w", err)
+		}
+		return m["r"], nil
+	case *mcp.ListRootsParams:
+		return c.roots(), nil
+	}
+	return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: fmt.Sprintf("the upstream asked for input carmy does not know (%T)", q)}
+}
+
+// roots answers roots/list: the mount's own roots, never a caller's.
+func (c *Client) roots() *mcp.ListRootsResult {
+	res := &mcp.ListRootsResult{Roots: []*mcp.Root{}}
+	for _, r := range c.cfg.Roots {
+		res.Roots = append(res.Roots, &mcp.Root{URI: r})
+	}
+	return res
+}
+
 // codeRejected is the SDK's JSON-RPC code for a message its transport
 // could not deliver, or whose answer it could not read: no answer of the
 // upstream's.
@@ -588,7 +822,7 @@ func (c *Client) callError(ctx context.Context, cl *call, err error) error {
 	var rpc *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpc) && rpc.Code != codeRejected:
-		e.Kind, e.Code, e.Msg, e.Err = Refused, rpc.Code, rpc.Message, nil
+		e.Kind, e.Code, e.Msg, e.Err, e.data = Refused, rpc.Code, rpc.Message, nil, rpc.Data
 	case !cl.sent.Load():
 		e.Kind, e.Msg = NotSent, "the call was not sent"
 	case ctx.Err() != nil:
@@ -676,7 +910,8 @@ func (c *Client) callOf(ctx context.Context) *call {
 }
 
 // elicit forwards the upstream's question to the person of the call it
-// belongs to; where nobody can be asked, it is declined.
+// belongs to, as an input-required result's are; where nobody can be
+// asked, or a page cannot be shown, it is declined.
 func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	cl := c.taskCall(req.Params.GetMeta())
 	if cl == nil {
@@ -687,35 +922,15 @@ func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		c.logger.Info("carmy: declined a question of the upstream tied to no call", "message", req.Params.Message)
 		return decline, nil
 	}
-	if req.Params.Mode == "url" {
-		if cl.req.ElicitURL == nil || !c.cfg.URLElicitation {
-			return decline, nil
-		}
-		action, err := cl.req.ElicitURL(ctx, req.Params.Message, req.Params.URL, req.Params.ElicitationID)
-		if err != nil {
-			c.logger.Info("carmy: declined a page the upstream would send the caller to: the caller cannot be sent", "error", err)
-			return decline, nil
-		}
-		return &mcp.ElicitResult{Action: action}, nil
-	}
-	if cl.req.Elicit == nil {
+	res, err := c.answer(ctx, cl.req, "", req.Params)
+	switch {
+	case err != nil && req.Params.Mode == "url":
+		c.logger.Info("carmy: declined a page the upstream would send the caller to: the caller cannot be sent", "error", err)
 		return decline, nil
-	}
-	schema, err := json.Marshal(req.Params.RequestedSchema)
-	if err != nil {
-		return decline, nil
-	}
-	action, content, err := cl.req.Elicit(ctx, req.Params.Message, schema)
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	res := &mcp.ElicitResult{Action: action}
-	if action == "accept" && len(content) > 0 {
-		if err := json.Unmarshal(content, &res.Content); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return res.(*mcp.ElicitResult), nil
 }
 
 // poke asks the refresher to list the tools again.
@@ -767,6 +982,9 @@ func (c *Client) watch(cs *mcp.ClientSession) {
 		_ = cs.Wait()
 		c.mu.Lock()
 		c.session = nil
+		if c.rounds == cs {
+			c.rounds = nil
+		}
 		closed := c.closed
 		c.mu.Unlock()
 		if closed {
@@ -791,12 +1009,23 @@ func (c *Client) watch(cs *mcp.ClientSession) {
 		}
 		backoff = 100 * time.Millisecond
 		c.mu.Lock()
+		rounds := c.rounds
+		c.mu.Unlock()
+		if rounds == nil {
+			ctx, cancel := context.WithTimeout(c.life, c.cfg.ConnectTimeout)
+			rounds = c.openRounds(ctx, cs)
+			cancel()
+		}
+		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			_ = cs.Close()
+			if rounds != nil && rounds != cs {
+				_ = rounds.Close()
+			}
 			return
 		}
-		c.session = cs
+		c.session, c.rounds = cs, rounds
 		c.mu.Unlock()
 		c.logger.Info("carmy: reconnected to the upstream")
 		c.poke()
@@ -811,12 +1040,15 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	cs := c.session
+	cs, rounds := c.session, c.rounds
 	c.mu.Unlock()
 	c.stop()
 	var err error
 	if cs != nil {
 		err = cs.Close()
+	}
+	if rounds != nil && rounds != cs {
+		_ = rounds.Close()
 	}
 	c.done.Wait()
 	if errors.Is(err, io.EOF) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,11 +30,15 @@ func (c *Client) open() (*mcp.ClientSession, error) {
 	return c.session, nil
 }
 
+// sessionlessProtocol is the first version of the protocol without
+// sessions.
+const sessionlessProtocol = "2026-07-28"
+
 // sessionless reports a session of the 2026-07-28 protocol, where each
 // request carries what a session would have kept (its log level).
 func sessionless(cs *mcp.ClientSession) bool {
 	res := cs.InitializeResult()
-	return res != nil && res.ProtocolVersion >= "2026-07-28"
+	return res != nil && res.ProtocolVersion >= sessionlessProtocol
 }
 
 // forwarded is an upstream's failure as the caller sees it: a JSON-RPC
@@ -80,30 +85,148 @@ func (c *Client) Prompts(ctx context.Context) ([]*mcp.Prompt, error) {
 	return every(c, "prompts", func(cs *mcp.ClientSession) iter.Seq2[*mcp.Prompt, error] { return cs.Prompts(ctx, nil) })
 }
 
-// ReadResource reads one resource of the upstream.
-func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
-	cs, err := c.open()
+// ReadResource reads one resource of the upstream, in the round r of a
+// caller of the sessionless protocol (nil for another caller), as
+// [Client.GetPrompt] gets a prompt.
+func (c *Client) ReadResource(ctx context.Context, uri string, r *Round) (*mcp.ReadResourceResult, error) {
+	var res *mcp.ReadResourceResult
+	rest, err := c.read(r, "resource "+uri, func(cs *mcp.ClientSession, meta mcp.Meta, answers mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, error) {
+		var err error
+		res, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri, Meta: meta, InputResponses: answers, RequestState: state})
+		if err != nil {
+			return nil, "", c.forwarded("cannot read "+uri, err)
+		}
+		if !res.NeedsInput() {
+			return nil, "", nil
+		}
+		return res.InputRequests, res.RequestState, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-	if err != nil {
-		return nil, c.forwarded("cannot read "+uri, err)
+	if rest != nil {
+		res.InputRequests = rest
 	}
 	return res, nil
 }
 
-// GetPrompt gets one prompt of the upstream, by its upstream name.
-func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error) {
+// GetPrompt gets one prompt of the upstream, by its upstream name. r is
+// the round of a caller of the sessionless protocol, nil for another: the
+// prompt is then got over the upstream's connection of that protocol,
+// where there is one, and an input-required result of the upstream's is
+// returned as it is (NeedsInput), but for its roots questions, which the
+// mount answers itself, never the caller ([Round.Roots]). For another
+// caller, such a result is an error: in a session, the upstream's SDK asks
+// carmy in the middle of the request instead, and is declined.
+func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string, r *Round) (*mcp.GetPromptResult, error) {
+	var res *mcp.GetPromptResult
+	rest, err := c.read(r, "prompt "+name, func(cs *mcp.ClientSession, meta mcp.Meta, answers mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, error) {
+		var err error
+		res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args, Meta: meta, InputResponses: answers, RequestState: state})
+		if err != nil {
+			return nil, "", c.forwarded("cannot get prompt "+name, err)
+		}
+		if !res.NeedsInput() {
+			return nil, "", nil
+		}
+		return res.InputRequests, res.RequestState, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rest != nil {
+		res.InputRequests = rest
+	}
+	return res, nil
+}
+
+// read sends a read (a prompt, a resource) in the round r: send sends it
+// once, and returns the upstream's questions and state when it asks for
+// input (nil questions when it does not). Roots questions alone are
+// answered with the mount's roots and sent again; the others are returned
+// for the caller, nil when the read completed.
+func (c *Client) read(r *Round, what string, send func(cs *mcp.ClientSession, meta mcp.Meta, answers mcp.InputResponseMap, state string) (mcp.InputRequestMap, string, error)) (mcp.InputRequestMap, error) {
 	cs, err := c.open()
 	if err != nil {
 		return nil, err
 	}
-	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
-	if err != nil {
-		return nil, c.forwarded("cannot get prompt "+name, err)
+	var meta mcp.Meta
+	var answers mcp.InputResponseMap
+	var state string
+	if r != nil {
+		c.mu.Lock()
+		if c.rounds != nil {
+			cs = c.rounds
+		}
+		c.mu.Unlock()
+		meta = mcp.Meta{mcp.MetaKeyClientCapabilities: c.declared(r.Caller)}
+		if r.State != "" || len(r.Answers) > 0 {
+			answers, state = r.answers(c, r.Answers), r.State
+		}
 	}
-	return res, nil
+	for round := 1; ; round++ {
+		questions, next, err := send(cs, meta, answers, state)
+		switch {
+		case err != nil:
+			return nil, err
+		case questions == nil:
+			return nil, nil
+		case r == nil || round == maxRounds:
+			return nil, c.asksInput(what)
+		}
+		if rest := r.keep(questions); len(rest) > 0 || len(questions) == 0 {
+			return rest, nil
+		}
+		// Roots alone: the mount's answer needs no caller.
+		answers, state = r.answers(c, nil), next
+	}
+}
+
+// asksInput is the error of a read whose upstream asks for input that
+// carmy cannot pass on: to a caller of a session, or past maxRounds.
+func (c *Client) asksInput(what string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mount %s: the %s asks for input, which carmy cannot pass on to this caller", c.cfg.Name, what)}
+}
+
+// Round is a round of a caller of the sessionless protocol with the
+// upstream's prompts or resources: what the caller declared, the answers and state its
+// request carries (the upstream's own, which the host unwrapped having
+// checked it), and the keys of the upstream's roots questions of the
+// round before, which the mount answers itself.
+type Round struct {
+	Caller  Caller
+	Answers mcp.InputResponseMap
+	State   string
+	Roots   []string
+}
+
+// answers are the caller's answers with the mount's roots under the keys
+// of r.Roots.
+func (r *Round) answers(c *Client, caller mcp.InputResponseMap) mcp.InputResponseMap {
+	out := mcp.InputResponseMap{}
+	for k, v := range caller {
+		out[k] = v
+	}
+	for _, k := range r.Roots {
+		out[k] = c.roots()
+	}
+	return out
+}
+
+// keep sets r.Roots to the keys of the roots questions among questions,
+// and returns the others, for the caller.
+func (r *Round) keep(questions mcp.InputRequestMap) mcp.InputRequestMap {
+	r.Roots = nil
+	rest := mcp.InputRequestMap{}
+	for k, q := range questions {
+		if _, ok := q.(*mcp.ListRootsParams); ok {
+			r.Roots = append(r.Roots, k)
+			continue
+		}
+		rest[k] = q
+	}
+	slices.Sort(r.Roots)
+	return rest
 }
 
 // Complete asks the upstream for completions; a prompt's reference names
@@ -155,6 +278,9 @@ func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
 // Capabilities are what the upstream declared it serves besides tools.
 type Capabilities struct {
 	Resources, Subscribe, Prompts, Completions bool
+	// ResourcesChange and PromptsChange: the upstream says when its
+	// resource or prompt list changes (listChanged).
+	ResourcesChange, PromptsChange bool
 }
 
 // Serves returns what the upstream declared.
@@ -169,7 +295,8 @@ func (c *Client) Serves() Capabilities {
 	}
 	caps := res.Capabilities
 	return Capabilities{Resources: caps.Resources != nil, Subscribe: caps.Resources != nil && caps.Resources.Subscribe,
-		Prompts: caps.Prompts != nil, Completions: caps.Completions != nil}
+		Prompts: caps.Prompts != nil, Completions: caps.Completions != nil,
+		ResourcesChange: caps.Resources != nil && caps.Resources.ListChanged, PromptsChange: caps.Prompts != nil && caps.Prompts.ListChanged}
 }
 
 // sample forwards the upstream's sampling request to the caller of the
@@ -188,7 +315,7 @@ func (c *Client) sample(ctx context.Context, req *mcp.CreateMessageRequest) (*mc
 	if err != nil {
 		return nil, err
 	}
-	raw, err := cl.req.Sample(ctx, params)
+	raw, err := cl.req.Sample(ctx, "", params)
 	if err != nil {
 		return nil, err
 	}

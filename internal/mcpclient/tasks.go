@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,14 +86,14 @@ func (c *Client) initialized(result json.RawMessage) {
 // wireTask is a task as either generation writes it, with what tasks/get
 // inlines in the sessionless one.
 type wireTask struct {
-	TaskID         string                     `json:"taskId"`
-	Status         string                     `json:"status"`
-	StatusMessage  string                     `json:"statusMessage"`
-	PollInterval   *int64                     `json:"pollInterval"`
-	PollIntervalMs *int64                     `json:"pollIntervalMs"`
-	Result         json.RawMessage            `json:"result"`
-	Error          *jsonrpc.Error             `json:"error"`
-	InputRequests  map[string]json.RawMessage `json:"inputRequests"`
+	TaskID         string              `json:"taskId"`
+	Status         string              `json:"status"`
+	StatusMessage  string              `json:"statusMessage"`
+	PollInterval   *int64              `json:"pollInterval"`
+	PollIntervalMs *int64              `json:"pollIntervalMs"`
+	Result         json.RawMessage     `json:"result"`
+	Error          *jsonrpc.Error      `json:"error"`
+	InputRequests  mcp.InputRequestMap `json:"inputRequests"`
 }
 
 // poll is how long to wait before reading the task again: the upstream's
@@ -256,21 +258,15 @@ func (c *Client) taskFailed(ctx context.Context, cs *mcp.ClientSession, cl *call
 }
 
 // answerTask answers the questions a sessionless task asks that were not
-// answered yet, each as a question of a plain call is, with tasks/update.
+// answered yet, each under its key as those of an input-required result
+// are, with tasks/update.
 func (c *Client) answerTask(ctx context.Context, cs *mcp.ClientSession, cl *call, st *wireTask, asked map[string]bool) error {
-	answers := map[string]any{}
-	for key, raw := range st.InputRequests {
+	answers := mcp.InputResponseMap{}
+	for _, key := range slices.Sorted(maps.Keys(st.InputRequests)) {
 		if asked[key] {
 			continue
 		}
-		var q struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}
-		if err := json.Unmarshal(raw, &q); err != nil {
-			return fmt.Errorf("cannot read question %s of task %s: %w", key, st.TaskID, err)
-		}
-		res, err := c.serve(context.WithValue(ctx, callKey{}, cl), q.Method, q.Params)
+		res, err := c.answer(context.WithValue(ctx, callKey{}, cl), cl.req, key, st.InputRequests[key])
 		if err != nil {
 			return err
 		}

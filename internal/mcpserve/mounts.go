@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 
@@ -38,23 +39,36 @@ const resourceNotFound = jsonrpc.CodeInvalidParams
 type mounts struct {
 	mu   sync.Mutex
 	subs map[string]int // subscriptions of callers, by URI
+	// resourcesChange and promptsChange: some mount's upstream says when
+	// its resources or prompts change, and the server tells its clients.
+	resourcesChange, promptsChange bool
 }
 
-// mountCapabilities declares what the mounts bring to the server.
+// mountCapabilities declares what the mounts bring to the server. Their
+// lists are declared to change (listChanged) only where an upstream says
+// when its own change: carmy tells its clients then.
 func (s *Server) mountCapabilities(opts *mcp.ServerOptions) {
 	for _, m := range s.cfg.Mounts {
 		up := m.Client.Serves()
 		if m.Resources && up.Resources {
 			if opts.Capabilities.Resources == nil {
-				opts.Capabilities.Resources = &mcp.ResourceCapabilities{ListChanged: true}
+				opts.Capabilities.Resources = &mcp.ResourceCapabilities{}
+			}
+			if up.ResourcesChange {
+				opts.Capabilities.Resources.ListChanged, s.mounts.resourcesChange = true, true
 			}
 			if up.Subscribe && opts.SubscribeHandler == nil {
 				opts.Capabilities.Resources.Subscribe = true
 				opts.SubscribeHandler, opts.UnsubscribeHandler = s.subscribe, s.unsubscribe
 			}
 		}
-		if m.Prompts && up.Prompts && opts.Capabilities.Prompts == nil {
-			opts.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
+		if m.Prompts && up.Prompts {
+			if opts.Capabilities.Prompts == nil {
+				opts.Capabilities.Prompts = &mcp.PromptCapabilities{}
+			}
+			if up.PromptsChange {
+				opts.Capabilities.Prompts.ListChanged, s.mounts.promptsChange = true, true
+			}
 		}
 		if (m.Prompts && up.Prompts || m.Resources && up.Resources) && up.Completions && opts.CompletionHandler == nil {
 			opts.Capabilities.Completions = &mcp.CompletionCapabilities{}
@@ -66,6 +80,40 @@ func (s *Server) mountCapabilities(opts *mcp.ServerOptions) {
 // ResourceUpdated tells the callers subscribed to uri that it changed.
 func (s *Server) ResourceUpdated(uri string) {
 	_ = s.sdk.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: uri})
+}
+
+// changeMark names the placeholder by which the server has the SDK tell
+// its clients that a mount's list changed: the SDK tells every session,
+// and every listen stream of the sessionless protocol that asked, when
+// its own list changes, and the mounts' lists are not its own. Lists
+// leave the placeholder out.
+const changeMark = "carmy-list-changed:///"
+
+// ResourcesChanged tells every client that the resources it may list
+// changed (notifications/resources/list_changed), when the server
+// declared that they may.
+func (s *Server) ResourcesChanged() {
+	if !s.mounts.resourcesChange {
+		return
+	}
+	s.sdk.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: changeMark, Name: changeMark},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		})
+	s.sdk.RemoveResourceTemplates(changeMark)
+}
+
+// PromptsChanged tells every client that the prompts it may list changed
+// (notifications/prompts/list_changed), when the server declared that
+// they may.
+func (s *Server) PromptsChanged() {
+	if !s.mounts.promptsChange {
+		return
+	}
+	s.sdk.AddPrompt(&mcp.Prompt{Name: changeMark}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt " + changeMark}
+	})
+	s.sdk.RemovePrompts(changeMark)
 }
 
 // mountsMiddleware answers the lists, reads and gets that concern the
@@ -91,7 +139,17 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt " + p.Name}
 				}
 				m.Read(ctx, id, "prompt", p.Name, true)
-				res, err := m.Client.GetPrompt(ctx, name, p.Arguments)
+				args, _ := json.Marshal(p.Arguments) // a map's keys marshal sorted
+				what := "prompt " + p.Name + " " + inputDigest(args)
+				r, err := s.readRound(ctx, id, req, what, p.RequestState, p.InputResponses)
+				if err != nil {
+					return nil, err
+				}
+				res, err := m.Client.GetPrompt(ctx, name, p.Arguments, r)
+				if err == nil && res.NeedsInput() {
+					res.RequestState, err = s.wrap(ctx, id, what, res.InputRequests, res.RequestState, r)
+					return res, err
+				}
 				return completed(req, res, err)
 			}
 			return next(ctx, method, req)
@@ -101,7 +159,10 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if err == nil || !errors.As(err, &rpc) || rpc.Code != resourceNotFound {
 				return res, err
 			}
-			uri := req.GetParams().(*mcp.ReadResourceParams).URI
+			p := req.GetParams().(*mcp.ReadResourceParams)
+			uri, what := p.URI, "resource "+p.URI
+			var r *mcpclient.Round
+			opened := false
 			for _, m := range s.cfg.Mounts {
 				if !m.Resources || !m.Client.Serves().Resources {
 					continue
@@ -111,9 +172,20 @@ func (s *Server) mountsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 					continue
 				}
 				m.Read(ctx, id, "resource", uri, true)
-				got, rerr := m.Client.ReadResource(ctx, uri)
+				if !opened {
+					var rerr error
+					if r, rerr = s.readRound(ctx, id, req, what, p.RequestState, p.InputResponses); rerr != nil {
+						return nil, rerr
+					}
+					opened = true
+				}
+				got, rerr := m.Client.ReadResource(ctx, uri, r)
 				if errors.As(rerr, &rpc) && rpc.Code == resourceNotFound {
 					continue
+				}
+				if rerr == nil && got.NeedsInput() {
+					got.RequestState, rerr = s.wrap(ctx, id, what, got.InputRequests, got.RequestState, r)
+					return got, rerr
 				}
 				return completed(req, got, rerr)
 			}
@@ -138,9 +210,24 @@ func completed[R any, P interface {
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := req.(interface{ ProtocolVersion() string }); !ok || v.ProtocolVersion() < mcpwire.SessionlessProtocol {
+	if !sessionlessRequest(req) {
 		return res, nil
 	}
+	return withResultType(res, "complete")
+}
+
+// sessionlessRequest reports a request of the sessionless protocol.
+func sessionlessRequest(req mcp.Request) bool {
+	v, ok := req.(interface{ ProtocolVersion() string })
+	return ok && v.ProtocolVersion() >= mcpwire.SessionlessProtocol
+}
+
+// withResultType is res with its resultType set, which the SDK sets on
+// the answers of its own handlers only.
+func withResultType[R any, P interface {
+	*R
+	mcp.Result
+}](res P, resultType string) (P, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
@@ -149,7 +236,7 @@ func completed[R any, P interface {
 	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, err
 	}
-	fields["resultType"] = json.RawMessage(`"complete"`)
+	fields["resultType"], _ = json.Marshal(resultType)
 	if b, err = json.Marshal(fields); err != nil {
 		return nil, err
 	}
@@ -163,6 +250,12 @@ func completed[R any, P interface {
 // listMounts adds the mounts' resources, templates or prompts that id may
 // see to the host's own list, on its last page.
 func (s *Server) listMounts(ctx context.Context, id Identity, res mcp.Result) (mcp.Result, error) {
+	switch list := res.(type) {
+	case *mcp.ListResourceTemplatesResult:
+		list.ResourceTemplates = slices.DeleteFunc(list.ResourceTemplates, func(t *mcp.ResourceTemplate) bool { return t.URITemplate == changeMark })
+	case *mcp.ListPromptsResult:
+		list.Prompts = slices.DeleteFunc(list.Prompts, func(p *mcp.Prompt) bool { return p.Name == changeMark })
+	}
 	for _, m := range s.cfg.Mounts {
 		if !m.May(ctx, id) {
 			continue

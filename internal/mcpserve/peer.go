@@ -44,6 +44,7 @@ type Peer struct {
 
 	mu    sync.Mutex
 	asked map[string]int      // questions asked in this run, by name
+	ids   map[string]bool     // the ids they went by
 	need  mcp.InputRequestMap // sessionless: the questions for the client's next round
 	state string              // sessionless: what the host keeps across rounds (a confirmation given)
 	// sessionless: the state the client's next round must echo, as the
@@ -153,17 +154,29 @@ func (p *Peer) CanElicitURL() bool {
 // [ErrNeedsInput], which the call then turns into an input-required
 // result; the questions asked after it go in the same round.
 func (p *Peer) Elicit(ctx context.Context, name string, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return p.Ask(ctx, p.idFor(name), params)
+}
+
+// idFor is the id of the next question of name in this run: name, then
+// name_2, name_3, skipping an id taken already, so that every question of
+// a run has its own.
+func (p *Peer) idFor(name string) string {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.asked == nil {
-		p.asked = map[string]int{}
+		p.asked, p.ids = map[string]int{}, map[string]bool{}
 	}
-	p.asked[name]++
 	id := name
-	if n := p.asked[name]; n > 1 {
-		id += "_" + strconv.Itoa(n)
+	for {
+		p.asked[name]++
+		if n := p.asked[name]; n > 1 {
+			id = name + "_" + strconv.Itoa(n)
+		}
+		if !p.ids[id] {
+			p.ids[id] = true
+			return id
+		}
 	}
-	p.mu.Unlock()
-	return p.Ask(ctx, id, params)
 }
 
 // Ask puts one question to the client, under the id it answers to in the
@@ -249,7 +262,7 @@ func (p *Peer) Seal(state string) {
 
 // Question records a question for the client's next round of the
 // sessionless protocol.
-func (p *Peer) Question(id string, params *mcp.ElicitParams) {
+func (p *Peer) Question(id string, params mcp.InputRequest) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.need == nil {
@@ -441,18 +454,41 @@ func (p *Peer) waitFor(n int) {
 	}
 }
 
-// Sample asks the client of a session to sample (sampling/createMessage),
-// for an upstream that asks during the call it serves: params and the
-// result are JSON. A client that did not declare sampling gets
-// [MissingCapability]; the sessionless protocol carries no sampling in
-// the middle of a call.
-func (p *Peer) Sample(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+// CanSample reports whether the client said it can sample.
+func (p *Peer) CanSample() bool {
 	c := p.req.ClientCapabilities()
-	if c == nil || c.Sampling == nil {
+	return c != nil && c.Sampling != nil
+}
+
+// Sample asks the client to sample (sampling/createMessage), for an
+// upstream that asks during the call it serves: params and the result are
+// JSON. A client of a session is asked at once. In the sessionless
+// protocol the question goes by name, as [Peer.Elicit]'s do: the answer
+// of an earlier round under its id, else the question is recorded for the
+// next round and Sample returns [ErrNeedsInput]. A client that did not
+// declare sampling gets [MissingCapability].
+func (p *Peer) Sample(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+	if !p.CanSample() {
 		return nil, &MissingCapability{Capability: "sampling"}
 	}
+	if p.sessionless && p.inbox == nil {
+		id := p.idFor(name)
+		p.mu.Lock()
+		res := p.answers[id]
+		p.mu.Unlock()
+		switch res.(type) {
+		case *mcp.CreateMessageResult, *mcp.CreateMessageWithToolsResult:
+			return json.Marshal(res)
+		}
+		var q mcp.CreateMessageWithToolsParams
+		if err := json.Unmarshal(params, &q); err != nil {
+			return nil, err
+		}
+		p.Question(id, &q)
+		return nil, ErrNeedsInput
+	}
 	if p.sessionless || p.req.Session == nil {
-		return nil, errors.New("the client cannot be asked to sample in the middle of a call of the sessionless protocol")
+		return nil, errors.New("the client cannot be asked to sample in the middle of a call")
 	}
 	var q mcp.CreateMessageParams
 	if err := json.Unmarshal(params, &q); err != nil {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling is deprecated from 2026-07-28 on, and still what a mounted upstream may ask its caller for.
+
 package mcpserve
 
 import (
@@ -10,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/carmy-dev/carmy/internal/canon"
+	"github.com/carmy-dev/carmy/internal/mcpclient"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -230,4 +234,108 @@ func inputDigest(input []byte) string {
 // badState is the error of a call whose request state does not verify.
 func badState(why string) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid request state: " + why}
+}
+
+// A mounted upstream's prompt or resource may ask the caller first, in
+// the rounds of the sessionless protocol: its questions reach the caller under the
+// upstream's keys, and the caller's next round reaches the upstream with
+// the answers and the upstream's request state. The caller never holds
+// the upstream's state as it is: the door wraps it, signed over the
+// principal, the prompt and its arguments (or the resource) and the
+// questions asked, so that a caller cannot forge an upstream's state,
+// replay one another caller or another read was given, or slip in an answer to a question the
+// upstream did not ask. The upstream's state stays opaque to the door; the
+// upstream checks it as its own.
+
+// upstreamPrefix starts every request state that wraps an upstream's.
+const upstreamPrefix = "carmy/upstream:"
+
+// upstreamRound is what a wrapped state holds: the upstream's state, the
+// keys of the questions the caller was asked, those of the roots
+// questions the mount answers itself, and its expiry.
+type upstreamRound struct {
+	State   string   `json:"s,omitempty"`
+	Asked   []string `json:"q"`
+	Roots   []string `json:"r,omitempty"`
+	Expires int64    `json:"e"`
+}
+
+// readRound is the round of a caller of the sessionless protocol that
+// reads a mount's prompt or resource (nil for a caller of a session): what
+// it declared, and, when it echoes a state, the answers to the questions
+// that state names with the upstream's state unwrapped. what names the
+// prompt or resource and binds the state to it. A state that does not
+// verify is refused with invalid params.
+func (s *Server) readRound(ctx context.Context, id Identity, req mcp.Request, what, state string, answers mcp.InputResponseMap) (*mcpclient.Round, error) {
+	if !sessionlessRequest(req) {
+		return nil, nil
+	}
+	r := &mcpclient.Round{}
+	if c, ok := req.(interface {
+		ClientCapabilities() *mcp.ClientCapabilities
+	}); ok {
+		if caps := c.ClientCapabilities(); caps != nil {
+			r.Caller.Sample = caps.Sampling != nil
+			if e := caps.Elicitation; e != nil {
+				r.Caller.Elicit = e.Form != nil || e.URL == nil
+				r.Caller.ElicitURL = e.URL != nil
+			}
+		}
+	}
+	if state == "" {
+		return r, nil
+	}
+	if s.cfg.State == nil {
+		return nil, badState("this server keeps no state across rounds; call again without it")
+	}
+	rest, ok := strings.CutPrefix(state, upstreamPrefix)
+	payload, mac, cut := strings.Cut(rest, ".")
+	want, err := s.readMAC(ctx, id, what, payload)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || !cut || !hmac.Equal([]byte(mac), []byte(want)) {
+		return nil, badState("the request state is not one this server handed out for this " + what + "; ask again without it")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	var ur upstreamRound
+	if err != nil || json.Unmarshal(b, &ur) != nil {
+		return nil, badState("the request state cannot be read")
+	}
+	if time.Now().Unix() >= ur.Expires {
+		return nil, badState("the request state has expired; ask again without it")
+	}
+	r.State, r.Roots, r.Answers = ur.State, ur.Roots, mcp.InputResponseMap{}
+	for _, k := range ur.Asked {
+		if a, ok := answers[k]; ok {
+			r.Answers[k] = a
+		}
+	}
+	return r, nil
+}
+
+// wrap is the state of the caller's next round with a mount's prompt or
+// resource, what, that asks questions: the upstream's state, wrapped.
+func (s *Server) wrap(ctx context.Context, id Identity, what string, questions mcp.InputRequestMap, state string, r *mcpclient.Round) (string, error) {
+	if s.cfg.State == nil {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the " + what + " asks for input, and this server keeps no state across rounds"}
+	}
+	ur := upstreamRound{State: state, Roots: r.Roots, Expires: time.Now().Add(s.cfg.State.TTL).Unix()}
+	for k := range questions {
+		ur.Asked = append(ur.Asked, k)
+	}
+	slices.Sort(ur.Asked)
+	b, _ := json.Marshal(ur)
+	payload := base64.RawURLEncoding.EncodeToString(b)
+	mac, err := s.readMAC(ctx, id, what, payload)
+	if err != nil {
+		return "", err
+	}
+	return upstreamPrefix + payload + "." + mac, nil
+}
+
+// readMAC signs a wrapped state's payload for the principal and what is
+// read.
+func (s *Server) readMAC(ctx context.Context, id Identity, what, payload string) (string, error) {
+	return s.cfg.State.Signer.sign(ctx, "upstream", id.Principal, what, payload)
 }

@@ -16,11 +16,12 @@ import (
 	"github.com/cedar-policy/cedar-go/types"
 )
 
-// Engine holds the policy set in force, which a reload replaces, and the
-// list decisions made under it.
+// Engine holds the policy set in force and the catalog of tools it was
+// validated against, which a reload or a change of the tools replaces
+// together, and the list decisions made under them.
 type Engine struct {
-	cat *Catalog
 	cur atomic.Pointer[version]
+	mu  sync.Mutex // serializes the replacements of cur
 
 	// lists caches list decisions per set version, principal (with its
 	// permissions and metadata) and door.
@@ -33,37 +34,73 @@ type Engine struct {
 
 type version struct {
 	set *Set
+	cat *Catalog
 	n   uint64
 }
 
 // maxListEntries bounds the list cache: beyond it, it starts over.
 const maxListEntries = 100_000
 
-// NewEngine returns an engine with set in force.
+// NewEngine returns an engine with set, validated against cat, in force.
 func NewEngine(cat *Catalog, set *Set) *Engine {
-	e := &Engine{cat: cat}
-	e.cur.Store(&version{set: set, n: 1})
+	e := &Engine{}
+	e.cur.Store(&version{set: set, cat: cat, n: 1})
 	return e
 }
 
 // Catalog returns the tools the engine decides about.
-func (e *Engine) Catalog() *Catalog { return e.cat }
+func (e *Engine) Catalog() *Catalog { return e.cur.Load().cat }
 
 // Set returns the set in force.
 func (e *Engine) Set() *Set { return e.cur.Load().set }
 
-// Replace puts set in force.
-func (e *Engine) Replace(set *Set) {
+// put puts set and cat in force; the caller holds mu.
+func (e *Engine) put(set *Set, cat *Catalog) {
 	old := e.cur.Load()
-	e.cur.Store(&version{set: set, n: old.n + 1})
+	e.cur.Store(&version{set: set, cat: cat, n: old.n + 1})
 	e.lists.Clear()
 	e.listCount.Store(0)
 }
 
+// load parses text against the catalog in force and puts the set in
+// force, or leaves the one in force and returns why not.
+func (e *Engine) load(path string, text []byte) (*Set, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cat := e.Catalog()
+	set, err := Parse(cat, path, text)
+	if err != nil {
+		return nil, err
+	}
+	e.put(set, cat)
+	return set, nil
+}
+
+// Recatalog adds the tools given to the catalog, or replaces those of
+// their names, and puts in force the set in force validated against
+// them. When a policy does not validate against one of them, nothing
+// changes: the error says why, as [Parse]'s do.
+func (e *Engine) Recatalog(tools ...Tool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur := e.cur.Load()
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	cat := cur.cat.With(tools...)
+	set, err := cur.set.With(cat, names)
+	if err != nil {
+		return err
+	}
+	e.put(set, cat)
+	return nil
+}
+
 // Decide answers req under the set in force, which it returns.
 func (e *Engine) Decide(req Request) (Decision, *Set) {
-	s := e.cur.Load().set
-	return s.decide(e.cat, req, e.principal(req, who(req))), s
+	v := e.cur.Load()
+	return v.set.decide(v.cat, req, e.principal(req, who(req))), v.set
 }
 
 // principal is the caller's entity, made once per caller.
@@ -96,7 +133,7 @@ func (e *Engine) Listed(req Request) bool {
 		return ok.(bool)
 	}
 	req.Action = List
-	d := v.set.decide(e.cat, req, e.principal(req, k.who))
+	d := v.set.decide(v.cat, req, e.principal(req, k.who))
 	ok := d.Allow && len(d.Errors) == 0
 	if e.listCount.Add(1) > maxListEntries {
 		e.lists.Clear()
@@ -183,12 +220,11 @@ func (e *Engine) Watch(ctx context.Context, path string, text []byte, poll time.
 			pending = b // changed: wait for it to settle
 		default:
 			current, pending = b, nil
-			set, err := Parse(e.cat, path, b)
+			set, err := e.load(path, b)
 			if err != nil {
 				report(Event{Kind: Rejected, Set: e.Set(), Err: err})
 				continue
 			}
-			e.Replace(set)
 			report(Event{Kind: Reloaded, Set: set})
 		}
 	}

@@ -76,14 +76,27 @@ type entry struct {
 
 // NewCatalog returns the catalog of the given tools.
 func NewCatalog(tools []Tool) *Catalog {
-	c := &Catalog{tools: make(map[string]*entry, len(tools))}
+	return (&Catalog{}).With(tools...)
+}
+
+// With returns a catalog of c's tools and the tools given, which replace
+// those of their names; c is unchanged. What c made of the other tools
+// (their schemas and validators) is shared.
+func (c *Catalog) With(tools ...Tool) *Catalog {
+	n := &Catalog{tools: maps.Clone(c.tools), names: slices.Clone(c.names)}
+	if n.tools == nil {
+		n.tools = make(map[string]*entry, len(tools))
+	}
 	for _, t := range tools {
 		uid := types.NewEntityUID(ToolType, types.String(t.Name))
 		req := make([]types.Value, len(t.Requires))
 		for i, p := range t.Requires {
 			req[i] = types.String(p)
 		}
-		c.tools[t.Name] = &entry{
+		if _, ok := n.tools[t.Name]; !ok {
+			n.names = append(n.names, t.Name)
+		}
+		n.tools[t.Name] = &entry{
 			uid: uid,
 			entity: types.Entity{UID: uid, Attributes: types.NewRecord(types.RecordMap{
 				"effect":   types.String(t.Effect),
@@ -92,10 +105,9 @@ func NewCatalog(tools []Tool) *Catalog {
 			})},
 			in: typeOf(t.InputSchema),
 		}
-		c.names = append(c.names, t.Name)
 	}
-	slices.Sort(c.names)
-	return c
+	slices.Sort(n.names)
+	return n
 }
 
 // Names returns the tools' names, sorted.
@@ -155,11 +167,14 @@ func (p *Problem) Error() string {
 // Unwrap returns the mistake.
 func (p *Problem) Unwrap() error { return p.Err }
 
-// Set is a parsed, validated policy set.
+// Set is a parsed, validated policy set, indexed by the tools of the
+// catalog it was validated against.
 type Set struct {
 	// SHA256 is the hex SHA-256 of the set's text.
 	SHA256 string
 	ids    []string
+	all    list            // every policy, in the order of the text
+	file   string          // what problems name the text by
 	byTool map[string]list // the policies whose scope admits each tool
 	every  list            // the policies whose scope admits every tool
 	// possible: the tools some @confirm permit's scope admits.
@@ -176,6 +191,7 @@ func (s *Set) Possible(tool string) bool { return s.possible[tool] }
 type compiled struct {
 	id      types.PolicyID
 	p       *cedar.Policy
+	line    int
 	confirm bool
 	reason  string
 }
@@ -219,7 +235,7 @@ func Parse(cat *Catalog, file string, text []byte) (*Set, error) {
 		return nil, p
 	}
 	sum := sha256.Sum256(text)
-	s := &Set{SHA256: hex.EncodeToString(sum[:]), byTool: map[string]list{}, possible: map[string]bool{}}
+	s := &Set{SHA256: hex.EncodeToString(sum[:]), file: file, byTool: map[string]list{}, possible: map[string]bool{}}
 	var problems []error
 	seen := map[string]int{}
 	for _, p := range pl {
@@ -247,15 +263,55 @@ func Parse(cat *Catalog, file string, text []byte) (*Set, error) {
 		if _, ok := ann[annotationReason]; ok && p.Effect() != types.Forbid {
 			fail(errors.New("@reason is for a forbid: it is the message of the refusal"))
 		}
-		tools, all, err := cat.admitted((*xast.Policy)(p.AST()))
+		c.line = pos.Line
+		s.all = append(s.all, c)
+	}
+	problems = append(problems, s.admit(cat, nil)...)
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	return s, nil
+}
+
+// With returns the set validated against and indexed by cat, a catalog
+// of the set's own with the tools named changed or added: the other
+// tools' validation and index stay as they are. It fails as [Parse]
+// does when a policy does not validate against a changed tool.
+func (s *Set) With(cat *Catalog, names []string) (*Set, error) {
+	n := *s
+	n.byTool, n.possible = maps.Clone(s.byTool), maps.Clone(s.possible)
+	for _, name := range names {
+		delete(n.byTool, name)
+		delete(n.possible, name)
+	}
+	if problems := n.admit(cat, names); len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	return &n, nil
+}
+
+// admit validates the set's policies against the tools named (every tool
+// of cat when names is nil) and indexes them by those tools.
+func (s *Set) admit(cat *Catalog, names []string) []error {
+	var problems []error
+	for _, c := range s.all {
+		id := string(c.id)
+		fail := func(err error) {
+			problems = append(problems, &Problem{File: s.file, Line: c.line, Policy: id, Err: err})
+		}
+		ast := (*xast.Policy)(c.p.AST())
+		tools, all, err := cat.admitted(ast)
 		if err != nil {
 			fail(err)
 			continue
 		}
-		for _, err := range cat.validate(id, (*xast.Policy)(p.AST()), tools) {
+		if names != nil {
+			tools = slices.DeleteFunc(slices.Clone(tools), func(t string) bool { return !slices.Contains(names, t) })
+		}
+		for _, err := range cat.validate(id, ast, tools) {
 			fail(err)
 		}
-		if all {
+		if all && names == nil {
 			s.every = append(s.every, c)
 		}
 		for _, name := range tools {
@@ -265,10 +321,7 @@ func Parse(cat *Catalog, file string, text []byte) (*Set, error) {
 			}
 		}
 	}
-	if len(problems) > 0 {
-		return nil, errors.Join(problems...)
-	}
-	return s, nil
+	return problems
 }
 
 // admitted returns the tools a policy's resource scope admits; all

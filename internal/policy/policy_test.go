@@ -280,7 +280,9 @@ func TestListCache(t *testing.T) {
 	if !e.Listed(Request{Principal: "a", Tool: "restart", Door: "http"}) || e.Listed(Request{Principal: "a", Tool: "restart", Door: "mcp"}) || e.Listed(Request{Principal: "b", Tool: "restart", Door: "http"}) {
 		t.Error("list decisions by principal and door")
 	}
-	e.Replace(mustParse(t, cat, `forbid(principal, action, resource);`))
+	if _, err := e.load("p.cedar", []byte(`forbid(principal, action, resource);`)); err != nil {
+		t.Fatal(err)
+	}
 	if e.Listed(Request{Principal: "a", Tool: "restart", Door: "http"}) {
 		t.Error("a new set's decision was not taken")
 	}
@@ -291,5 +293,50 @@ func TestIDs(t *testing.T) {
 	s := mustParse(t, cat, "@id(\"a\")\npermit(principal, action, resource);\n\npermit(principal, action, resource);")
 	if got := s.IDs(); !slices.Equal(got, []string{"a", "p.cedar:4"}) {
 		t.Errorf("ids %v", got)
+	}
+}
+
+// TestRecatalog: a tool added to the catalog, or changed, is governed at
+// once by the policies in force, validated against it; a tool the
+// policies do not validate against changes nothing.
+func TestRecatalog(t *testing.T) {
+	cat := NewCatalog(testTools)
+	e := NewEngine(cat, mustParse(t, cat, `@id("all")
+permit(principal, action, resource);
+
+@id("no-destructive")
+forbid(principal, action == Action::"call", resource) when { resource.effect == "destructive" };
+
+@id("envs")
+@confirm
+permit(principal, action == Action::"call", resource == Tool::"restart") when { context.input.env == "prod" };`))
+	allowed := func(tool string) bool {
+		d, _ := e.Decide(Request{Action: Call, Principal: "a", Tool: tool, Input: []byte(`{"env":"prod"}`)})
+		return d.Allow && len(d.Errors) == 0
+	}
+	env := []byte(`{"type":"object","properties":{"env":{"type":"string"}},"required":["env"]}`)
+	if err := e.Recatalog(Tool{Name: "wipe", Effect: "destructive", InputSchema: env}, Tool{Name: "peek", Effect: "read", InputSchema: env}); err != nil {
+		t.Fatal(err)
+	}
+	if allowed("wipe") || !allowed("peek") {
+		t.Errorf("new tools: wipe allowed %v, peek allowed %v; want the forbid of destructive tools to govern wipe alone", allowed("wipe"), allowed("peek"))
+	}
+	set := e.Set()
+	if err := e.Recatalog(Tool{Name: "peek", Effect: "destructive", InputSchema: env}); err != nil || allowed("peek") {
+		t.Errorf("a tool whose effect rose: err %v, allowed %v; want it forbidden at once", err, allowed("peek"))
+	}
+	if e.Set() == set {
+		t.Error("a changed catalog kept the set of the old one: calls decided under it are not decided again")
+	}
+	// restart's policy reads context.input.env: a restart without env
+	// does not validate, and changes nothing.
+	set = e.Set()
+	err := e.Recatalog(Tool{Name: "restart", Effect: "destructive", InputSchema: []byte(`{"type":"object"}`)})
+	var p *Problem
+	if !errors.As(err, &p) || p.Policy != "envs" || e.Set() != set {
+		t.Errorf("err = %v; want the problem of policy envs, and the set in force unchanged", err)
+	}
+	if !e.Set().Possible("restart") {
+		t.Error("a refused change lost restart's @confirm")
 	}
 }

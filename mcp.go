@@ -719,7 +719,7 @@ func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.Ta
 		return nil, *refused, nil
 	}
 	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) taskPeer {
-		return peerOf(mcpserve.TaskPeer(mc.Peer, asking(ctx, run)))
+		return peerOf(mcpserve.TaskPeer(mc.Peer, run.id, asking(ctx, run)))
 	})
 	if err != nil {
 		return nil, mcpOutcome(err), nil

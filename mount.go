@@ -220,6 +220,12 @@ type mountSpec struct {
 // which calls the upstream afresh and answers it under the same keys. The
 // upstream is told only what that caller declared and the mount allows.
 //
+// An upstream tool that runs only as a task is a [TaskRequired] tool,
+// called as the upstream's task (as is one that may be a task, when
+// carmy's call is one): the upstream's task is cancelled with carmy's, and
+// fails it when it fails. Where the upstream does not declare tasks, such
+// a tool is left out, with a log line.
+//
 // The registry follows the upstream's changes while it serves. A tool the
 // upstream adds is served at once when its name is free, its schemas
 // compile and the policies in force validate against it (else refused,
@@ -451,13 +457,13 @@ func (b *Builder) mountTools(ctx context.Context, r *Registry) ([]*ToolDef, []er
 }
 
 // declare makes the declaration of one upstream tool; nil for a tool
-// carmy leaves out (one that runs only as an upstream task). was is the
-// tool it replaces, nil for a new one: its effect never falls, nor does
-// it become idempotent, without the operator.
+// carmy leaves out (one that runs only as a task of an upstream that does
+// not declare tasks). was is the tool it replaces, nil for a new one: its
+// effect never falls, nor does it become idempotent, without the operator.
 func (m *mount) declare(t mcpclient.Tool, was *tool) *ToolDef {
 	s := m.spec
-	if t.TaskSupport == "required" {
-		m.r.logger.Warn("carmy: an upstream tool that runs only as a task is left out", "mount", s.name(), "tool", t.Name)
+	if t.TaskSupport == "required" && !m.client.TakesTasks() {
+		m.r.logger.Warn("carmy: an upstream tool that runs only as a task is left out: the upstream does not declare tasks", "mount", s.name(), "tool", t.Name)
 		return nil
 	}
 	o := s.overrides[t.Name]
@@ -465,8 +471,11 @@ func (m *mount) declare(t mcpclient.Tool, was *tool) *ToolDef {
 	meta := ToolMetadata{Name: m.nameOf(t.Name), Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
 		Timeout: o.Timeout, Requires: union(s.requires, o.Requires)}
 	meta.Effect = s.effect(t, o)
-	if t.TaskSupport == "forbidden" { // a caller's task would be the upstream's too
+	switch t.TaskSupport {
+	case "forbidden": // a caller's task would be the upstream's too
 		meta.Tasks = TaskForbidden
+	case "required": // called as the upstream's task, in a task of carmy's
+		meta.Tasks = TaskRequired
 	}
 	meta.Idempotent = t.Idempotent != nil && *t.Idempotent && !s.distrust
 	if was != nil {
@@ -604,6 +613,11 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	if cc.RequestID != "" {
 		req.Meta = map[string]any{MetaRequestID: cc.RequestID}
 	}
+	// A tool that runs only as the upstream's task is called as one; so is
+	// one that may, when carmy's call is a task itself: the upstream's task
+	// is then cancelled with carmy's, and its failure fails carmy's.
+	req.Task = mt.def.TaskSupport == "required" ||
+		mt.def.TaskSupport == "optional" && cc.task != nil && m.client.TakesTasks()
 	res, err := m.client.Call(cc, req)
 	if p := round.Load(); p != nil {
 		return nil, *p
@@ -612,7 +626,7 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s: %s asked the client to sample, and it cannot: %v", m.spec.name(), mt.upstream, *p), Err: *p}
 	}
 	if err != nil {
-		return nil, mt.fault(err)
+		return nil, mt.fault(err, cc.task != nil)
 	}
 	if res.IsError {
 		return nil, mt.toolError(res.Content)
@@ -666,10 +680,17 @@ func (mt *mountedTool) unavailable(why, reason string, retryable bool) *Error {
 		Details: map[string]any{"mount": mt.prefix(), "reason": reason}}
 }
 
+// reasonUpstreamFailed is the reason of a call whose upstream failed it
+// the protocol's way (an error, not a result): a task of carmy's that
+// meets one fails, as one whose own server fails does.
+const reasonUpstreamFailed = "upstream_failed"
+
 // fault is what a failed upstream call means to the caller: never sent,
 // retryable; sent and lost, an outcome unknown that is recorded and never
-// retried by carmy.
-func (mt *mountedTool) fault(err error) error {
+// retried by carmy; refused by the upstream, or its task failed there,
+// the tool's error, which fails carmy's task (task) rather than complete
+// it with an error.
+func (mt *mountedTool) fault(err error, task bool) error {
 	var e *mcpclient.Error
 	if !errors.As(err, &e) {
 		return err
@@ -689,6 +710,12 @@ func (mt *mountedTool) fault(err error) error {
 		}
 		out = &Error{Code: CodeToolError, Message: fmt.Sprintf("mount %s refused the call of %s: %s", mt.m.spec.name(), mt.upstream, e.Msg),
 			Details: map[string]any{"mount": mt.prefix(), "upstream_code": e.Code}}
+		if task {
+			out.Details["reason"] = reasonUpstreamFailed
+		}
+	case mcpclient.TaskFailed:
+		out = &Error{Code: CodeToolError, Message: fmt.Sprintf("mount %s: %s", mt.m.spec.name(), e.Msg),
+			Details: map[string]any{"mount": mt.prefix(), "upstream_code": e.Code, "reason": reasonUpstreamFailed}}
 	case mcpclient.TooLarge:
 		out = mt.unavailable("its answer is larger than carmy takes", "output_too_large", false)
 	default:

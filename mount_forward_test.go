@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -380,6 +381,261 @@ func TestMountQuestionInSessionlessRounds(t *testing.T) {
 	if !slices.Equal(actions, []string{"cancel", "accept"}) {
 		t.Errorf("the upstream got %q, want its first call stopped (cancel) and the round's call answered", actions)
 	}
+}
+
+// Pick is the question of the upstream's pick tool.
+type Pick struct {
+	Color string `json:"color"`
+}
+
+// taskUpstream is a carmy registry served over HTTP, which speaks MCP's
+// tasks, as an upstream whose tools run only as tasks: job waits to be
+// released (or for its task's cancel, which it reports), broken reports a
+// tool error, crash panics (its task fails), pick asks a question, stamp
+// writes (the mount has a person confirm it).
+type taskUpstream struct {
+	url       string
+	ran       atomic.Int32
+	release   chan struct{}
+	cancelled chan struct{}
+	stamped   atomic.Int32
+}
+
+func newTaskUpstream(t *testing.T) *taskUpstream {
+	u := &taskUpstream{release: make(chan struct{}, 4), cancelled: make(chan struct{}, 4)}
+	type JobInput struct {
+		N int `json:"n"`
+	}
+	up := build(t, carmy.New().Tool(
+		carmy.Tool(func(ctx carmy.Context, in JobInput) (string, error) {
+			u.ran.Add(1)
+			select {
+			case <-u.release:
+				return fmt.Sprintf("job %d done", in.N), nil
+			case <-ctx.Done():
+				u.cancelled <- struct{}{}
+				return "", ctx.Err()
+			}
+		}, carmy.Read, carmy.Name("job"), carmy.Tasks(carmy.TaskRequired), carmy.Timeout(time.Minute), carmy.Register(false)),
+		carmy.Tool(func() (string, error) {
+			return "", carmy.Errorf(carmy.CodeInvalidInput, "no such job")
+		}, carmy.Read, carmy.Name("broken"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
+		carmy.Tool(func() (string, error) {
+			panic("the upstream's job crashed")
+		}, carmy.Read, carmy.Name("crash"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
+		carmy.Tool(func(ctx carmy.Context) (string, error) {
+			var p Pick
+			if ok, err := ctx.Elicit("Which color?", &p); err != nil || !ok {
+				return "", fmt.Errorf("no color: %v", err)
+			}
+			return "picked " + p.Color, nil
+		}, carmy.Read, carmy.Name("pick"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
+		carmy.Tool(func() (string, error) {
+			u.stamped.Add(1)
+			return "stamped", nil
+		}, carmy.Write, carmy.Name("stamp"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false))))
+	u.url = serve(t, up).URL + "/mcp"
+	return u
+}
+
+// sessionlessOnly serves the carmy registry at url, which speaks both
+// protocol generations, as a server of the sessionless generation alone
+// answers initialize: with 2026-07-28, the tasks extension and no session,
+// so that its client speaks that generation.
+func sessionlessOnly(t *testing.T, url string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			if !strings.EqualFold(k, "Mcp-Session-Id") && !strings.EqualFold(k, "Content-Length") {
+				w.Header()[k] = v
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		if !bytes.Contains(body, []byte(`"method":"initialize"`)) {
+			_, _ = io.Copy(w, resp.Body)
+			return
+		}
+		out, _ := io.ReadAll(resp.Body)
+		out = bytes.ReplaceAll(out, []byte(`"protocolVersion":"2025-11-25"`), []byte(`"protocolVersion":"2026-07-28"`))
+		_, _ = w.Write(bytes.Replace(out, []byte(`"capabilities":{`), []byte(`"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},`), 1))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestMountCallsTaskOnlyToolsAsTasks: an upstream tool that runs only as a
+// task is a tool of carmy's that runs only as a task, and carmy calls it
+// as the upstream's task: its result, its tool error (a completed task
+// whose result is an error, over MCP), its failure (a failed task), its
+// question, its cancel, and a replay by request id that never reaches the
+// upstream twice, in Go and over MCP.
+func TestMountCallsTaskOnlyToolsAsTasks(t *testing.T) {
+	for _, gen := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(gen, func(t *testing.T) {
+			u := newTaskUpstream(t)
+			url := u.url
+			if gen == "2026-07-28" {
+				url = sessionlessOnly(t, url)
+			}
+			confirm := true
+			upstreamTasks(t, u, mountBuild(t, url, carmy.MountTool("stamp", carmy.ToolOverride{Confirm: &confirm})))
+		})
+	}
+}
+
+// upstreamTasks runs the calls of TestMountCallsTaskOnlyToolsAsTasks
+// through reg, which mounts u.
+func upstreamTasks(t *testing.T, u *taskUpstream, reg *carmy.Registry) {
+	ctx := context.Background()
+	for _, m := range reg.ToolsFor(ctx, carmy.Identity{}) {
+		if strings.HasPrefix(m.Name, "fs_") && m.Tasks != carmy.TaskRequired {
+			t.Errorf("%s runs as %v; want only as a task, as upstream", m.Name, m.Tasks)
+		}
+	}
+	wait := func(t *testing.T, task *carmy.Task) (carmy.Result, error) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		return task.Wait(wctx)
+	}
+
+	t.Run("in Go, replayed by request id", func(t *testing.T) {
+		if _, err := reg.Execute(ctx, carmy.Call{Tool: "fs_job", Input: json.RawMessage(`{"n":1}`)}); carmy.CodeOf(err) != carmy.CodeInvalidInput {
+			t.Fatalf("a synchronous call: %v; want the task-only refusal", err)
+		}
+		before := u.ran.Load()
+		call := carmy.Call{Tool: "fs_job", Input: json.RawMessage(`{"n":1}`), RequestID: "job-1"}
+		task, err := reg.Start(ctx, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.release <- struct{}{}
+		res, err := wait(t, task)
+		if err != nil || string(res.Output) != `{"result":"job 1 done"}` || task.Status != carmy.TaskCompleted {
+			t.Fatalf("task %s: %s, %v; want the upstream's result", task.Status, res.Output, err)
+		}
+		again, err := reg.Start(ctx, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err = wait(t, again)
+		if err != nil || string(res.Output) != `{"result":"job 1 done"}` {
+			t.Fatalf("the replay: %s, %v; want the recorded result", res.Output, err)
+		}
+		if n := u.ran.Load() - before; n != 1 {
+			t.Errorf("the upstream ran the job %d times; want once", n)
+		}
+	})
+
+	t.Run("in Go, confirmed before the upstream is called", func(t *testing.T) {
+		task, err := reg.Start(ctx, carmy.Call{Tool: "fs_stamp", Input: json.RawMessage(`{}`), Principal: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Status != carmy.TaskInputRequired || task.ApprovalID == "" || u.stamped.Load() != 0 {
+			t.Fatalf("task %s (approval %q), upstream called %d times; want a task waiting for a person, the upstream not called",
+				task.Status, task.ApprovalID, u.stamped.Load())
+		}
+		if err := reg.Decide(ctx, task.ApprovalID, true, "person:bob"); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := wait(t, task); err != nil || string(res.Output) != `{"result":"stamped"}` || u.stamped.Load() != 1 {
+			t.Fatalf("approved: %s, %v, upstream called %d times; want its result, once", res.Output, err, u.stamped.Load())
+		}
+	})
+
+	t.Run("in Go, a tool error and a failed task", func(t *testing.T) {
+		task, err := reg.Start(ctx, carmy.Call{Tool: "fs_broken", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wait(t, task); carmy.CodeOf(err) != carmy.CodeToolError || !strings.Contains(err.Error(), "no such job") {
+			t.Errorf("the tool error: %v; want tool_error with the upstream's message", err)
+		}
+		task, err = reg.Start(ctx, carmy.Call{Tool: "fs_crash", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = wait(t, task)
+		var e *carmy.Error
+		if task.Status != carmy.TaskFailed || !errors.As(err, &e) || e.Details["reason"] != "upstream_failed" {
+			t.Errorf("the crashed task: %s, %v; want failed, reason upstream_failed", task.Status, err)
+		}
+	})
+
+	t.Run("in Go, the upstream's question", func(t *testing.T) {
+		task, err := reg.Start(ctx, carmy.Call{Tool: "fs_pick", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for len(task.Questions) == 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			if task, err = reg.Task(ctx, task.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if task.Status != carmy.TaskInputRequired || len(task.Questions) != 1 || task.Questions[0].Message != "Server fs asks: Which color?" {
+			t.Fatalf("task %s asks %+v; want the upstream's question, labelled", task.Status, task.Questions)
+		}
+		if err := task.Answer(ctx, task.Questions[0].ID, carmy.TaskAnswer{Action: "accept", Content: map[string]any{"color": "teal"}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := wait(t, task); err != nil || string(res.Output) != `{"result":"picked teal"}` {
+			t.Fatalf("result %s, %v; want the upstream's answer to the answer", res.Output, err)
+		}
+	})
+
+	t.Run("in Go, a cancel reaches the upstream's task", func(t *testing.T) {
+		task, err := reg.Start(ctx, carmy.Call{Tool: "fs_job", Input: json.RawMessage(`{"n":2}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := u.ran.Load()
+		for deadline := time.Now().Add(10 * time.Second); u.ran.Load() == before && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := task.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-u.cancelled:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the upstream's task was not cancelled")
+		}
+		if _, err := wait(t, task); task.Status != carmy.TaskCancelled {
+			t.Errorf("task %s, %v; want cancelled", task.Status, err)
+		}
+	})
+
+	t.Run("over MCP", func(t *testing.T) {
+		c := taskMCP{t: t, url: serve(t, reg).URL, tasks: true}
+		id := c.start("fs_job", `{"n":3}`)
+		u.release <- struct{}{}
+		r := c.await(id, "completed")
+		if text := jsonText(r["result"]); !strings.Contains(text, "job 3 done") {
+			t.Errorf("result %s; want the upstream's", text)
+		}
+		r = c.await(c.start("fs_broken", `{}`), "completed")
+		if res, _ := r["result"].(map[string]any); res == nil || res["isError"] != true {
+			t.Errorf("the tool error: %v; want a completed task whose result is an error", r)
+		}
+		r = c.await(c.start("fs_crash", `{}`), "failed")
+		if e, _ := r["error"].(map[string]any); e == nil || e["code"] == nil || r["result"] != nil {
+			t.Errorf("the crash: %v; want a failed task with its error", r)
+		}
+		if _, code, _ := (taskMCP{t: t, url: c.url}).rpc("tools/call", "fs_job", `"name":"fs_job","arguments":{"n":4},`); code != -32021 {
+			t.Errorf("a call without tasks: error %d; want -32021", code)
+		}
+	})
 }
 
 // roundsUpstream is an upstream whose tool and prompt ask through

@@ -111,6 +111,11 @@ func TestMountServerEverything(t *testing.T) {
 				t.Errorf("the person was asked %q, want the upstream's question labelled with the mount (result %+v)", got, out)
 			}
 
+			// Its tool that runs only as a task (2025-11-25 tasks), called
+			// through carmy as a task, asks for a clarification in the
+			// middle, and ends with the answer in its report.
+			researchAsTask(t, reg)
+
 			// Its resources, under their own URIs, and its prompts, under
 			// the mount's prefix.
 			resources, err := s.ListResources(ctx, nil)
@@ -138,6 +143,45 @@ func TestMountServerEverything(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// researchAsTask runs server-everything's simulate-research-query, which
+// runs only as a task upstream, as a carmy task: its question reaches the
+// task, and the answer reaches the upstream's report.
+func researchAsTask(t *testing.T, reg *carmy.Registry) {
+	t.Helper()
+	ctx := context.Background()
+	if m, ok := reg.Lookup("ev_simulate-research-query"); !ok || m.Tasks != carmy.TaskRequired {
+		t.Fatalf("simulate-research-query: %+v, %v; want a tool that runs only as a task", m, ok)
+	}
+	task, err := reg.Start(ctx, carmy.Call{Tool: "ev_simulate-research-query", Input: json.RawMessage(`{"topic":"python","ambiguous":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(task.Questions) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s asks nothing; want the upstream's clarification", task.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if task, err = reg.Task(ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q := task.Questions[0]; task.Status != carmy.TaskInputRequired || !strings.HasPrefix(q.Message, "Server ev asks: ") {
+		t.Fatalf("task %s asks %+v; want the upstream's question, labelled", task.Status, q)
+	}
+	if err := task.Answer(ctx, task.Questions[0].ID, carmy.TaskAnswer{Action: "accept", Content: map[string]any{"interpretation": "snake"}}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	res, err := task.Wait(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); task.Status != carmy.TaskCompleted || !strings.Contains(got, "Research Report: python (snake)") {
+		t.Errorf("task %s: %q; want the report on the answer", task.Status, got)
 	}
 }
 

@@ -679,7 +679,8 @@ func (run *taskRun) shutDown() {
 }
 
 // serverFailure reports whether a failed task's error is the server's
-// (a panic, a host lost, a shutdown) rather than the tool's.
+// (a panic, a host lost, a shutdown, a mounted upstream's protocol error)
+// rather than the tool's.
 func serverFailure(rec store.Task, e *Error) bool {
-	return rec.Lost || e.Code == CodeInternal || e.Details["reason"] == reasonShutdown
+	return rec.Lost || e.Code == CodeInternal || e.Details["reason"] == reasonShutdown || e.Details["reason"] == reasonUpstreamFailed
 }

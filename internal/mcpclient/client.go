@@ -4,7 +4,8 @@
 // mount connects to: a stdio server run as a child process, or a
 // streamable HTTP endpoint of either protocol generation. It lists the
 // upstream's tools with their definitions as the upstream wrote them,
-// calls them with carmy's _meta, forwards progress, log messages,
+// calls them with carmy's _meta (as the upstream's tasks where asked:
+// tasks.go), forwards progress, log messages,
 // questions, sampling and cancellation, reads the upstream's resources and
 // prompts on a caller's behalf, follows the upstream's list changes and
 // reconnects with backoff. It decides nothing: the mount governs every
@@ -105,6 +106,9 @@ const (
 	TooLarge
 	// Malformed: the upstream's answer could not be read.
 	Malformed
+	// TaskFailed: the upstream ran the call as a task, which failed (a
+	// protocol error of the upstream's) or was cancelled upstream.
+	TaskFailed
 )
 
 // Error is a failed call or connection, naming the mount.
@@ -177,6 +181,9 @@ type Request struct {
 	// Log gets the upstream's log messages during the call; nil leaves
 	// them to carmy's log.
 	Log func(level slog.Level, logger string, data any)
+	// Task calls the tool as a task of the upstream's, which the call
+	// waits for (see [Client.TakesTasks]).
+	Task bool
 }
 
 // Caller is what the caller of a call declared it can answer.
@@ -223,6 +230,16 @@ type Client struct {
 	refresh chan struct{}
 	done    sync.WaitGroup
 
+	// What the calls of tasks need (tasks.go): whether the session runs
+	// tool calls as tasks, the requests carmy sent itself by JSON-RPC id,
+	// the calls by their upstream task, and how to send: the child's
+	// input, or the HTTP client of the session.
+	sessionTasks atomic.Bool
+	rpcs         map[string]chan rpcAnswer
+	byTask       map[string]*call
+	stdin        *lineWriter
+	httpc        *http.Client
+
 	seq atomic.Uint64
 }
 
@@ -232,6 +249,7 @@ type call struct {
 	sent atomic.Bool
 	mu   sync.Mutex
 	raw  json.RawMessage // the result as the upstream wrote it
+	task string          // the upstream's task the call waits for; under Client.mu
 }
 
 func (c *call) markSent() { c.sent.Store(true) }
@@ -254,7 +272,8 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, &Error{Mount: cfg.Name, Kind: NotSent, Msg: "needs a command or a URL, not both"}
 	}
 	c := &Client{cfg: cfg, logger: cfg.Logger.With("mount", cfg.Name), raw: map[string]wireTool{},
-		calls: map[string]*call{}, byID: map[string]*call{}, refresh: make(chan struct{}, 1)}
+		calls: map[string]*call{}, byID: map[string]*call{}, refresh: make(chan struct{}, 1),
+		rpcs: map[string]chan rpcAnswer{}, byTask: map[string]*call{}}
 	c.life, c.stop = context.WithCancel(context.Background())
 	c.sdk = mcp.NewClient(&mcp.Implementation{Name: "carmy", Version: "mount"}, c.options())
 	for _, r := range cfg.Roots {
@@ -368,6 +387,9 @@ func (c *Client) httpTransport() mcp.Transport {
 		h.Set(k, v)
 	}
 	rt := &roundTripper{base: http.DefaultTransport, tap: tap{c}, headers: h, max: c.cfg.MaxResult}
+	c.mu.Lock()
+	c.httpc = &http.Client{Transport: rt} // for the requests of tasks.go
+	c.mu.Unlock()
 	// A response stream the server closes is resumed (a GET with the
 	// last event's id), never sent again: a couple of tries, so that a
 	// call whose upstream went away is soon known lost.
@@ -433,7 +455,11 @@ func (c *Client) startChild() (*childTransport, error) {
 	}()
 	t := &childTransport{cmd: cmd}
 	t.Reader = &lineReader{r: stdout, tap: tap{c}, max: c.cfg.MaxResult}
-	t.Writer = &childInput{lineWriter{w: stdin, tap: tap{c}}, cmd}
+	in := &childInput{lineWriter{w: stdin, tap: tap{c}}, cmd}
+	t.Writer = in
+	c.mu.Lock()
+	c.stdin = &in.lineWriter
+	c.mu.Unlock()
 	t.MaxLineLength = c.cfg.MaxResult
 	return t, nil
 }
@@ -602,6 +628,13 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
+	if req.Task {
+		raw, err := c.callTask(context.WithValue(ctx, callKey{}, cl), cs, cl, args, meta)
+		if err != nil {
+			return nil, err
+		}
+		return c.result(req.Name, raw)
+	}
 	params := &mcp.CallToolParams{Name: req.Name, Arguments: args, Meta: meta}
 	var res *mcp.CallToolResult
 	for round := 1; ; round++ {
@@ -639,8 +672,13 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 			return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: "cannot read the result of " + req.Name, Err: err}
 		}
 	}
+	return c.result(req.Name, raw)
+}
+
+// result reads a call's result as the upstream wrote it.
+func (c *Client) result(name string, raw json.RawMessage) (*Result, error) {
 	if len(raw) > c.cfg.MaxResult {
-		return nil, &Error{Mount: c.cfg.Name, Kind: TooLarge, Msg: fmt.Sprintf("the result of %s is %d bytes, over the bound of %d", req.Name, len(raw), c.cfg.MaxResult)}
+		return nil, &Error{Mount: c.cfg.Name, Kind: TooLarge, Msg: fmt.Sprintf("the result of %s is %d bytes, over the bound of %d", name, len(raw), c.cfg.MaxResult)}
 	}
 	var out struct {
 		Content    json.RawMessage `json:"content"`
@@ -648,7 +686,7 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 		IsError    bool            `json:"isError"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: "cannot read the result of " + req.Name, Err: err}
+		return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: "cannot read the result of " + name, Err: err}
 	}
 	if len(out.Content) == 0 || string(out.Content) == "null" {
 		out.Content = json.RawMessage(`[]`)
@@ -848,28 +886,37 @@ func (c *Client) progress(_ context.Context, req *mcp.ProgressNotificationClient
 }
 
 // callOf is the call a question of the upstream belongs to: the one whose
-// request carries ctx, else the only call in flight. With several calls in
-// flight a question that names none belongs to no one, and is declined.
+// request carries ctx, else the only call in flight (the calls waiting for
+// an upstream's task do not count: their questions name their task). With
+// several calls in flight a question that names none belongs to no one,
+// and is declined.
 func (c *Client) callOf(ctx context.Context) *call {
 	if cl, ok := ctx.Value(callKey{}).(*call); ok {
 		return cl
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.calls) != 1 {
-		return nil
-	}
+	var only *call
 	for _, cl := range c.calls {
-		return cl
+		switch {
+		case cl.task != "":
+		case only != nil:
+			return nil
+		default:
+			only = cl
+		}
 	}
-	return nil
+	return only
 }
 
 // elicit forwards the upstream's question to the person of the call it
 // belongs to, as an input-required result's are; where nobody can be
 // asked, or a page cannot be shown, it is declined.
 func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	cl := c.callOf(ctx)
+	cl := c.taskCall(req.Params.GetMeta())
+	if cl == nil {
+		cl = c.callOf(ctx)
+	}
 	decline := &mcp.ElicitResult{Action: "decline"}
 	if cl == nil {
 		c.logger.Info("carmy: declined a question of the upstream tied to no call", "message", req.Params.Message)

@@ -303,7 +303,10 @@ func (c *Client) Serves() Capabilities {
 // call it belongs to; with none, or a call that cannot sample, it is
 // refused.
 func (c *Client) sample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	cl := c.callOf(ctx)
+	cl := c.taskCall(req.Params.GetMeta())
+	if cl == nil {
+		cl = c.callOf(ctx)
+	}
 	if cl == nil || cl.req.Sample == nil {
 		c.logger.Info("carmy: refused a sampling request of the upstream tied to no call")
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "carmy: sampling is only forwarded during a call"}

@@ -68,6 +68,9 @@ func (t tap) incoming(line []byte, on *call) {
 		t.c.logLine(line, on)
 		return
 	}
+	if bytes.Contains(line, []byte(rpcPrefix)) && t.c.answered(line) {
+		return
+	}
 	if !bytes.Contains(line, []byte(`"result"`)) {
 		return
 	}
@@ -76,6 +79,10 @@ func (t tap) incoming(line []byte, on *call) {
 		return
 	}
 	if t.c.resultOf(string(m.ID), m.Result) {
+		return
+	}
+	if bytes.Contains(m.Result, []byte(`"protocolVersion"`)) {
+		t.c.initialized(m.Result)
 		return
 	}
 	if !bytes.Contains(m.Result, []byte(`"tools"`)) {
@@ -140,9 +147,12 @@ func (l *lineReader) Close() error { return l.r.Close() }
 type lineWriter struct {
 	w   io.WriteCloser
 	tap tap
+	mu  sync.Mutex // carmy's own requests go between the SDK's messages
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	c := l.tap.outgoing(p)
 	n, err := l.w.Write(p)
 	if c != nil && n > 0 {
@@ -169,6 +179,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header[k] = v
 	}
 	var c *call
+	own, mine := req.Context().Value(ownKey{}).(*call) // a request carmy sent itself
 	if req.Body != nil && req.Method == http.MethodPost {
 		body, err := io.ReadAll(req.Body)
 		_ = req.Body.Close()
@@ -179,7 +190,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		req.ContentLength = int64(len(body))
-		if c == nil {
+		if c == nil && !mine {
 			// Anything but a tool call may be sent again when a kept-alive
 			// connection turns out closed (Node servers close idle ones): a
 			// nil Idempotency-Key tells Go's transport so, and is not sent.
@@ -193,7 +204,11 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &eventReader{r: resp.Body, tap: rt.tap, max: rt.max, sse: isEventStream(resp.Header), call: c}
+	e := &eventReader{r: resp.Body, tap: rt.tap, max: rt.max, sse: isEventStream(resp.Header), call: c, own: mine}
+	if mine && c == nil {
+		e.call = own
+	}
+	resp.Body = e
 	return resp, nil
 }
 
@@ -214,6 +229,7 @@ func isEventStream(h http.Header) bool {
 type eventReader struct {
 	r    io.ReadCloser
 	call *call // the call whose request this answers; nil for another
+	own  bool  // the answer to a request carmy sent itself, not the SDK
 	tap  tap
 	max  int
 	sse  bool
@@ -236,7 +252,7 @@ func (e *eventReader) Read(p []byte) (int, error) {
 		e.events()
 	}
 	if err == io.EOF && !e.sse && !e.over {
-		e.once.Do(func() { e.tap.incoming(e.buf, e.call) })
+		e.once.Do(func() { e.deliver(e.buf) })
 	}
 	return n, err
 }
@@ -254,7 +270,7 @@ func (e *eventReader) events() {
 		switch {
 		case len(line) == 0:
 			if len(e.data) > 0 {
-				e.tap.incoming(e.data, e.call)
+				e.deliver(e.data)
 				e.data = e.data[:0]
 			}
 		case bytes.HasPrefix(line, []byte("data:")):
@@ -265,6 +281,15 @@ func (e *eventReader) events() {
 		}
 	}
 	e.buf = append(e.buf[:0], e.buf[consumed:]...)
+}
+
+// deliver shows the tap one message; on a stream of carmy's own, nobody
+// else serves the upstream's requests and progress, and carmy does.
+func (e *eventReader) deliver(msg []byte) {
+	e.tap.incoming(msg, e.call)
+	if e.own {
+		e.tap.c.served(msg, e.call)
+	}
 }
 
 func (e *eventReader) Close() error { return e.r.Close() }

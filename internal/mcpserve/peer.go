@@ -63,6 +63,8 @@ type Peer struct {
 	// an answer and when it has them all; waiting counts its questions.
 	asking  func(waiting bool)
 	waiting int
+	// task is the id of the session's task whose questions this peer asks.
+	task string
 	// progressed and total are the last progress sent for the request,
 	// if sent: MCP wants each notification's value greater than the one
 	// before.
@@ -194,6 +196,14 @@ func (p *Peer) Ask(ctx context.Context, id string, params *mcp.ElicitParams) (*m
 		if p.asking != nil {
 			p.waitFor(1)
 			defer p.waitFor(-1)
+		}
+		if p.task != "" {
+			tied := *params
+			tied.Meta = mcp.Meta{relatedTaskMeta: map[string]string{"taskId": p.task}}
+			for k, v := range params.Meta {
+				tied.Meta[k] = v
+			}
+			params = &tied
 		}
 		sent := &sentAnswer{}
 		res, err := p.req.Session.Elicit(context.WithValue(ctx, sentAnswerKey{}, sent), params)

@@ -343,10 +343,12 @@ type inbox struct {
 // TaskPeer is the peer of a task started by the call of p: its tool's
 // questions wait for answers that come with tasks/update ([Peer.Deliver]).
 // changed is told the questions that wait each time they change: nil once
-// none waits. A session's task asks over the session itself, and changed
-// is told an empty map while it waits. Progress and logs go nowhere:
-// nobody listens to the request that started the task any more.
-func TaskPeer(p *Peer, changed func(questions mcp.InputRequestMap)) *Peer {
+// none waits. A session's task asks over the session itself, each
+// question naming the task (task, its id) in its _meta as the session
+// generation's tasks want, and changed is told an empty map while it
+// waits. Progress and logs go nowhere: nobody listens to the request that
+// started the task any more.
+func TaskPeer(p *Peer, task string, changed func(questions mcp.InputRequestMap)) *Peer {
 	req := &mcp.CallToolRequest{Params: p.req.Params}
 	if extra := p.req.GetExtra(); extra != nil {
 		req.Extra = &mcp.RequestExtra{Header: extra.Header}
@@ -355,7 +357,7 @@ func TaskPeer(p *Peer, changed func(questions mcp.InputRequestMap)) *Peer {
 		// A session's task asks through the session's own elicitation
 		// requests, and is input_required while it waits for one.
 		req.Session = p.req.Session
-		return &Peer{req: req, single: p.single, asking: func(waiting bool) {
+		return &Peer{req: req, single: p.single, task: task, asking: func(waiting bool) {
 			if waiting {
 				changed(mcp.InputRequestMap{})
 			} else {

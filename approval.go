@@ -255,15 +255,14 @@ func (r *Registry) decisionError(id string, a store.Approval, err error) *Error 
 	return r.approvalStoreError(err)
 }
 
-// decide records approver's decision on approval id, wakes the calls that
-// wait for it on this host, and logs and audits it. attrs add to the log
-// line what the door knows of the decider.
+// decide records approver's decision on approval id, logs and audits it,
+// and then wakes the calls that wait for it on this host. attrs add to the
+// log line what the door knows of the decider.
 func (r *Registry) decide(ctx context.Context, id string, approve bool, approver string, attrs ...slog.Attr) (store.Approval, error) {
 	a, err := r.approvals.store.Decide(ctx, id, approve, approver)
 	if err != nil {
 		return a, err
 	}
-	r.approvals.wake()
 	decision, audited := "deny", AuditDenied
 	if approve {
 		decision, audited = "approve", AuditApproved
@@ -272,7 +271,10 @@ func (r *Registry) decide(ctx context.Context, id string, approve bool, approver
 		slog.String("decision", decision), slog.String("approval_id", a.ID), slog.String("tool", a.Tool),
 		slog.String("principal", a.Principal), slog.String("approver", a.Approver),
 		slog.Time("decided", a.Decided), slog.String("digest", a.Digest)}, attrs...)...)
+	// Audited before the waiting calls wake: a trail reads the approval
+	// before the run it let through.
 	r.auditApproval(ctx, a, audited, a.Principal, "")
+	r.approvals.wake()
 	return a, nil
 }
 

@@ -56,7 +56,8 @@ func (pc *passCounter) builder(b *carmy.Builder) *carmy.Builder {
 
 // check asserts that the call passed the middleware once per protocol
 // request that carried it (requests of them), that the audit holds
-// refused refusals, all before the run, and that the call ran once.
+// refused refusals and any approval, all before the run, and that the call
+// ran once.
 func (pc *passCounter) check(t *testing.T, requests, refused int) {
 	t.Helper()
 	pc.mu.Lock()
@@ -73,6 +74,10 @@ func (pc *passCounter) check(t *testing.T, requests, refused int) {
 			nRefused++
 			if ran {
 				t.Errorf("a refusal audited after the run: %v", got)
+			}
+		case carmy.AuditApproved:
+			if ran {
+				t.Errorf("the approval audited after the run: %v", got)
 			}
 		case carmy.AuditStarted:
 			ran = true

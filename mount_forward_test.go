@@ -274,13 +274,21 @@ func TestMountForwardsSamplingAndLogs(t *testing.T) {
 			if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, c.want) {
 				t.Errorf("the call answered %q, want %q", got, c.want)
 			}
+			// The messages precede the result on the wire; the client hands
+			// notifications to its handler apart from results, so they may
+			// reach it a moment after CallTool returns.
+			waitFor(t, "the upstream's three log messages", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(logs) >= 3
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if want := map[bool]int{true: 1, false: 0}[c.opts != nil]; sampled != want {
 				t.Errorf("the caller sampled %d times, want %d", sampled, want)
 			}
 			if !slices.Equal(logs, []string{"one", "two", "three"}) {
-				t.Errorf("the caller got the log messages %q, want the upstream's three, before the result", logs)
+				t.Errorf("the caller got the log messages %q, want the upstream's three, in order", logs)
 			}
 		})
 	}

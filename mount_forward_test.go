@@ -131,8 +131,9 @@ func TestMountServesResourcesAndPrompts(t *testing.T) {
 
 // TestMountTellsListChanges: when an upstream's resources or prompts
 // change, carmy's MCP clients are told, in sessions and on the
-// sessionless protocol's listen streams, and list them anew; carmy
-// declares that its lists change only where an upstream says it tells.
+// sessionless protocol's listen streams, and list them anew, and again
+// when carmy reconnects to the upstream; carmy declares that its lists
+// change only where an upstream says it tells.
 func TestMountTellsListChanges(t *testing.T) {
 	ctx := context.Background()
 	u := docsUpstream()
@@ -187,6 +188,15 @@ func TestMountTellsListChanges(t *testing.T) {
 		}
 	}
 
+	t.Run("after a reconnection", func(t *testing.T) {
+		for ss := range u.server.Sessions() { // the upstream ends carmy's session
+			_ = ss.Close()
+		}
+		for version := range clients {
+			wait(version, "resources", heard[version].resources)
+			wait(version, "prompts", heard[version].prompts)
+		}
+	})
 	t.Run("an upstream that does not say when its lists change", func(t *testing.T) {
 		quiet := &upstream{calls: map[string]int{}, server: mcp.NewServer(&mcp.Implementation{Name: "quiet", Version: "1"}, &mcp.ServerOptions{
 			Capabilities: &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{}, Prompts: &mcp.PromptCapabilities{}}})}

@@ -1029,6 +1029,14 @@ func (c *Client) watch(cs *mcp.ClientSession) {
 		c.mu.Unlock()
 		c.logger.Info("carmy: reconnected to the upstream")
 		c.poke()
+		// An upstream that came back may be another process, with other
+		// lists, and a change it announced while away was not heard.
+		if c.cfg.ResourcesChanged != nil {
+			c.cfg.ResourcesChanged()
+		}
+		if c.cfg.PromptsChanged != nil {
+			c.cfg.PromptsChanged()
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -147,8 +148,9 @@ func TestMountServerEverything(t *testing.T) {
 }
 
 // researchAsTask runs server-everything's simulate-research-query, which
-// runs only as a task upstream, as a carmy task: its question reaches the
-// task, and the answer reaches the upstream's report.
+// runs only as a task upstream, as a carmy task: its status messages
+// reach the task as progress, its question reaches the task, and the
+// answer reaches the upstream's report.
 func researchAsTask(t *testing.T, reg *carmy.Registry) {
 	t.Helper()
 	ctx := context.Background()
@@ -170,6 +172,11 @@ func researchAsTask(t *testing.T, reg *carmy.Registry) {
 	}
 	if q := task.Questions[0]; task.Status != carmy.TaskInputRequired || !strings.HasPrefix(q.Message, "Server ev asks: ") {
 		t.Fatalf("task %s asks %+v; want the upstream's question, labelled", task.Status, q)
+	}
+	// The upstream tells how far it came in its task's status message,
+	// which reaches carmy's task as its progress.
+	if p := task.Progress; p == nil || !slices.Contains([]string{"Gathering sources...", "Analyzing content...", "Synthesizing findings..."}, p.Message) {
+		t.Errorf("the task's progress %+v; want a stage of the upstream's research", p)
 	}
 	if err := task.Answer(ctx, task.Questions[0].ID, carmy.TaskAnswer{Action: "accept", Content: map[string]any{"interpretation": "snake"}}); err != nil {
 		t.Fatal(err)

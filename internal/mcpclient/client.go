@@ -250,9 +250,35 @@ type call struct {
 	mu   sync.Mutex
 	raw  json.RawMessage // the result as the upstream wrote it
 	task string          // the upstream's task the call waits for; under Client.mu
+	// done and total are the last progress the upstream reported, which
+	// a status message of its task goes with.
+	done, total float64
 }
 
 func (c *call) markSent() { c.sent.Store(true) }
+
+// report hands the upstream's progress on, and keeps it.
+func (c *call) report(done, total float64, msg string) {
+	if c.req.Progress == nil {
+		return
+	}
+	c.mu.Lock()
+	c.done, c.total = done, total
+	c.mu.Unlock()
+	c.req.Progress(done, total, msg)
+}
+
+// status hands a status message of the upstream's task on as progress,
+// with the last progress reported.
+func (c *call) status(msg string) {
+	if c.req.Progress == nil {
+		return
+	}
+	c.mu.Lock()
+	done, total := c.done, c.total
+	c.mu.Unlock()
+	c.req.Progress(done, total, msg)
+}
 
 type callKey struct{}
 
@@ -880,8 +906,8 @@ func (c *Client) progress(_ context.Context, req *mcp.ProgressNotificationClient
 	c.mu.Lock()
 	cl := c.calls[string(token)]
 	c.mu.Unlock()
-	if cl != nil && cl.req.Progress != nil {
-		cl.req.Progress(req.Params.Progress, req.Params.Total, req.Params.Message)
+	if cl != nil {
+		cl.report(req.Params.Progress, req.Params.Total, req.Params.Message)
 	}
 }
 

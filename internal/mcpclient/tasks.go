@@ -167,6 +167,7 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 		c.mu.Unlock()
 	}()
 	asked := map[string]bool{} // the sessionless questions answered
+	said := ""                 // the task's status message handed on last
 	for {
 		if gen2 && final(st.Status) && st.Result == nil && st.Error == nil {
 			// Created ended already: tasks/get has its outcome.
@@ -193,6 +194,10 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 			if err := c.answerTask(ctx, cs, cl, st, asked); err != nil {
 				return nil, c.stopTask(ctx, cs, cl, id, err)
 			}
+		}
+		if st.StatusMessage != said {
+			said = st.StatusMessage
+			cl.status(said)
 		}
 		select {
 		case <-ctx.Done():

@@ -239,8 +239,10 @@ type mountSpec struct {
 // unavailable (retryable). A new definition carmy cannot serve (a schema
 // that does not compile, policies that do not validate against it) holds
 // the tool: its calls answer unavailable, saying why, and the mount's
-// other tools keep working. A tool whose task support changes is held
-// until a restart. A tool the upstream drops answers unavailable. Each
+// other tools keep working. A tool whose task support changes is served
+// with the new support, unless it now runs only as a task of an upstream
+// that does not declare tasks: that holds it. A tool the upstream drops
+// answers unavailable. Each
 // change is audited ([AuditToolChanged]) with the new definition's hash,
 // and carmy's MCP clients are told (notifications/tools/list_changed), as
 // they are when the upstream's resources or prompts change.
@@ -824,17 +826,17 @@ func (m *mount) add(t mcpclient.Tool) {
 // lower it. An approval of the old definition does not bind the new one
 // (the digest holds the definition's hash), and a call made under the
 // old one answers unavailable if it has not reached the upstream yet. A
-// definition carmy cannot serve holds the tool, as does a change of its
-// task support, which carmy takes at a restart.
+// definition carmy cannot serve holds the tool, as does one that now runs
+// only as a task of an upstream that does not declare tasks.
 func (m *mount) redefine(mt *mountedTool, t mcpclient.Tool) {
-	if t.TaskSupport != mt.def.TaskSupport {
-		m.refuse(mt, t, "task_support_changed", fmt.Errorf("its task support changed upstream (from %q to %q), which carmy takes at a restart", mt.def.TaskSupport, t.TaskSupport))
-		return
-	}
 	was := m.r.tab().tools[m.nameOf(t.Name)]
 	nt, err := m.serve(t, was)
-	if err != nil {
+	switch {
+	case err != nil:
 		m.refuse(mt, t, "definition_refused", fmt.Errorf("its new definition upstream cannot be served: %w", err))
+		return
+	case nt == nil:
+		m.refuse(mt, t, "task_support_changed", errors.New("it now runs only as a task upstream, and the upstream does not declare tasks"))
 		return
 	}
 	m.tools[t.Name] = nt.def.mount

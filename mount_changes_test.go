@@ -1,6 +1,7 @@
 package carmy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -605,4 +606,59 @@ forbid(principal, action == Action::"call", resource) when { context.input.path 
 			t.Errorf("fs_ls: %v", err)
 		}
 	})
+}
+
+// TestMountTakesTaskSupportChanges: a tool whose task support changes
+// upstream (execution.taskSupport) is served with the new support at once
+// and audited; one that now runs only as a task of an upstream that does
+// not declare tasks is held, saying why, and served again once it
+// changes back.
+func TestMountTakesTaskSupportChanges(t *testing.T) {
+	ctx := context.Background()
+	u := newUpstream()
+	audit := &auditLog{}
+	reg := build(t, carmy.New().Audit(audit).Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL)))
+	support := func(mode string) {
+		f := func(body []byte) []byte {
+			if !bytes.Contains(body, []byte(`"tools":[`)) {
+				return body
+			}
+			return bytes.Replace(body, []byte(`"name":"read"`), []byte(`"execution":{"taskSupport":"`+mode+`"},"name":"read"`), 1)
+		}
+		u.rewrite.Store(&f)
+		// Adding the tool again has the upstream say its list changed.
+		u.add(&mcp.Tool{Name: "read", Description: "Reads a file", InputSchema: json.RawMessage(readSchema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(args json.RawMessage) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "contents of " + string(args)}}}
+		})
+	}
+	read := func() error {
+		_, err := reg.Execute(ctx, carmy.Call{Tool: "fs_read", Input: json.RawMessage(`{"path":"a"}`)})
+		return err
+	}
+
+	support("forbidden")
+	waitFor(t, "fs_read's new task support", func() bool { return len(audit.changes("fs_read")) == 1 })
+	if m, _ := reg.Lookup("fs_read"); m.Tasks != carmy.TaskForbidden {
+		t.Errorf("fs_read runs as tasks %s; want forbidden, as the upstream now says", m.Tasks)
+	}
+	if err := read(); err != nil {
+		t.Errorf("fs_read after the change: %v; want it served", err)
+	}
+	if _, err := reg.Start(ctx, carmy.Call{Tool: "fs_read", Input: json.RawMessage(`{"path":"a"}`)}); err == nil {
+		t.Error("fs_read started as a task; want it refused, as the upstream forbids tasks")
+	}
+
+	support("required") // and the upstream declares no tasks
+	waitFor(t, "fs_read to be held", func() bool { return len(audit.changes("fs_read")) == 2 })
+	var e *carmy.Error
+	if err := read(); !errors.As(err, &e) || e.Code != carmy.CodeUnavailable || e.Details["reason"] != "task_support_changed" || !strings.Contains(e.Message, "does not declare tasks") {
+		t.Errorf("fs_read held: %v; want unavailable, task_support_changed, saying why", err)
+	}
+
+	support("optional")
+	waitFor(t, "fs_read to be served again", func() bool { return len(audit.changes("fs_read")) == 3 })
+	if err := read(); err != nil {
+		t.Errorf("fs_read after it changed back: %v; want it served", err)
+	}
 }

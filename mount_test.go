@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,6 +34,9 @@ type upstream struct {
 	metas  []map[string]any // each call's _meta
 	drop   atomic.Bool      // lose the answer of the next call of "write"
 	auth   atomic.Value     // the last Authorization header received
+	// rewrite, when set, changes the answers to POST requests on their
+	// way out: what the SDK has no field for.
+	rewrite atomic.Pointer[func([]byte) []byte]
 }
 
 // The upstream's input schemas, with their keys in an order no encoder of
@@ -106,6 +110,15 @@ func (u *upstream) serveHTTP(t *testing.T) *httptest.Server {
 		if bytes.Contains(body, []byte(`"name":"write"`)) && u.drop.CompareAndSwap(true, false) {
 			h.ServeHTTP(httptest.NewRecorder(), r) // the tool runs
 			panic(http.ErrAbortHandler)            // and the connection is cut: its answer is lost
+		}
+		if f := u.rewrite.Load(); f != nil && r.Method == http.MethodPost {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			maps.Copy(w.Header(), rec.Header())
+			w.Header().Del("Content-Length")
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write((*f)(rec.Body.Bytes()))
+			return
 		}
 		h.ServeHTTP(w, r)
 	}))

@@ -123,11 +123,15 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 		params["task"] = map[string]any{}
 	}
 	params["_meta"] = meta
-	// The answer that names the task is read even once ctx ended: the task
-	// it names is then cancelled, not left to run.
-	sent, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ConnectTimeout)
+	// The answer that names the task is read even once ctx ended, for a
+	// while: the task it names is then cancelled, not left to run. Until
+	// ctx ends it may take as long as the call may, since an upstream free
+	// to choose may answer at once, after the whole run.
+	sent, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	grace := context.AfterFunc(ctx, func() { time.AfterFunc(c.cfg.ConnectTimeout, cancel) })
 	stop := context.AfterFunc(c.life, cancel)
 	raw, err := c.rpc(sent, cs, cl, "tools/call", params, cl.req.Name)
+	grace()
 	stop()
 	cancel()
 	if err != nil {

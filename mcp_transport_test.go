@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -126,5 +127,39 @@ func TestServeMCPContextDone(t *testing.T) {
 	}
 	if logs.Len() > 0 {
 		t.Errorf("stopping logged:\n%s", logs.String())
+	}
+}
+
+// TestMCPStreamResumes: in a session, a call's event stream carries event
+// ids, so a stream cut in the middle of the call (a proxy's idle timeout,
+// a server that closes it to have the client poll) is resumed by the
+// client with Last-Event-ID, and the call gets its answer rather than
+// being lost.
+func TestMCPStreamResumes(t *testing.T) {
+	t.Parallel()
+	reg := build(t, carmy.New().
+		ConfigureMCP(func(s *mcp.Server) {
+			s.AddTool(&mcp.Tool{Name: "cut", InputSchema: json.RawMessage(`{"type":"object"}`)},
+				func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					if req.Extra == nil || req.Extra.CloseSSEStream == nil {
+						return nil, errors.New("the call's stream cannot be closed: it has no event ids")
+					}
+					req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 10 * time.Millisecond})
+					time.Sleep(100 * time.Millisecond) // the client reconnects meanwhile
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "answered after the cut"}}}, nil
+				})
+		}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A client that reconnects, as the SDK's does by default.
+	tr := &mcp.StreamableClientTransport{Endpoint: serve(t, reg).URL + "/mcp"}
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "carmy-test", Version: "1"}, nil).Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "cut", Arguments: map[string]any{}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "answered after the cut" {
+		t.Fatalf("the call whose stream was cut: %+v, %v; want its answer, resumed", res, err)
 	}
 }

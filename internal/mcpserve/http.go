@@ -141,9 +141,19 @@ func (s *Server) headersMatch(w http.ResponseWriter, req *http.Request, body []b
 // to. Its middleware insists on a bearer header, which it gets; the
 // caller's own credential has already been checked and goes no further.
 func (s *Server) sdkHandler(stateless bool) http.Handler {
+	// A session's event streams carry event ids, kept in memory (10 MiB
+	// at most, the oldest dropped first), so that a client whose stream is
+	// cut in the middle of a call resumes it with Last-Event-ID, on this
+	// host, and gets the answer rather than lose it. The sessionless
+	// protocol has no resumption.
+	var events mcp.EventStore
+	if !stateless {
+		events = mcp.NewMemoryEventStore(nil)
+	}
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk }, &mcp.StreamableHTTPOptions{
-		Stateless: stateless,
-		Logger:    s.logger(),
+		EventStore: events,
+		Stateless:  stateless,
+		Logger:     s.logger(),
 		// The host checks the Host itself, with the names it allows, and
 		// bounds the body by its limit, on every route.
 		DisableLocalhostProtection: true,

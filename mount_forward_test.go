@@ -406,11 +406,18 @@ type Pick struct {
 	Color string `json:"color"`
 }
 
+// Sizing is the question the upstream's size tool asks before its task.
+type Sizing struct {
+	Size string `json:"size"`
+}
+
 // taskUpstream is a carmy registry served over HTTP, which speaks MCP's
 // tasks, as an upstream whose tools run only as tasks: job waits to be
 // released (or for its task's cancel, which it reports), broken reports a
-// tool error, crash panics (its task fails), pick asks a question, stamp
-// writes (the mount has a person confirm it).
+// tool error, crash panics (its task fails), pick asks a question, size
+// asks its question before its task starts where the protocol lets it
+// (input-required rounds, 2026-07-28), stamp writes (the mount has a
+// person confirm it).
 type taskUpstream struct {
 	url       string
 	ran       atomic.Int32
@@ -448,6 +455,13 @@ func newTaskUpstream(t *testing.T) *taskUpstream {
 			}
 			return "picked " + p.Color, nil
 		}, carmy.Read, carmy.Name("pick"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
+		carmy.Tool(func(ctx carmy.Context) (string, error) {
+			var z Sizing
+			if ok, err := ctx.Elicit("Which size?", &z); err != nil || !ok {
+				return "", fmt.Errorf("no size: %v", err)
+			}
+			return "sized " + z.Size, nil
+		}, carmy.Read, carmy.Name("size"), carmy.Tasks(carmy.TaskRequired), carmy.TaskAfterInput(), carmy.Register(false)),
 		carmy.Tool(func() (string, error) {
 			u.stamped.Add(1)
 			return "stamped", nil
@@ -589,28 +603,36 @@ func upstreamTasks(t *testing.T, u *taskUpstream, reg *carmy.Registry) {
 		}
 	})
 
-	t.Run("in Go, the upstream's question", func(t *testing.T) {
-		task, err := reg.Start(ctx, carmy.Call{Tool: "fs_pick", Input: json.RawMessage(`{}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(20 * time.Second)
-		for len(task.Questions) == 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-			if task, err = reg.Task(ctx, task.ID); err != nil {
+	// The upstream's question, asked in its task (pick) or, in the
+	// sessionless protocol, in an input-required round before its task
+	// starts (size): either way carmy's task asks it.
+	for _, q := range []struct{ tool, message, field, answer, want string }{
+		{"fs_pick", "Which color?", "color", "teal", "picked teal"},
+		{"fs_size", "Which size?", "size", "large", "sized large"},
+	} {
+		t.Run("in Go, the upstream's question/"+q.tool, func(t *testing.T) {
+			task, err := reg.Start(ctx, carmy.Call{Tool: q.tool, Input: json.RawMessage(`{}`)})
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		if task.Status != carmy.TaskInputRequired || len(task.Questions) != 1 || task.Questions[0].Message != "Server fs asks: Which color?" {
-			t.Fatalf("task %s asks %+v; want the upstream's question, labelled", task.Status, task.Questions)
-		}
-		if err := task.Answer(ctx, task.Questions[0].ID, carmy.TaskAnswer{Action: "accept", Content: map[string]any{"color": "teal"}}); err != nil {
-			t.Fatal(err)
-		}
-		if res, err := wait(t, task); err != nil || string(res.Output) != `{"result":"picked teal"}` {
-			t.Fatalf("result %s, %v; want the upstream's answer to the answer", res.Output, err)
-		}
-	})
+			deadline := time.Now().Add(20 * time.Second)
+			for len(task.Questions) == 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+				if task, err = reg.Task(ctx, task.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if task.Status != carmy.TaskInputRequired || len(task.Questions) != 1 || task.Questions[0].Message != "Server fs asks: "+q.message {
+				t.Fatalf("task %s asks %+v; want the upstream's question, labelled", task.Status, task.Questions)
+			}
+			if err := task.Answer(ctx, task.Questions[0].ID, carmy.TaskAnswer{Action: "accept", Content: map[string]any{q.field: q.answer}}); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := wait(t, task); err != nil || string(res.Output) != `{"result":"`+q.want+`"}` {
+				t.Fatalf("result %s, %v; want the upstream's answer to the answer", res.Output, err)
+			}
+		})
+	}
 
 	t.Run("in Go, a cancel reaches the upstream's task", func(t *testing.T) {
 		task, err := reg.Start(ctx, carmy.Call{Tool: "fs_job", Input: json.RawMessage(`{"n":2}`)})

@@ -123,39 +123,49 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 		params["task"] = map[string]any{}
 	}
 	params["_meta"] = meta
-	// The answer that names the task is read even once ctx ended, for a
-	// while: the task it names is then cancelled, not left to run. Until
-	// ctx ends it may take as long as the call may, since an upstream free
-	// to choose may answer at once, after the whole run.
-	sent, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	grace := context.AfterFunc(ctx, func() { time.AfterFunc(c.cfg.ConnectTimeout, cancel) })
-	stop := context.AfterFunc(c.life, cancel)
-	raw, err := c.rpc(sent, cs, cl, "tools/call", params, cl.req.Name)
-	grace()
-	stop()
-	cancel()
-	if err != nil {
-		return nil, c.callError(ctx, cl, err)
-	}
-	var created struct {
-		Task       *wireTask `json:"task"`
-		ResultType string    `json:"resultType"`
-		wireTask
-	}
-	if err := json.Unmarshal(raw, &created); err != nil {
-		return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: "cannot read the answer to the task call of " + cl.req.Name, Err: err}
-	}
-	st := created.Task
-	if gen2 {
-		st = &created.wireTask
-		switch created.ResultType {
-		case "task":
-		case "input_required":
-			return nil, &Error{Mount: c.cfg.Name, Kind: Refused, Code: jsonrpc.CodeInvalidRequest,
-				Msg: cl.req.Name + " asks in input-required rounds before its task, which carmy does not answer for an upstream's task"}
-		default:
-			st = nil
+	var raw json.RawMessage
+	var st *wireTask
+	for round := 1; ; round++ {
+		var err error
+		if raw, err = c.sendTaskCall(ctx, cs, cl, params); err != nil {
+			return nil, c.callError(ctx, cl, err)
 		}
+		var created struct {
+			Task         *wireTask `json:"task"`
+			ResultType   string    `json:"resultType"`
+			RequestState string    `json:"requestState"`
+			wireTask
+		}
+		if err := json.Unmarshal(raw, &created); err != nil {
+			return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: "cannot read the answer to the task call of " + cl.req.Name, Err: err}
+		}
+		st = created.Task
+		if !gen2 {
+			break
+		}
+		st = &created.wireTask
+		if created.ResultType != "input_required" {
+			if created.ResultType != "task" {
+				st = nil
+			}
+			break
+		}
+		// The upstream asks before it makes its task, and has acted on
+		// none of it: its questions are answered as a plain call's are
+		// (carmy's task asks them), and the call is sent again with the
+		// answers.
+		if round == maxRounds {
+			return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: fmt.Sprintf("%s asked for input %d times", cl.req.Name, maxRounds)}
+		}
+		answers, err := c.fulfil(ctx, cl.req, created.InputRequests)
+		if err != nil {
+			return nil, err
+		}
+		params["inputResponses"] = answers
+		if created.RequestState != "" {
+			params["requestState"] = created.RequestState
+		}
+		cl.sent.Store(false)
 	}
 	if st == nil || st.TaskID == "" { // answered at once: the call's result
 		return raw, nil
@@ -172,6 +182,7 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 	}()
 	asked := map[string]bool{} // the sessionless questions answered
 	said := ""                 // the task's status message handed on last
+	var err error
 	for {
 		if gen2 && final(st.Status) && st.Result == nil && st.Error == nil {
 			// Created ended already: tasks/get has its outcome.
@@ -212,6 +223,23 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 			return nil, c.stopTask(ctx, cs, cl, id, err)
 		}
 	}
+}
+
+// sendTaskCall sends the tools/call that asks for a task and returns its
+// answer. The answer that names the task is read even once ctx ended, for
+// a while: the task it names is then cancelled, not left to run. Until
+// ctx ends it may take as long as the call may, since an upstream free to
+// choose may answer at once, after the whole run.
+func (c *Client) sendTaskCall(ctx context.Context, cs *mcp.ClientSession, cl *call, params map[string]any) (json.RawMessage, error) {
+	sent, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	grace := context.AfterFunc(ctx, func() { time.AfterFunc(c.cfg.ConnectTimeout, cancel) })
+	stop := context.AfterFunc(c.life, cancel)
+	defer func() {
+		grace()
+		stop()
+		cancel()
+	}()
+	return c.rpc(sent, cs, cl, "tools/call", params, cl.req.Name)
 }
 
 // getTask reads task id with tasks/get.

@@ -257,6 +257,10 @@ func openHTTPSession(t *testing.T, url, caps string) *httpSession {
 	if s.id == "" {
 		t.Fatal("no session id")
 	}
+	// A client reads the initialize result before it says it is
+	// initialized: a session's stream opens with a priming event, before
+	// the server has the result.
+	_, _ = io.ReadAll(resp.Body)
 	s.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return s
 }

@@ -38,7 +38,7 @@ func TestMountServesToolsAddedUpstream(t *testing.T) {
 	ctx := context.Background()
 	u := newUpstream()
 	audit := &auditLog{}
-	own := carmy.Tool(func(StatIn) (string, error) { return "own", nil }, carmy.Read, carmy.Name("fs_stat"), carmy.Description("Stats a file"))
+	own := carmy.Tool(func(StatIn) (string, error) { return "own", nil }, carmy.Read, carmy.Name("fs_stat"), carmy.Description("Stats a file"), carmy.Register(false))
 	reg := build(t, carmy.New().ToolSearch().Tool(own).Audit(audit).
 		Mount("fs", carmy.Endpoint(u.serveHTTP(t).URL), carmy.EffectFloor(carmy.Write), carmy.MountRequires("files")))
 	told := make(chan struct{}, 16)

@@ -337,8 +337,8 @@ func TestMountSamplingTheCallerCannotDo(t *testing.T) {
 // run as a caller's task either.
 func TestMountKeepsTaskSupport(t *testing.T) {
 	up := build(t, carmy.New().Tool(
-		carmy.Tool(func() (string, error) { return "done", nil }, carmy.Read, carmy.Name("quick"), carmy.Tasks(carmy.TaskForbidden)),
-		carmy.Tool(func() (string, error) { return "done", nil }, carmy.Read, carmy.Name("slow"))))
+		carmy.Tool(func() (string, error) { return "done", nil }, carmy.Read, carmy.Name("quick"), carmy.Tasks(carmy.TaskForbidden), carmy.Register(false)),
+		carmy.Tool(func() (string, error) { return "done", nil }, carmy.Read, carmy.Name("slow"), carmy.Register(false))))
 	reg := mountBuild(t, serve(t, up).URL+"/mcp")
 	tasks := map[string]carmy.TaskSupport{}
 	for _, m := range reg.ToolsFor(context.Background(), carmy.Identity{}) {

@@ -448,26 +448,26 @@ func newTaskUpstream(t *testing.T) *taskUpstream {
 		carmy.Tool(func() (string, error) {
 			panic("the upstream's job crashed")
 		}, carmy.Read, carmy.Name("crash"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
-		carmy.Tool(func(ctx carmy.Context) (string, error) {
-			var p Pick
-			if ok, err := ctx.Elicit("Which color?", &p); err != nil || !ok {
-				return "", fmt.Errorf("no color: %v", err)
-			}
-			return "picked " + p.Color, nil
-		}, carmy.Read, carmy.Name("pick"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
-		carmy.Tool(func(ctx carmy.Context) (string, error) {
-			var z Sizing
-			if ok, err := ctx.Elicit("Which size?", &z); err != nil || !ok {
-				return "", fmt.Errorf("no size: %v", err)
-			}
-			return "sized " + z.Size, nil
-		}, carmy.Read, carmy.Name("size"), carmy.Tasks(carmy.TaskRequired), carmy.TaskAfterInput(), carmy.Register(false)),
+		asking("Which color?", func(p Pick) string { return "picked " + p.Color }, carmy.Name("pick")),
+		asking("Which size?", func(z Sizing) string { return "sized " + z.Size }, carmy.Name("size"), carmy.TaskAfterInput()),
 		carmy.Tool(func() (string, error) {
 			u.stamped.Add(1)
 			return "stamped", nil
 		}, carmy.Write, carmy.Name("stamp"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false))))
 	u.url = serve(t, up).URL + "/mcp"
 	return u
+}
+
+// asking is a task-only tool of the task upstream that asks message with
+// the form F and answers what done makes of the answer.
+func asking[F any](message string, done func(F) string, opts ...carmy.Option) *carmy.ToolDef {
+	return carmy.Tool(func(ctx carmy.Context) (string, error) {
+		var f F
+		if ok, err := ctx.Elicit(message, &f); err != nil || !ok {
+			return "", fmt.Errorf("no answer to %q: %v", message, err)
+		}
+		return done(f), nil
+	}, carmy.Read, append([]carmy.Option{carmy.Tasks(carmy.TaskRequired), carmy.Register(false)}, opts...)...)
 }
 
 // sessionlessOnly serves the carmy registry at url, which speaks both

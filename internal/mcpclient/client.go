@@ -406,20 +406,23 @@ func (c *Client) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	return cs, nil
 }
 
-// httpTransport reaches the upstream's endpoint, tapped.
+// httpTransport reaches the upstream's endpoint, tapped, through the one
+// HTTP client of every connection and of the requests of tasks.go.
 func (c *Client) httpTransport() mcp.Transport {
-	h := http.Header{}
-	for k, v := range c.cfg.Headers {
-		h.Set(k, v)
-	}
-	rt := &roundTripper{base: http.DefaultTransport, tap: tap{c}, headers: h, max: c.cfg.MaxResult}
 	c.mu.Lock()
-	c.httpc = &http.Client{Transport: rt} // for the requests of tasks.go
+	if c.httpc == nil {
+		h := http.Header{}
+		for k, v := range c.cfg.Headers {
+			h.Set(k, v)
+		}
+		c.httpc = &http.Client{Transport: &roundTripper{base: http.DefaultTransport, tap: tap{c}, headers: h, max: c.cfg.MaxResult}}
+	}
+	hc := c.httpc
 	c.mu.Unlock()
 	// A response stream the server closes is resumed (a GET with the
 	// last event's id), never sent again: a couple of tries, so that a
 	// call whose upstream went away is soon known lost.
-	return &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: 2}
+	return &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: hc, MaxRetries: 2}
 }
 
 // openRounds is the connection for callers of the sessionless protocol:
@@ -672,22 +675,13 @@ func (c *Client) Call(ctx context.Context, req *Request) (*Result, error) {
 		if !res.NeedsInput() {
 			break
 		}
-		if round == maxRounds {
-			return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: fmt.Sprintf("%s asked for input %d times", req.Name, maxRounds)}
-		}
-		answers, err := c.fulfil(ctx, req, res.InputRequests)
+		answers, err := c.answerRound(ctx, cl, round, res.InputRequests)
 		if err != nil {
 			return nil, err
 		}
-		// The upstream has not acted on a call it asks about: the next
-		// round is a call not yet sent.
 		next := *params
 		next.InputResponses, next.RequestState = answers, res.RequestState
 		params = &next
-		cl.sent.Store(false)
-		cl.mu.Lock()
-		cl.raw = nil
-		cl.mu.Unlock()
 	}
 	cl.mu.Lock()
 	raw := cl.raw
@@ -745,6 +739,25 @@ func (c *Client) declared(k Caller) map[string]any {
 		caps["roots"] = map[string]any{}
 	}
 	return caps
+}
+
+// answerRound answers the questions of the upstream's round-th
+// input-required result to cl, and readies cl to be sent again with the
+// answers: the upstream has not acted on a call it asks about, so the
+// next round is a call not yet sent.
+func (c *Client) answerRound(ctx context.Context, cl *call, round int, questions mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+	if round == maxRounds {
+		return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: fmt.Sprintf("%s asked for input %d times", cl.req.Name, maxRounds)}
+	}
+	answers, err := c.fulfil(ctx, cl.req, questions)
+	if err != nil {
+		return nil, err
+	}
+	cl.sent.Store(false)
+	cl.mu.Lock()
+	cl.raw = nil
+	cl.mu.Unlock()
+	return answers, nil
 }
 
 // fulfil answers the questions of an input-required result, in the order

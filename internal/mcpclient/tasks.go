@@ -150,14 +150,10 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 			}
 			break
 		}
-		// The upstream asks before it makes its task, and has acted on
-		// none of it: its questions are answered as a plain call's are
-		// (carmy's task asks them), and the call is sent again with the
-		// answers.
-		if round == maxRounds {
-			return nil, &Error{Mount: c.cfg.Name, Kind: Malformed, Msg: fmt.Sprintf("%s asked for input %d times", cl.req.Name, maxRounds)}
-		}
-		answers, err := c.fulfil(ctx, cl.req, created.InputRequests)
+		// The upstream asks before it makes its task: its questions are
+		// answered as a plain call's are (carmy's task asks them), and the
+		// call is sent again with the answers.
+		answers, err := c.answerRound(ctx, cl, round, created.InputRequests)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +161,6 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 		if created.RequestState != "" {
 			params["requestState"] = created.RequestState
 		}
-		cl.sent.Store(false)
 	}
 	if st == nil || st.TaskID == "" { // answered at once: the call's result
 		return raw, nil

@@ -234,7 +234,9 @@ func (h *hrHeld) run(ctx context.Context) error {
 // whose caller gives up first is cancelled.
 func TestHostileBusy(t *testing.T) {
 	t.Parallel()
-	const timeout = 150 * time.Millisecond
+	// Long enough that a cancel 20ms in is told apart from the timeout on
+	// a loaded machine under the race detector.
+	const timeout = time.Second
 	h := &hrHeld{started: make(chan struct{}), release: make(chan struct{})}
 	logs := &hrCapture{}
 	tool := carmy.Tool(h.run, carmy.Write, carmy.Name("held"), carmy.Timeout(timeout), carmy.Register(false))

@@ -39,6 +39,7 @@ func (b *Builder) prepare(d *ToolDef) (*tool, []error) {
 			problems = append(problems, fmt.Errorf("has an unknown Tasks %d", meta.Tasks))
 		}
 		t.invoke = d.impl.invoke
+		t.askFirst = d.opts.taskAfterInput // a mounted tool's whose upstream decides
 	} else {
 		o := d.opts
 		meta.Name, meta.Description = o.name, o.description

@@ -80,7 +80,9 @@ func limitersOf(s store.IdempotencyStore, now func() time.Time) (store.RateLimit
 // answer refuses the call as unavailable: a limit never lapses because
 // its store is down. A call that comes through the stage again (a task
 // that gave its place back while it waited for a person) takes a slot
-// again, and is counted against the rate once.
+// again, and is counted against the rate once. So is a call handed off to
+// a task (a mounted tool's whose upstream made its task): the task is that
+// call, counted as it came.
 func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
 	if t.rate.Calls == 0 && t.maxInFlight == 0 {
 		return nil
@@ -97,7 +99,7 @@ func (r *Registry) limit(ctx context.Context, t *tool, req *Request) error {
 		}
 		req.held.slot = slot
 	}
-	if t.rate.Calls > 0 && !req.rated {
+	if t.rate.Calls > 0 && !req.rated && (req.task == nil || req.task.adopt == nil) {
 		d, err := r.limiter.Allow(ctx, store.LimitKey{Principal: c.Principal, Tool: t.meta.Name}, t.rate)
 		if err != nil {
 			return r.storeError(ctx, t, err)

@@ -73,7 +73,7 @@ func (r *Registry) mcpTools(ts []*tool) []mcpserve.Tool {
 	for i, t := range ts {
 		meta := t.meta
 		meta.Confirmation = r.confirmationFor(t)
-		tools[i] = mcpserve.Tool{Def: mcpTool(meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst, Deferred: t.meta.Deferred,
+		tools[i] = mcpserve.Tool{Def: mcpTool(meta), Content: t.content, Tasks: t.meta.Tasks.String(), AskFirst: t.askFirst, HandsOff: t.askFirst && t.def.mount != nil, Deferred: t.meta.Deferred,
 			Confirms: r.elicit == formEverywhere && t.meta.Confirmation == ConfirmationRequired}
 		if t.out != nil {
 			tools[i].Output = t.meta.OutputSchema
@@ -198,6 +198,14 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 		v.takesTasks = mc.Peer.TakesTasks()
 	}
 	res, err := r.dispatch(ctx, c, v, nil)
+	var h *handOff
+	if errors.As(err, &h) {
+		// The upstream made its task: the caller gets carmy's, which
+		// reads it.
+		st, out := d.startTask(ctx, mc, h)
+		out.Task = st
+		return out, nil
+	}
 	if rpcErr, ok := missingCapability(mc.Peer, err); ok {
 		return mcpserve.Outcome{}, rpcErr
 	}
@@ -712,19 +720,29 @@ func taskRequired(p *mcpserve.Peer, tool string, err error) (*jsonrpc.Error, boo
 // StartTask starts the call of mc as a task: its checks run first, as
 // [Registry.Start]'s do, and a call they refuse is answered as a call.
 func (d mcpDoor) StartTask(ctx context.Context, mc *mcpserve.Call) (*mcpserve.TaskState, mcpserve.Outcome, error) {
+	st, out := d.startTask(ctx, mc, nil)
+	return st, out, nil
+}
+
+// startTask is StartTask, for a call handed off with the upstream's task
+// it adopts.
+func (d mcpDoor) startTask(ctx context.Context, mc *mcpserve.Call, adopt *handOff) (*mcpserve.TaskState, mcpserve.Outcome) {
 	r := d.r
 	t := r.tab().tools[mc.Tool]
 	ctx, c, refused := d.callOf(ctx, mc)
 	if refused != nil {
-		return nil, *refused, nil
+		if adopt != nil {
+			adopt.cancel()
+		}
+		return nil, *refused
 	}
 	task, err := r.startTaskFor(ctx, t, c, func(run *taskRun) taskPeer {
 		return peerOf(mcpserve.TaskPeer(mc.Peer, run.id, asking(ctx, run)))
-	})
+	}, adopt)
 	if err != nil {
-		return nil, mcpOutcome(err), nil
+		return nil, mcpOutcome(err)
 	}
-	return d.taskState(ctx, task.rec), mcpserve.Outcome{}, nil
+	return d.taskState(ctx, task.rec), mcpserve.Outcome{}
 }
 
 // GetTask reads id's task.

@@ -224,7 +224,12 @@ type mountSpec struct {
 // called as the upstream's task (as is one that may be a task, when
 // carmy's call is one): the upstream's task is cancelled with carmy's, and
 // fails it when it fails. Where the upstream does not declare tasks, such
-// a tool is left out, with a log line.
+// a tool is left out, with a log line. Where it speaks the sessionless MCP
+// protocol with tasks, it decides call by call whether such a call asks
+// first or makes its task, and a sessionless caller that takes tasks sees
+// what it decided ([TaskAfterInput]): the upstream's questions in rounds
+// before carmy's task starts, or carmy's task at once, which takes over
+// the task the upstream made without calling it again.
 //
 // The registry follows the upstream's changes while it serves. A tool the
 // upstream adds is served at once when its name is free, its schemas
@@ -242,10 +247,10 @@ type mountSpec struct {
 // other tools keep working. A tool whose task support changes is served
 // with the new support, unless it now runs only as a task of an upstream
 // that does not declare tasks: that holds it. A tool the upstream drops
-// answers unavailable. Each
-// change is audited ([AuditToolChanged]) with the new definition's hash,
-// and carmy's MCP clients are told (notifications/tools/list_changed), as
-// they are when the upstream's resources or prompts change.
+// answers unavailable. Each change is audited ([AuditToolChanged]) with
+// the new definition's hash, and carmy's MCP clients are told
+// (notifications/tools/list_changed), as they are when the upstream's
+// resources or prompts change.
 func (b *Builder) Mount(prefix string, up Upstream, opts ...MountOption) *Builder {
 	s := &mountSpec{prefix: prefix, up: up, site: callerSite(2)}
 	for _, o := range opts {
@@ -321,6 +326,10 @@ type mountedTool struct {
 	hash       string         // the definition's hash
 	structured bool           // the upstream declares an output schema
 	redefined  bool           // the definition replaced another while the registry served
+	// decides: the tool runs only as a task, and its upstream decides per
+	// call whether it asks first (TaskAfterInput, where a first call of
+	// carmy's may be handed off to a task).
+	decides bool
 	// hold is why its calls answer unavailable; nil while it is served.
 	hold atomic.Pointer[mountHold]
 }
@@ -504,6 +513,14 @@ func (m *mount) declare(t mcpclient.Tool, was *tool) *ToolDef {
 	if o.RateLimit.Calls > 0 {
 		d.opts.rate = o.RateLimit
 	}
+	// Where the upstream decides, call by call, whether a call of a tool
+	// that runs only as a task asks first, or answers at once, or makes its
+	// task (the sessionless protocol with tasks), a sessionless caller's
+	// first call is a call, which becomes carmy's task once the upstream
+	// makes its own: the upstream's rounds reach the caller before the
+	// task, as they would without carmy.
+	mt.decides = meta.Tasks == TaskRequired && m.client.SessionlessTasks()
+	d.opts.taskAfterInput = mt.decides
 	return d
 }
 
@@ -599,8 +616,21 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	// questions under the upstream's keys, and the upstream is told what
 	// that caller can answer. A task's questions wait on the task, as a
 	// session's do.
-	if p, ok := cc.peer.(mcpPeer); ok && p.Sessionless() && cc.task == nil {
+	//
+	// A task of a tool whose upstream decides goes the same way: the task
+	// finds the answers of the rounds before it under the upstream's keys,
+	// and reads the upstream's task that a first call handed off.
+	p, ok := cc.peer.(mcpPeer)
+	if ok && p.Sessionless() && (cc.task == nil || mt.decides) {
 		req.Rounds = &mcpclient.Caller{Elicit: p.CanElicit(), ElicitURL: p.CanElicitURL(), Sample: p.CanSample()}
+	}
+	switch {
+	case cc.task != nil:
+		if cc.task.adopt != nil {
+			req.Adopt = cc.task.adopt.task
+		}
+	case req.Rounds != nil && mt.decides:
+		req.HandOff = p.TakesTasks()
 	}
 	// The caller gets the upstream's message as it is; carmy's log ties
 	// it to the call by its execution id.
@@ -624,6 +654,11 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	if p := round.Load(); p != nil {
 		return nil, *p
 	}
+	var h *mcpclient.HandOff
+	if errors.As(err, &h) {
+		return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: &handOff{task: h.Task, cancel: sync.OnceFunc(h.Cancel)},
+			Message: fmt.Sprintf("mount %s: %s made a task upstream; the call goes on as a task", m.spec.name(), mt.upstream)}
+	}
 	if p := unsampled.Load(); p != nil {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s: %s asked the client to sample, and it cannot: %v", m.spec.name(), mt.upstream, *p), Err: *p}
 	}
@@ -643,6 +678,17 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	}
 	return c, nil
 }
+
+// handOff is the end of a first call whose upstream made its task: the
+// MCP door starts carmy's task, which adopts it, and answers with that
+// task. It is retryable, as a round's end is, so that no idempotency
+// record keeps it.
+type handOff struct {
+	task   string // the upstream's
+	cancel func() // for a task of carmy's that cannot start
+}
+
+func (h *handOff) Error() string { return "the upstream made task " + h.task }
 
 // sample asks the caller's client to sample for an upstream that may,
 // where the client is one that can be asked (an MCP client's), the

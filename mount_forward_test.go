@@ -23,6 +23,7 @@ import (
 
 	"github.com/carmy-dev/carmy"
 	"github.com/carmy-dev/carmy/internal/mcpwire"
+	"github.com/carmy-dev/carmy/store"
 )
 
 // docsUpstream is an upstream with a resource, a resource template, a
@@ -521,6 +522,86 @@ func TestMountCallsTaskOnlyToolsAsTasks(t *testing.T) {
 			upstreamTasks(t, u, mountBuild(t, url, carmy.MountTool("stamp", carmy.ToolOverride{Confirm: &confirm})))
 		})
 	}
+}
+
+// TestMountLetsTheUpstreamDecide: where the upstream speaks the
+// sessionless protocol with tasks, it decides, call by call, whether a
+// call of a tool that runs only as a task asks first or makes its task at
+// once, and a sessionless caller that takes tasks sees what it decided:
+// the upstream's question in an input-required round before any task, and
+// the task once answered (size); or carmy's task at once, which reads the
+// upstream's task that the first call made, never sending the call twice
+// nor counting it twice against the rate (job). A task of carmy's that
+// cannot start cancels the upstream's, which nothing would read.
+func TestMountLetsTheUpstreamDecide(t *testing.T) {
+	u := newTaskUpstream(t)
+	url := sessionlessOnly(t, u.url)
+	once := carmy.MountTool("job", carmy.ToolOverride{RateLimit: store.Rate{Calls: 1, Per: time.Hour}})
+	c := taskMCP{t: t, url: serve(t, mountBuild(t, url, once)).URL, tasks: true}
+
+	t.Run("asks first", func(t *testing.T) {
+		r, code, _ := c.rpc("tools/call", "fs_size", `"name":"fs_size","arguments":{},`)
+		questions, _ := r["inputRequests"].(map[string]any)
+		if code != 0 || r["resultType"] != "input_required" || r["taskId"] != nil || len(questions) != 1 {
+			t.Fatalf("the first call: %v (error %d); want the upstream's question in a round, no task", r, code)
+		}
+		key := slices.Collect(maps.Keys(questions))[0]
+		if q := jsonText(questions[key]); !strings.Contains(q, "Server fs asks: Which size?") {
+			t.Errorf("the question %s; want the upstream's, labelled", q)
+		}
+		state, _ := json.Marshal(r["requestState"])
+		r, code, _ = c.rpc("tools/call", "fs_size", `"name":"fs_size","arguments":{},"inputResponses":{"`+key+
+			`":{"action":"accept","content":{"size":"large"}}},"requestState":`+string(state)+`,`)
+		id, _ := r["taskId"].(string)
+		if code != 0 || r["resultType"] != "task" || id == "" || r["requestState"] != nil || r["inputRequests"] != nil {
+			t.Fatalf("the answering call: %v (error %d); want the task, without the round's state", r, code)
+		}
+		if text := jsonText(c.await(id, "completed")["result"]); !strings.Contains(text, "sized large") {
+			t.Errorf("result %s; want the upstream's answer to the round's answer", text)
+		}
+	})
+
+	t.Run("makes its task at once", func(t *testing.T) {
+		before := u.ran.Load()
+		id := c.start("fs_job", `{"n":7}`)
+		u.release <- struct{}{}
+		if text := jsonText(c.await(id, "completed")["result"]); !strings.Contains(text, "job 7 done") {
+			t.Errorf("result %s; want the upstream's", text)
+		}
+		if n := u.ran.Load() - before; n != 1 {
+			t.Errorf("the upstream ran the job %d times; want once", n)
+		}
+	})
+
+	t.Run("a task that cannot start", func(t *testing.T) {
+		tasks := &refusingTasks{IdempotencyStore: store.NewMemoryStore(0, 0), TaskStore: store.NewMemoryTasks()}
+		tasks.refuse.Store(true)
+		c := taskMCP{t: t, url: serve(t, build(t, carmy.New().Store(tasks).Mount("fs", carmy.Endpoint(url)))).URL, tasks: true}
+		r, code, _ := c.rpc("tools/call", "fs_job", `"name":"fs_job","arguments":{"n":8},`)
+		if code != 0 || r["isError"] != true || r["taskId"] != nil {
+			t.Errorf("the call: %v (error %d); want an error result, no task", r, code)
+		}
+		select {
+		case <-u.cancelled:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the upstream's task was not cancelled")
+		}
+	})
+}
+
+// refusingTasks is a store whose tasks cannot be created while refuse is
+// set, as a store at its bound or out of reach.
+type refusingTasks struct {
+	store.IdempotencyStore
+	store.TaskStore
+	refuse atomic.Bool
+}
+
+func (s *refusingTasks) CreateTask(ctx context.Context, t store.Task, lease time.Duration) (store.Task, bool, error) {
+	if s.refuse.Load() {
+		return store.Task{}, false, errors.New("no room for tasks")
+	}
+	return s.TaskStore.CreateTask(ctx, t, lease)
 }
 
 // upstreamTasks runs the calls of TestMountCallsTaskOnlyToolsAsTasks

@@ -59,8 +59,11 @@ type taskRun struct {
 	input  []byte
 	form   []byte
 	digest string
-	begun  chan struct{} // closed once the call passed its checks, waits for a person, or ended
-	once   sync.Once
+	// adopt is the upstream's task its mounted tool reads, made by the
+	// call handed off to this task; nil for every other task.
+	adopt *handOff
+	begun chan struct{} // closed once the call passed its checks, waits for a person, or ended
+	once  sync.Once
 	// refusal is the error of a call refused before it passed its checks,
 	// set as begun is closed: Start returns it.
 	refusal  error
@@ -122,7 +125,7 @@ func (run *taskRun) lastProgress() []byte {
 // startTask records a task of call c, of no MCP client (over HTTP, in
 // Go), and runs it: its tool's questions wait on the task (inboxOf).
 func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error) {
-	return r.startTaskFor(ctx, t, c, inboxOf(ctx))
+	return r.startTaskFor(ctx, t, c, inboxOf(ctx), nil)
 }
 
 // startTaskFor is startTask for a call of an MCP client, whose peer for
@@ -131,7 +134,18 @@ func (r *Registry) startTask(ctx context.Context, t *tool, c Call) (*Task, error
 // The call's request id is checked here, once, and its input's digest
 // taken once, for the task and for the pipeline, which reads both from the
 // task run.
-func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) taskPeer) (*Task, error) {
+//
+// adopt, for a call handed off, is the upstream's task that the task's
+// tool reads instead of calling it again; it is cancelled if the tool
+// never runs (the task is refused, or the request id has a task already).
+func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf func(*taskRun) taskPeer, adopt *handOff) (task *Task, err error) {
+	if adopt != nil {
+		defer func() {
+			if err != nil {
+				adopt.cancel()
+			}
+		}()
+	}
 	if err := checkRequestID(c.RequestID); err != nil {
 		return nil, err
 	}
@@ -153,9 +167,12 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 		return nil, r.refused(ctx, t, &c, requestIDConflict(t, c.RequestID))
 	}
 	if !created {
+		if adopt != nil {
+			adopt.cancel()
+		}
 		return r.taskOf(rec, c.Principal), nil // that call, started before
 	}
-	run := &taskRun{r: r, t: t, id: rec.ID, input: c.Input, form: form, digest: digest, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
+	run := &taskRun{r: r, t: t, id: rec.ID, input: c.Input, form: form, digest: digest, adopt: adopt, begun: make(chan struct{}), poke: make(chan struct{}, 1)}
 	if peerOf != nil {
 		run.peer = peerOf(run)
 	}
@@ -192,6 +209,9 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 	go func() { defer kept.Done(); run.watch(keepCtx, stop) }()
 	go func() { defer kept.Done(); run.renew(keepCtx, stop) }()
 	res, err := run.call(ctx, c)
+	if run.adopt != nil && !run.executed.Load() {
+		run.adopt.cancel()
+	}
 	endKeep()
 	kept.Wait()
 	run.finish(res, err)

@@ -184,7 +184,27 @@ type Request struct {
 	// Task calls the tool as a task of the upstream's, which the call
 	// waits for (see [Client.TakesTasks]).
 	Task bool
+	// HandOff, with Task and Rounds, ends the call as soon as the
+	// upstream makes its task, over a connection of the sessionless
+	// protocol: [Client.Call] returns a [*HandOff] naming the task, left
+	// running for a task of the caller's to adopt. There the upstream
+	// decides, call by call, whether it answers at once, asks in rounds
+	// first, or makes a task; the caller learns which without waiting.
+	HandOff bool
+	// Adopt is the upstream's task a [HandOff] named: the call waits for
+	// it, as for a task it made itself, instead of being sent.
+	Adopt string
 }
+
+// HandOff is the error of a call ([Request.HandOff]) whose upstream made
+// a task: the caller adopts it ([Request.Adopt]) in a task of its own, or
+// cancels it.
+type HandOff struct {
+	Task   string
+	Cancel func() // cancels the task upstream, for a caller that cannot adopt it
+}
+
+func (h *HandOff) Error() string { return "the upstream made task " + h.Task }
 
 // Caller is what the caller of a call declared it can answer.
 type Caller struct {
@@ -423,6 +443,21 @@ func (c *Client) httpTransport() mcp.Transport {
 	// last event's id), never sent again: a couple of tries, so that a
 	// call whose upstream went away is soon known lost.
 	return &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: hc, MaxRetries: 2}
+}
+
+// SessionlessTasks reports whether calls of callers of the sessionless
+// protocol reach the upstream over a connection of that protocol whose
+// upstream declares the tasks extension: there a call of a tool that runs
+// only as a task may be handed off ([Request.HandOff]).
+func (c *Client) SessionlessTasks() bool {
+	c.mu.Lock()
+	rs := c.rounds
+	c.mu.Unlock()
+	if rs == nil {
+		return false
+	}
+	res := rs.InitializeResult()
+	return res != nil && res.Capabilities != nil && res.Capabilities.Extensions[tasksExtension] != nil
 }
 
 // openRounds is the connection for callers of the sessionless protocol:

@@ -125,7 +125,11 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 	params["_meta"] = meta
 	var raw json.RawMessage
 	var st *wireTask
-	for round := 1; ; round++ {
+	if cl.req.Adopt != "" { // made by a call handed off: only read
+		cl.markSent()
+		st = &wireTask{TaskID: cl.req.Adopt, Status: "working", PollIntervalMs: new(int64)}
+	}
+	for round := 1; cl.req.Adopt == ""; round++ {
 		var err error
 		if raw, err = c.sendTaskCall(ctx, cs, cl, params); err != nil {
 			return nil, c.callError(ctx, cl, err)
@@ -166,6 +170,9 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 		return raw, nil
 	}
 	id := st.TaskID
+	if cl.req.HandOff && gen2 {
+		return nil, &HandOff{Task: id, Cancel: func() { _ = c.stopTask(c.life, cs, cl, id, nil) }}
+	}
 	c.mu.Lock()
 	c.byTask[id], cl.task = cl, id
 	c.mu.Unlock()

@@ -98,6 +98,10 @@ type Outcome struct {
 	// Err is the error the caller is shown, nil on success: the result's
 	// error object is its JSON form (code, message, field paths).
 	Err error
+	// Task is the task the call became, for a [Tool] that HandsOff: what
+	// its tool called made a task, which a task of the host's now waits
+	// for. The caller is answered with it.
+	Task *TaskState
 }
 
 // Tool is one of the host's tools as the door lists and answers it.
@@ -118,6 +122,10 @@ type Tool struct {
 	// rounds before their task starts: a call without answers is not a
 	// task, and the call that brings them starts it.
 	AskFirst bool
+	// HandsOff marks an AskFirst tool whose first call may become a task
+	// after all (its [Outcome].Task): carmy answers that call itself, not
+	// the SDK, which has no result that is a task.
+	HandsOff bool
 	// Deferred marks a tool a model should load on demand: tools/list
 	// says defer_loading.
 	Deferred bool
@@ -361,20 +369,31 @@ func (s *Server) serveCall(ctx context.Context, t *entry, req *mcp.CallToolReque
 		}
 	}
 	c.Peer = newPeer(req, &s.cfg)
+	res, _, err := s.run(ctx, t, c)
+	return res, err
+}
+
+// run runs call c of t, with the answers of its earlier rounds, and
+// answers it: with the questions of its next round, with its result, or
+// (HandsOff) with the task it became.
+func (s *Server) run(ctx context.Context, t *entry, c *Call) (*mcp.CallToolResult, *TaskState, error) {
 	if err := s.openRounds(ctx, c); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, err := s.host.Call(ctx, c)
 	if c.Peer.rounds.state != nil {
 		c.Peer.rounds.seal(ctx, c.Peer)
 	}
 	if ask := c.Peer.inputRequired(); ask != nil {
-		return ask, nil
+		return ask, nil, nil
 	}
 	if err != nil {
-		return nil, keepMessage(err)
+		return nil, nil, keepMessage(err)
 	}
-	return s.result(t, out), nil
+	if out.Task != nil {
+		return nil, out.Task, nil
+	}
+	return s.result(t, out), nil, nil
 }
 
 // keepMessage returns err, or for a method-not-found error an error the

@@ -214,25 +214,41 @@ func (s *Server) sessionlessTask(ctx context.Context, tasks Tasks, door taskDoor
 }
 
 // startTask answers a tools/call of a tool that runs as a task for a
-// client that declared tasks with the task it starts, or reports false for
-// a call that is not one.
+// client that declared tasks with the task it starts (or, for the first
+// round of a tool that HandsOff, with the call's answer, which may be a
+// task), or reports false for a call that is not one.
 func (s *Server) startTask(ctx context.Context, tasks Tasks, door taskDoor, params jsontext.Value) (json.RawMessage, *jsonrpc.Error, bool) {
 	p, t, ok := s.taskCall(params, door.header)
 	if !ok {
 		return nil, nil, false
 	}
 	c := door.call(p)
-	// The answers of the rounds before are the task's: a tool that asked
-	// before its task started finds them (TaskAfterInput).
-	if err := s.openRounds(ctx, c); err != nil {
-		return nil, rpcError(err), true
+	var st *TaskState
+	var res *mcp.CallToolResult
+	if firstRound(t, p) {
+		// A call, whose tool may ask, answer, or find that what it called
+		// made a task, which the host's task then adopts.
+		var err error
+		if res, st, err = s.run(ctx, t, c); err != nil {
+			return nil, rpcError(err), true
+		}
+	} else {
+		// The answers of the rounds before are the task's: a tool that
+		// asked before its task started finds them (TaskAfterInput).
+		if err := s.openRounds(ctx, c); err != nil {
+			return nil, rpcError(err), true
+		}
+		var out Outcome
+		var err error
+		if st, out, err = tasks.StartTask(ctx, c); err != nil {
+			return nil, rpcError(err), true
+		}
+		if st == nil { // refused before its task began: a tool result, as a call's
+			res = s.result(t, out)
+		}
 	}
-	st, out, err := tasks.StartTask(ctx, c)
-	if err != nil {
-		return nil, rpcError(err), true
-	}
-	if st == nil { // refused before its task began: a tool result, as a call's
-		b, err := mcpwire.SessionlessResult(s.result(t, out), s.info)
+	if st == nil {
+		b, err := mcpwire.SessionlessResult(res, s.info)
 		if err != nil {
 			return nil, rpcError(err), true
 		}
@@ -266,10 +282,16 @@ func (s *Server) startsTask(p *mcp.CallToolParamsRaw, header http.Header) (*entr
 	}
 	t, ok := s.table()[p.Name]
 	if !ok || t.Tasks == TaskForbidden || !mcpwire.HeaderIs(header, "Mcp-Name", p.Name) ||
-		t.AskFirst && p.RequestState == "" && len(p.InputResponses) == 0 {
+		firstRound(t, p) && !t.HandsOff {
 		return nil, false
 	}
 	return t, true
+}
+
+// firstRound reports whether a tools/call with params p is the first
+// round of a tool that asks before its task starts: not a task yet.
+func firstRound(t *entry, p *mcp.CallToolParamsRaw) bool {
+	return t.AskFirst && p.RequestState == "" && len(p.InputResponses) == 0
 }
 
 // taskObject is the members every task answer of the sessionless

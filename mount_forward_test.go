@@ -527,51 +527,80 @@ func TestMountCallsTaskOnlyToolsAsTasks(t *testing.T) {
 // TestMountLetsTheUpstreamDecide: where the upstream speaks the
 // sessionless protocol with tasks, it decides, call by call, whether a
 // call of a tool that runs only as a task asks first or makes its task at
-// once, and a sessionless caller that takes tasks sees what it decided:
-// the upstream's question in an input-required round before any task, and
-// the task once answered (size); or carmy's task at once, which reads the
-// upstream's task that the first call made, never sending the call twice
-// nor counting it twice against the rate (job). A task of carmy's that
-// cannot start cancels the upstream's, which nothing would read.
+// once, and a sessionless caller that takes tasks sees what it decided,
+// over HTTP and stdio: the upstream's question in an input-required round
+// before any task, and the task once answered (size); or carmy's task at
+// once, which reads the upstream's task that the first call made, never
+// sending the call twice nor counting it twice against the rate (job). A
+// task of carmy's that cannot start cancels the upstream's, which nothing
+// would read.
 func TestMountLetsTheUpstreamDecide(t *testing.T) {
 	u := newTaskUpstream(t)
 	url := sessionlessOnly(t, u.url)
-	once := carmy.MountTool("job", carmy.ToolOverride{RateLimit: store.Rate{Calls: 1, Per: time.Hour}})
-	c := taskMCP{t: t, url: serve(t, mountBuild(t, url, once)).URL, tasks: true}
+	// Two calls of job an hour, one per door: each call counted once.
+	rate := carmy.MountTool("job", carmy.ToolOverride{RateLimit: store.Rate{Calls: 2, Per: time.Hour}})
+	reg := mountBuild(t, url, rate)
+	srv := serve(t, reg)
+	for _, door := range []struct {
+		name string
+		rpc  func(t *testing.T, method, name, params string) (map[string]any, int)
+	}{
+		{"http", func(t *testing.T, method, name, params string) (map[string]any, int) {
+			r, code, _ := taskMCP{t: t, url: srv.URL, tasks: true}.rpc(method, name, params)
+			return r, code
+		}},
+		{"stdio", sessionlessStdio(t, reg)},
+	} {
+		t.Run(door.name, func(t *testing.T) {
+			await := func(id string) map[string]any {
+				t.Helper()
+				var r map[string]any
+				waitFor(t, "the task to complete", func() bool {
+					r, _ = door.rpc(t, "tasks/get", id, `"taskId":"`+id+`",`)
+					return r["status"] == "completed"
+				})
+				return r
+			}
 
-	t.Run("asks first", func(t *testing.T) {
-		r, code, _ := c.rpc("tools/call", "fs_size", `"name":"fs_size","arguments":{},`)
-		questions, _ := r["inputRequests"].(map[string]any)
-		if code != 0 || r["resultType"] != "input_required" || r["taskId"] != nil || len(questions) != 1 {
-			t.Fatalf("the first call: %v (error %d); want the upstream's question in a round, no task", r, code)
-		}
-		key := slices.Collect(maps.Keys(questions))[0]
-		if q := jsonText(questions[key]); !strings.Contains(q, "Server fs asks: Which size?") {
-			t.Errorf("the question %s; want the upstream's, labelled", q)
-		}
-		state, _ := json.Marshal(r["requestState"])
-		r, code, _ = c.rpc("tools/call", "fs_size", `"name":"fs_size","arguments":{},"inputResponses":{"`+key+
-			`":{"action":"accept","content":{"size":"large"}}},"requestState":`+string(state)+`,`)
-		id, _ := r["taskId"].(string)
-		if code != 0 || r["resultType"] != "task" || id == "" || r["requestState"] != nil || r["inputRequests"] != nil {
-			t.Fatalf("the answering call: %v (error %d); want the task, without the round's state", r, code)
-		}
-		if text := jsonText(c.await(id, "completed")["result"]); !strings.Contains(text, "sized large") {
-			t.Errorf("result %s; want the upstream's answer to the round's answer", text)
-		}
-	})
+			t.Run("asks first", func(t *testing.T) {
+				r, code := door.rpc(t, "tools/call", "fs_size", `"name":"fs_size","arguments":{},`)
+				questions, _ := r["inputRequests"].(map[string]any)
+				if code != 0 || r["resultType"] != "input_required" || r["taskId"] != nil || len(questions) != 1 {
+					t.Fatalf("the first call: %v (error %d); want the upstream's question in a round, no task", r, code)
+				}
+				key := slices.Collect(maps.Keys(questions))[0]
+				if q := jsonText(questions[key]); !strings.Contains(q, "Server fs asks: Which size?") {
+					t.Errorf("the question %s; want the upstream's, labelled", q)
+				}
+				state, _ := json.Marshal(r["requestState"])
+				r, code = door.rpc(t, "tools/call", "fs_size", `"name":"fs_size","arguments":{},"inputResponses":{"`+key+
+					`":{"action":"accept","content":{"size":"large"}}},"requestState":`+string(state)+`,`)
+				id, _ := r["taskId"].(string)
+				if code != 0 || r["resultType"] != "task" || id == "" || r["requestState"] != nil || r["inputRequests"] != nil {
+					t.Fatalf("the answering call: %v (error %d); want the task, without the round's state", r, code)
+				}
+				if text := jsonText(await(id)["result"]); !strings.Contains(text, "sized large") {
+					t.Errorf("result %s; want the upstream's answer to the round's answer", text)
+				}
+			})
 
-	t.Run("makes its task at once", func(t *testing.T) {
-		before := u.ran.Load()
-		id := c.start("fs_job", `{"n":7}`)
-		u.release <- struct{}{}
-		if text := jsonText(c.await(id, "completed")["result"]); !strings.Contains(text, "job 7 done") {
-			t.Errorf("result %s; want the upstream's", text)
-		}
-		if n := u.ran.Load() - before; n != 1 {
-			t.Errorf("the upstream ran the job %d times; want once", n)
-		}
-	})
+			t.Run("makes its task at once", func(t *testing.T) {
+				before := u.ran.Load()
+				r, code := door.rpc(t, "tools/call", "fs_job", `"name":"fs_job","arguments":{"n":7},`)
+				id, _ := r["taskId"].(string)
+				if code != 0 || r["resultType"] != "task" || id == "" {
+					t.Fatalf("the call: %v (error %d); want carmy's task at once", r, code)
+				}
+				u.release <- struct{}{}
+				if text := jsonText(await(id)["result"]); !strings.Contains(text, "job 7 done") {
+					t.Errorf("result %s; want the upstream's", text)
+				}
+				if n := u.ran.Load() - before; n != 1 {
+					t.Errorf("the upstream ran the job %d times; want once", n)
+				}
+			})
+		})
+	}
 
 	t.Run("a task that cannot start", func(t *testing.T) {
 		tasks := &refusingTasks{IdempotencyStore: store.NewMemoryStore(0, 0), TaskStore: store.NewMemoryTasks()}
@@ -587,6 +616,40 @@ func TestMountLetsTheUpstreamDecide(t *testing.T) {
 			t.Fatal("the upstream's task was not cancelled")
 		}
 	})
+}
+
+// sessionlessStdio serves reg over stdio to a client of the sessionless
+// protocol that takes tasks, and returns how it sends one request (its
+// params' members but _meta, each followed by a comma): the request's
+// result, or its error's code.
+func sessionlessStdio(t *testing.T, reg *carmy.Registry) func(t *testing.T, method, name, params string) (map[string]any, int) {
+	in, out := stdioPipes(t, reg)
+	var mu sync.Mutex
+	n := 0
+	return func(t *testing.T, method, _, params string) (map[string]any, int) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		id := fmt.Sprint(n)
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},` +
+			`"io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+		if _, err := io.WriteString(in, `{"jsonrpc":"2.0","id":`+id+`,"method":"`+method+`","params":{`+params+meta+"}}\n"); err != nil {
+			t.Fatal(err)
+		}
+		for { // notifications (the upstream's logs) may come first
+			line, err := out.ReadBytes('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msg struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if json.Unmarshal(line, &msg) == nil && string(msg.ID) == id {
+				return rawAnswer(t, line)
+			}
+		}
+	}
 }
 
 // refusingTasks is a store whose tasks cannot be created while refuse is

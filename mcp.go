@@ -198,8 +198,7 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 		v.takesTasks = mc.Peer.TakesTasks()
 	}
 	res, err := r.dispatch(ctx, c, v, nil)
-	var h *handOff
-	if errors.As(err, &h) {
+	if h := handedOff(err); h != nil {
 		// The upstream made its task: the caller gets carmy's, which
 		// reads it.
 		st, out := d.startTask(ctx, mc, h)

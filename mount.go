@@ -654,15 +654,15 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	if p := round.Load(); p != nil {
 		return nil, *p
 	}
-	var h *mcpclient.HandOff
-	if errors.As(err, &h) {
-		return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: &handOff{task: h.Task, cancel: sync.OnceFunc(h.Cancel)},
-			Message: fmt.Sprintf("mount %s: %s made a task upstream; the call goes on as a task", m.spec.name(), mt.upstream)}
-	}
 	if p := unsampled.Load(); p != nil {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("mount %s: %s asked the client to sample, and it cannot: %v", m.spec.name(), mt.upstream, *p), Err: *p}
 	}
 	if err != nil {
+		var h *mcpclient.HandOff
+		if errors.As(err, &h) {
+			return nil, &Error{Code: CodeUnavailable, Retryable: true, Err: &handOff{task: h.Task, cancel: sync.OnceFunc(h.Cancel)},
+				Message: fmt.Sprintf("mount %s: %s made a task upstream; the call goes on as a task", m.spec.name(), mt.upstream)}
+		}
 		return nil, mt.fault(err, cc.task != nil)
 	}
 	if res.IsError {
@@ -689,6 +689,20 @@ type handOff struct {
 }
 
 func (h *handOff) Error() string { return "the upstream made task " + h.task }
+
+// handedOff is the hand-off that ended a call with err, nil for any other
+// end: checked only for an error, so that a call that succeeded allocates
+// nothing for it.
+func handedOff(err error) *handOff {
+	if err == nil {
+		return nil
+	}
+	var h *handOff
+	if !errors.As(err, &h) {
+		return nil
+	}
+	return h
+}
 
 // sample asks the caller's client to sample for an upstream that may,
 // where the client is one that can be asked (an MCP client's), the

@@ -539,7 +539,17 @@ func TestMountLetsTheUpstreamDecide(t *testing.T) {
 	url := sessionlessOnly(t, u.url)
 	// Two calls of job an hour, one per door: each call counted once.
 	rate := carmy.MountTool("job", carmy.ToolOverride{RateLimit: store.Rate{Calls: 2, Per: time.Hour}})
-	reg := mountBuild(t, url, rate)
+	// What the MCP request of each call said of itself, as middleware sees it.
+	var mu sync.Mutex
+	var seen []carmy.MCPRequest
+	reg := build(t, carmy.New().Use(func(next carmy.CallFunc) carmy.CallFunc {
+		return func(ctx context.Context, req *carmy.Request) (carmy.Result, error) {
+			mu.Lock()
+			seen = append(seen, req.MCP())
+			mu.Unlock()
+			return next(ctx, req)
+		}
+	}).Mount("fs", carmy.Endpoint(url), rate))
 	srv := serve(t, reg)
 	for _, door := range []struct {
 		name string
@@ -563,6 +573,9 @@ func TestMountLetsTheUpstreamDecide(t *testing.T) {
 			}
 
 			t.Run("asks first", func(t *testing.T) {
+				mu.Lock()
+				seen = nil
+				mu.Unlock()
 				r, code := door.rpc(t, "tools/call", "fs_size", `"name":"fs_size","arguments":{},`)
 				questions, _ := r["inputRequests"].(map[string]any)
 				if code != 0 || r["resultType"] != "input_required" || r["taskId"] != nil || len(questions) != 1 {
@@ -572,6 +585,12 @@ func TestMountLetsTheUpstreamDecide(t *testing.T) {
 				if q := jsonText(questions[key]); !strings.Contains(q, "Server fs asks: Which size?") {
 					t.Errorf("the question %s; want the upstream's, labelled", q)
 				}
+				transport := map[string]string{"http": "tcp", "stdio": "pipe"}[door.name]
+				mu.Lock()
+				if len(seen) != 1 || seen[0].Method != "tools/call" || seen[0].ProtocolVersion != "2026-07-28" || seen[0].Transport != transport || len(seen[0].ID) == 0 {
+					t.Errorf("the first call's MCP request, to middleware: %+v; want tools/call, 2026-07-28 over %s, with its id", seen, transport)
+				}
+				mu.Unlock()
 				state, _ := json.Marshal(r["requestState"])
 				r, code = door.rpc(t, "tools/call", "fs_size", `"name":"fs_size","arguments":{},"inputResponses":{"`+key+
 					`":{"action":"accept","content":{"size":"large"}}},"requestState":`+string(state)+`,`)

@@ -383,9 +383,11 @@ func (c *fastConn) sessionlessTask(req *jsonrpc.Request) bool {
 	if v, _ := p.Meta[mcp.MetaKeyProtocolVersion].(string); v != mcpwire.SessionlessProtocol {
 		return false
 	}
+	id, _ := jsonv2.Marshal(req.ID.Raw())
 	door := taskDoor{caller: c.s.cfg.Stdio, call: func(p *mcp.CallToolParamsRaw) *Call {
 		return &Call{Tool: p.Name, Params: p, Caller: c.s.cfg.Stdio, Authenticated: true, Session: c.s.cfg.Stdio.Session,
-			Peer: newPeer(&mcp.CallToolRequest{Session: ss, Params: p}, &c.s.cfg)}
+			Peer: newPeer(&mcp.CallToolRequest{Session: ss, Params: p}, &c.s.cfg),
+			Wire: Wire{ID: id, ProtocolVersion: mcpwire.SessionlessProtocol, Transport: "pipe"}}
 	}}
 	// Decided before the answer: a request that is not one goes on to the
 	// SDK, in order.

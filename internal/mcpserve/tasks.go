@@ -117,7 +117,7 @@ func (s *Server) taskRequest(w http.ResponseWriter, req *http.Request, body []by
 	id, _, _ := httpCaller(&mcp.RequestExtra{TokenInfo: tokenInfo(req.Context())})
 	door := taskDoor{caller: id, header: req.Header, call: func(p *mcp.CallToolParamsRaw) *Call {
 		extra := &mcp.RequestExtra{TokenInfo: tokenInfo(req.Context()), Header: req.Header}
-		c := &Call{Tool: p.Name, Params: p, Header: req.Header}
+		c := &Call{Tool: p.Name, Params: p, Header: req.Header, Wire: Wire{ID: msg.ID, ProtocolVersion: mcpwire.SessionlessProtocol, Transport: "tcp"}}
 		c.Caller, c.Request, c.Authenticated = httpCaller(extra)
 		c.Session = c.Caller.Session
 		c.Peer = newPeer(&mcp.CallToolRequest{Params: p, Extra: extra}, &s.cfg)

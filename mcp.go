@@ -196,6 +196,9 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 	}
 	if t.meta.Tasks == TaskRequired && t.askFirst {
 		v.takesTasks = mc.Peer.TakesTasks()
+		if st := d.handedOffBefore(ctx, t, c, v); st != nil {
+			return mcpserve.Outcome{Task: st}, nil
+		}
 	}
 	res, err := r.dispatch(ctx, c, v, nil)
 	if h := handedOff(err); h != nil {
@@ -215,6 +218,35 @@ func (d mcpDoor) Call(ctx context.Context, mc *mcpserve.Call) (mcpserve.Outcome,
 		return mcpOutcome(err), nil
 	}
 	return d.outcome(t, res)
+}
+
+// handedOffBefore is the caller's task of t that an earlier call with
+// c's request id and input became (a mounted tool's first call handed
+// off), nil for none: a retry of that call gets the task at once, as the
+// retry of any call that started a task does, rather than waiting for it
+// to end. The caller's tasks are read newest first, within the store's
+// bound of tasks a principal keeps.
+func (d mcpDoor) handedOffBefore(ctx context.Context, t *tool, c Call, v via) *mcpserve.TaskState {
+	if t.def.mount == nil || !v.takesTasks || c.RequestID == "" {
+		return nil
+	}
+	form, err := t.canonicalInput(c.Input)
+	if err != nil {
+		return nil
+	}
+	digest := t.digestOf(form)
+	for before := ""; ; {
+		page, err := d.r.tasks.store.ListTasks(ctx, c.Principal, before, 100)
+		if err != nil || len(page) == 0 {
+			return nil
+		}
+		for _, rec := range page {
+			if rec.Tool == t.meta.Name && rec.RequestID == c.RequestID && rec.Digest == digest {
+				return d.taskState(ctx, rec)
+			}
+		}
+		before = page[len(page)-1].ID
+	}
 }
 
 // outcome is the outcome of a call of t that gave res.

@@ -537,8 +537,9 @@ func TestMountCallsTaskOnlyToolsAsTasks(t *testing.T) {
 func TestMountLetsTheUpstreamDecide(t *testing.T) {
 	u := newTaskUpstream(t)
 	url := sessionlessOnly(t, u.url)
-	// Two calls of job an hour, one per door: each call counted once.
-	rate := carmy.MountTool("job", carmy.ToolOverride{RateLimit: store.Rate{Calls: 2, Per: time.Hour}})
+	// Three calls of job an hour, one per door and one replayed: each
+	// call counted once, its retries not at all.
+	rate := carmy.MountTool("job", carmy.ToolOverride{RateLimit: store.Rate{Calls: 3, Per: time.Hour}})
 	// What the MCP request of each call said of itself, as middleware sees it.
 	var mu sync.Mutex
 	var seen []carmy.MCPRequest
@@ -620,6 +621,38 @@ func TestMountLetsTheUpstreamDecide(t *testing.T) {
 			})
 		})
 	}
+
+	t.Run("replayed by request id", func(t *testing.T) {
+		before := u.ran.Load()
+		call := func() map[string]any {
+			t.Helper()
+			body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs_job","arguments":{"n":9},"_meta":{"carmy/request_id":"job-9",` +
+				`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`
+			var msg struct{ Result map[string]any }
+			if err := json.Unmarshal(mcpPostSession(t, srv.URL, "2026-07-28", "", body, map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "fs_job"}), &msg); err != nil {
+				t.Fatal(err)
+			}
+			return msg.Result
+		}
+		first := call()
+		id, _ := first["taskId"].(string)
+		if id == "" {
+			t.Fatalf("the first call: %v; want carmy's task", first)
+		}
+		// While the task runs (the upstream's job waits to be released),
+		// the retry gets it at once, not its end.
+		if again := call(); again["taskId"] != id || again["resultType"] != "task" || again["status"] != "working" {
+			t.Fatalf("the retry while the task runs: %v; want task %s, working", again, id)
+		}
+		u.release <- struct{}{}
+		taskMCP{t: t, url: srv.URL, tasks: true}.await(id, "completed")
+		if again := call(); again["taskId"] != id {
+			t.Errorf("the retry once the task ended: %v; want task %s", again, id)
+		}
+		if n := u.ran.Load() - before; n != 1 {
+			t.Errorf("the upstream ran the job %d times for one request id; want once", n)
+		}
+	})
 
 	t.Run("a task that cannot start", func(t *testing.T) {
 		tasks := &refusingTasks{IdempotencyStore: store.NewMemoryStore(0, 0), TaskStore: store.NewMemoryTasks()}

@@ -281,6 +281,10 @@ func (j *job) run() {
 			o = cc.task.keep(o)
 		}
 		r.record(t, &j.held, cc.ExecutionID, o)
+		if h := handedOff(o.err); h != nil && j.held.lock != nil {
+			h.keepTurn(j.held.lock) // the task it became runs in this turn
+			j.held.lock = nil
+		}
 		r.release(j.ctx, t, &j.held)
 		j.done <- o
 	}()

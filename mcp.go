@@ -763,7 +763,7 @@ func (d mcpDoor) startTask(ctx context.Context, mc *mcpserve.Call, adopt *handOf
 	ctx, c, refused := d.callOf(ctx, mc)
 	if refused != nil {
 		if adopt != nil {
-			adopt.cancel()
+			adopt.abandon(ctx)
 		}
 		return nil, *refused
 	}

@@ -682,13 +682,43 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 // handOff is the end of a first call whose upstream made its task: the
 // MCP door starts carmy's task, which adopts it, and answers with that
 // task. It is retryable, as a round's end is, so that no idempotency
-// record keeps it.
+// record keeps it. The call's turn of a tool that is not parallel-safe
+// passes to the task with it, so that no other call of the tool runs
+// while the upstream's task does.
 type handOff struct {
 	task   string // the upstream's
-	cancel func() // for a task of carmy's that cannot start
+	cancel func() // cancels it upstream
+
+	mu   sync.Mutex
+	turn store.Lock // the call's turn of the tool, until the task takes it
 }
 
 func (h *handOff) Error() string { return "the upstream made task " + h.task }
+
+// keepTurn keeps the call's turn of the tool for the task.
+func (h *handOff) keepTurn(l store.Lock) {
+	h.mu.Lock()
+	h.turn = l
+	h.mu.Unlock()
+}
+
+// takeTurn hands the task the turn the call kept, nil for none.
+func (h *handOff) takeTurn() store.Lock {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.turn
+	h.turn = nil
+	return l
+}
+
+// abandon cancels the upstream's task, which no task of carmy's will
+// read, and frees the turn kept for one.
+func (h *handOff) abandon(ctx context.Context) {
+	h.cancel()
+	if l := h.takeTurn(); l != nil {
+		_ = l.Release(context.WithoutCancel(ctx))
+	}
+}
 
 // handedOff is the hand-off that ended a call with err, nil for any other
 // end: checked only for an error, so that a call that succeeded allocates

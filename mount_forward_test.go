@@ -414,7 +414,8 @@ type Sizing struct {
 
 // taskUpstream is a carmy registry served over HTTP, which speaks MCP's
 // tasks, as an upstream whose tools run only as tasks: job waits to be
-// released (or for its task's cancel, which it reports), broken reports a
+// released (or for its task's cancel, which it reports), several at once
+// (parallel-safe: the order of calls is carmy's to keep), broken reports a
 // tool error, crash panics (its task fails), pick asks a question, size
 // asks its question before its task starts where the protocol lets it
 // (input-required rounds, 2026-07-28), stamp writes (the mount has a
@@ -442,7 +443,7 @@ func newTaskUpstream(t *testing.T) *taskUpstream {
 				u.cancelled <- struct{}{}
 				return "", ctx.Err()
 			}
-		}, carmy.Read, carmy.Name("job"), carmy.Tasks(carmy.TaskRequired), carmy.Timeout(time.Minute), carmy.Register(false)),
+		}, carmy.Read, carmy.Name("job"), carmy.Tasks(carmy.TaskRequired), carmy.Timeout(time.Minute), carmy.ParallelSafe(), carmy.Register(false)),
 		carmy.Tool(func() (string, error) {
 			return "", carmy.Errorf(carmy.CodeInvalidInput, "no such job")
 		}, carmy.Read, carmy.Name("broken"), carmy.Tasks(carmy.TaskRequired), carmy.Register(false)),
@@ -654,6 +655,45 @@ func TestMountLetsTheUpstreamDecide(t *testing.T) {
 		}
 	})
 
+	t.Run("one at a time", func(t *testing.T) {
+		// A tool that writes is not parallel-safe: the call handed off
+		// keeps its turn for its task, so the next call reaches the
+		// upstream only once the first's task has ended.
+		// The upstream answers each call late, so that the second call
+		// waits for its turn while the first still holds it.
+		write := carmy.MountTool("job", carmy.ToolOverride{Effect: carmy.Write})
+		c := taskMCP{t: t, url: serve(t, mountBuild(t, lateCalls(t, url, 300*time.Millisecond), write)).URL, tasks: true}
+		before := u.ran.Load()
+		start := func(n int, ids chan<- string) {
+			r, _, _ := c.rpc("tools/call", "fs_job", fmt.Sprintf(`"name":"fs_job","arguments":{"n":%d},`, n))
+			id, _ := r["taskId"].(string)
+			ids <- id
+		}
+		firstID, secondID := make(chan string, 1), make(chan string, 1)
+		go start(10, firstID)
+		time.Sleep(100 * time.Millisecond) // the first call holds the turn, waiting for the upstream
+		go start(11, secondID)
+		first := <-firstID
+		if first == "" {
+			t.Fatal("the first call: no task")
+		}
+		time.Sleep(500 * time.Millisecond) // room for the second call to reach the upstream, if it were let
+		if n := u.ran.Load() - before; n != 1 {
+			t.Fatalf("the upstream ran %d jobs while the first call's task ran; want 1", n)
+		}
+		u.release <- struct{}{}
+		c.await(first, "completed")
+		id := <-secondID
+		if id == "" {
+			t.Fatal("the second call: no task")
+		}
+		u.release <- struct{}{}
+		c.await(id, "completed")
+		if n := u.ran.Load() - before; n != 2 {
+			t.Errorf("the upstream ran %d jobs; want 2, one after the other", n)
+		}
+	})
+
 	t.Run("a task that cannot start", func(t *testing.T) {
 		tasks := &refusingTasks{IdempotencyStore: store.NewMemoryStore(0, 0), TaskStore: store.NewMemoryTasks()}
 		tasks.refuse.Store(true)
@@ -702,6 +742,30 @@ func sessionlessStdio(t *testing.T, reg *carmy.Registry) func(t *testing.T, meth
 			}
 		}
 	}
+}
+
+// lateCalls serves what url serves, answering each tools/call after
+// delay, as a slow upstream does.
+func lateCalls(t *testing.T, url string, delay time.Duration) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		if bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+			time.Sleep(delay)
+		}
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // refusingTasks is a store whose tasks cannot be created while refuse is

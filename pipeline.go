@@ -124,9 +124,15 @@ func (r *Registry) run(ctx context.Context, t *tool, req *Request) (res Result, 
 	// The tool's turn, when it is not parallel-safe; then, just before the
 	// tool starts, whether the request id is still this call's.
 	if !t.meta.ParallelSafe {
-		lock, err := r.awaitTurn(ctx, t, c)
-		if err != nil {
-			return Result{}, err
+		var lock store.Lock
+		if req.task != nil && req.task.adopt != nil {
+			lock = req.task.adopt.takeTurn() // the turn of the call handed off to this task
+		}
+		if lock == nil {
+			var err error
+			if lock, err = r.awaitTurn(ctx, t, c); err != nil {
+				return Result{}, err
+			}
 		}
 		req.held.lock, cc.Fence = lock, lock.Fence()
 	}

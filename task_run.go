@@ -142,7 +142,7 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 	if adopt != nil {
 		defer func() {
 			if err != nil {
-				adopt.cancel()
+				adopt.abandon(ctx)
 			}
 		}()
 	}
@@ -168,7 +168,7 @@ func (r *Registry) startTaskFor(ctx context.Context, t *tool, c Call, peerOf fun
 	}
 	if !created {
 		if adopt != nil {
-			adopt.cancel()
+			adopt.abandon(ctx)
 		}
 		return r.taskOf(rec, c.Principal), nil // that call, started before
 	}
@@ -210,7 +210,7 @@ func (run *taskRun) run(ctx context.Context, c Call) {
 	go func() { defer kept.Done(); run.renew(keepCtx, stop) }()
 	res, err := run.call(ctx, c)
 	if run.adopt != nil && !run.executed.Load() {
-		run.adopt.cancel()
+		run.adopt.abandon(ctx)
 	}
 	endKeep()
 	kept.Wait()

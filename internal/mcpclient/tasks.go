@@ -170,7 +170,7 @@ func (c *Client) callTask(ctx context.Context, cs *mcp.ClientSession, cl *call, 
 		return raw, nil
 	}
 	id := st.TaskID
-	if cl.req.HandOff && gen2 {
+	if cl.req.HandOff && gen2 && ctx.Err() == nil { // a call that ended first cancels it, below
 		return nil, &HandOff{Task: id, Cancel: func() { _ = c.stopTask(c.life, cs, cl, id, nil) }}
 	}
 	c.mu.Lock()

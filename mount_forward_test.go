@@ -697,7 +697,9 @@ func TestMountLetsTheUpstreamDecide(t *testing.T) {
 	t.Run("a task that cannot start", func(t *testing.T) {
 		tasks := &refusingTasks{IdempotencyStore: store.NewMemoryStore(0, 0), TaskStore: store.NewMemoryTasks()}
 		tasks.refuse.Store(true)
-		c := taskMCP{t: t, url: serve(t, build(t, carmy.New().Store(tasks).Mount("fs", carmy.Endpoint(url)))).URL, tasks: true}
+		// A tool that writes, whose turn the call kept for the task.
+		write := carmy.MountTool("job", carmy.ToolOverride{Effect: carmy.Write})
+		c := taskMCP{t: t, url: serve(t, build(t, carmy.New().Store(tasks).Mount("fs", carmy.Endpoint(url), write))).URL, tasks: true}
 		r, code, _ := c.rpc("tools/call", "fs_job", `"name":"fs_job","arguments":{"n":8},`)
 		if code != 0 || r["isError"] != true || r["taskId"] != nil {
 			t.Errorf("the call: %v (error %d); want an error result, no task", r, code)
@@ -707,6 +709,11 @@ func TestMountLetsTheUpstreamDecide(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the upstream's task was not cancelled")
 		}
+		// The turn was given back: the next call runs, not waits for it.
+		tasks.refuse.Store(false)
+		id := c.start("fs_job", `{"n":12}`)
+		u.release <- struct{}{}
+		c.await(id, "completed")
 	})
 }
 

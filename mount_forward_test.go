@@ -477,16 +477,7 @@ func asking[F any](message string, done func(F) string, opts ...carmy.Option) *c
 // answers initialize: with 2026-07-28, the tasks extension and no session,
 // so that its client speaks that generation.
 func sessionlessOnly(t *testing.T, url string) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
+	return relay(t, url, func(w http.ResponseWriter, body []byte, resp *http.Response) {
 		for k, v := range resp.Header {
 			if !strings.EqualFold(k, "Mcp-Session-Id") && !strings.EqualFold(k, "Content-Length") {
 				w.Header()[k] = v
@@ -500,6 +491,24 @@ func sessionlessOnly(t *testing.T, url string) string {
 		out, _ := io.ReadAll(resp.Body)
 		out = bytes.ReplaceAll(out, []byte(`"protocolVersion":"2025-11-25"`), []byte(`"protocolVersion":"2026-07-28"`))
 		_, _ = w.Write(bytes.Replace(out, []byte(`"capabilities":{`), []byte(`"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},`), 1))
+	})
+}
+
+// relay serves what url serves: each request is sent on to url, and
+// answer writes the answer to it, given the request's body and url's
+// response.
+func relay(t *testing.T, url string, answer func(w http.ResponseWriter, body []byte, resp *http.Response)) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		answer(w, body, resp)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -754,25 +763,14 @@ func sessionlessStdio(t *testing.T, reg *carmy.Registry) func(t *testing.T, meth
 // lateCalls serves what url serves, answering each tools/call after
 // delay, as a slow upstream does.
 func lateCalls(t *testing.T, url string, delay time.Duration) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
+	return relay(t, url, func(w http.ResponseWriter, body []byte, resp *http.Response) {
 		if bytes.Contains(body, []byte(`"method":"tools/call"`)) {
 			time.Sleep(delay)
 		}
 		maps.Copy(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	})
 }
 
 // refusingTasks is a store whose tasks cannot be created while refuse is

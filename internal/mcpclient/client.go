@@ -33,6 +33,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/mcpwire"
+
 	"github.com/carmy-dev/carmy/internal/canon"
 )
 
@@ -453,11 +455,7 @@ func (c *Client) SessionlessTasks() bool {
 	c.mu.Lock()
 	rs := c.rounds
 	c.mu.Unlock()
-	if rs == nil {
-		return false
-	}
-	res := rs.InitializeResult()
-	return res != nil && res.Capabilities != nil && res.Capabilities.Extensions[tasksExtension] != nil
+	return rs != nil && declaresTasks(rs)
 }
 
 // openRounds is the connection for callers of the sessionless protocol:
@@ -473,7 +471,7 @@ func (c *Client) openRounds(ctx context.Context, cs *mcp.ClientSession) *mcp.Cli
 	if c.cfg.URL == "" {
 		return nil
 	}
-	rs, err := c.sdk.Connect(ctx, c.httpTransport(), &mcp.ClientSessionOptions{ProtocolVersion: sessionlessProtocol})
+	rs, err := c.sdk.Connect(ctx, c.httpTransport(), &mcp.ClientSessionOptions{ProtocolVersion: mcpwire.SessionlessProtocol})
 	if err != nil {
 		return nil
 	}

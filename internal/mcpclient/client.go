@@ -957,12 +957,16 @@ func (c *Client) progress(_ context.Context, req *mcp.ProgressNotificationClient
 	}
 }
 
-// callOf is the call a question of the upstream belongs to: the one whose
-// request carries ctx, else the only call in flight (the calls waiting for
-// an upstream's task do not count: their questions name their task). With
-// several calls in flight a question that names none belongs to no one,
-// and is declined.
-func (c *Client) callOf(ctx context.Context) *call {
+// callOf is the call a question of the upstream belongs to: the one
+// waiting for the task its _meta names (meta, nil for a message that has
+// none), else the one whose request carries ctx, else the only call in
+// flight (the calls waiting for an upstream's task do not count: their
+// questions name their task). With several calls in flight a question
+// that names none belongs to no one, and is declined.
+func (c *Client) callOf(ctx context.Context, meta map[string]any) *call {
+	if cl := c.taskCall(meta); cl != nil {
+		return cl
+	}
 	if cl, ok := ctx.Value(callKey{}).(*call); ok {
 		return cl
 	}
@@ -985,10 +989,7 @@ func (c *Client) callOf(ctx context.Context) *call {
 // belongs to, as an input-required result's are; where nobody can be
 // asked, or a page cannot be shown, it is declined.
 func (c *Client) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	cl := c.taskCall(req.Params.GetMeta())
-	if cl == nil {
-		cl = c.callOf(ctx)
-	}
+	cl := c.callOf(ctx, req.Params.GetMeta())
 	decline := &mcp.ElicitResult{Action: "decline"}
 	if cl == nil {
 		c.logger.Info("carmy: declined a question of the upstream tied to no call", "message", req.Params.Message)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -201,9 +202,9 @@ type Round struct {
 // answers are the caller's answers with the mount's roots under the keys
 // of r.Roots.
 func (r *Round) answers(c *Client, caller mcp.InputResponseMap) mcp.InputResponseMap {
-	out := mcp.InputResponseMap{}
-	for k, v := range caller {
-		out[k] = v
+	out := maps.Clone(caller)
+	if out == nil {
+		out = mcp.InputResponseMap{}
 	}
 	for _, k := range r.Roots {
 		out[k] = c.roots()
@@ -301,10 +302,7 @@ func (c *Client) Serves() Capabilities {
 // call it belongs to; with none, or a call that cannot sample, it is
 // refused.
 func (c *Client) sample(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	cl := c.taskCall(req.Params.GetMeta())
-	if cl == nil {
-		cl = c.callOf(ctx)
-	}
+	cl := c.callOf(ctx, req.Params.GetMeta())
 	if cl == nil || cl.req.Sample == nil {
 		c.logger.Info("carmy: refused a sampling request of the upstream tied to no call")
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "carmy: sampling is only forwarded during a call"}
@@ -347,7 +345,7 @@ func (c *Client) logLine(line []byte, on *call) {
 	}
 	cl := on
 	if cl == nil {
-		cl = c.callOf(context.Background())
+		cl = c.callOf(context.Background(), nil)
 	}
 	if cl != nil && cl.req.Log != nil {
 		cl.req.Log(level, m.Params.Logger, m.Params.Data)

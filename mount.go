@@ -622,7 +622,8 @@ func (mt *mountedTool) invoke(cc *Context, in reflect.Value) (any, error) {
 	// and reads the upstream's task that a first call handed off.
 	p, ok := cc.peer.(mcpPeer)
 	if ok && p.Sessionless() && (cc.task == nil || mt.decides) {
-		req.Rounds = &mcpclient.Caller{Elicit: p.CanElicit(), ElicitURL: p.CanElicitURL(), Sample: p.CanSample()}
+		caller := p.Caller()
+		req.Rounds = &caller
 	}
 	switch {
 	case cc.task != nil:

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/carmy-dev/carmy/internal/mcpclient"
 	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
@@ -126,23 +127,34 @@ const (
 	urlProtocol  = "2025-11-25"
 )
 
+// callerOf is what a client that declared caps can answer in protocol
+// version: forms and pages only in a version that has them.
+func callerOf(caps *mcp.ClientCapabilities, version string) mcpclient.Caller {
+	var k mcpclient.Caller
+	if caps == nil {
+		return k
+	}
+	if e := caps.Elicitation; e != nil {
+		// A client that declares neither mode is taken to mean forms.
+		k.Elicit = version >= formProtocol && (e.Form != nil || e.URL == nil)
+		k.ElicitURL = version >= urlProtocol && e.URL != nil
+	}
+	k.Sample = caps.Sampling != nil
+	return k
+}
+
+// Caller is what the client said it can answer: forms, pages, sampling.
+func (p *Peer) Caller() mcpclient.Caller {
+	return callerOf(p.req.ClientCapabilities(), p.req.ProtocolVersion())
+}
+
 // CanElicit reports whether the client said it can ask its user for a
 // form's fields, in a protocol version that has forms.
-func (p *Peer) CanElicit() bool {
-	c := p.req.ClientCapabilities()
-	if c == nil || c.Elicitation == nil || p.req.ProtocolVersion() < formProtocol {
-		return false
-	}
-	// A client that declares neither mode is taken to mean forms.
-	return c.Elicitation.Form != nil || c.Elicitation.URL == nil
-}
+func (p *Peer) CanElicit() bool { return p.Caller().Elicit }
 
 // CanElicitURL reports whether the client said it can send its user to a
 // web page, in a protocol version that has URL elicitation.
-func (p *Peer) CanElicitURL() bool {
-	c := p.req.ClientCapabilities()
-	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil && p.req.ProtocolVersion() >= urlProtocol
-}
+func (p *Peer) CanElicitURL() bool { return p.Caller().ElicitURL }
 
 // Elicit asks the client's user to fill in a form. In a session it sends
 // the question and waits for the answer. In the sessionless protocol the
@@ -455,10 +467,7 @@ func (p *Peer) waitFor(n int) {
 }
 
 // CanSample reports whether the client said it can sample.
-func (p *Peer) CanSample() bool {
-	c := p.req.ClientCapabilities()
-	return c != nil && c.Sampling != nil
-}
+func (p *Peer) CanSample() bool { return p.Caller().Sample }
 
 // Sample asks the client to sample (sampling/createMessage), for an
 // upstream that asks during the call it serves: params and the result are

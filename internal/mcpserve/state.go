@@ -22,6 +22,7 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/canon"
 	"github.com/carmy-dev/carmy/internal/mcpclient"
+	"github.com/carmy-dev/carmy/internal/mcpwire"
 	"github.com/carmy-dev/carmy/store"
 )
 
@@ -274,13 +275,7 @@ func (s *Server) readRound(ctx context.Context, id Identity, req mcp.Request, wh
 	if c, ok := req.(interface {
 		ClientCapabilities() *mcp.ClientCapabilities
 	}); ok {
-		if caps := c.ClientCapabilities(); caps != nil {
-			r.Caller.Sample = caps.Sampling != nil
-			if e := caps.Elicitation; e != nil {
-				r.Caller.Elicit = e.Form != nil || e.URL == nil
-				r.Caller.ElicitURL = e.URL != nil
-			}
-		}
+		r.Caller = callerOf(c.ClientCapabilities(), mcpwire.SessionlessProtocol)
 	}
 	if state == "" {
 		return r, nil

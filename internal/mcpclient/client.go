@@ -33,8 +33,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/carmy-dev/carmy/internal/mcpwire"
-
 	"github.com/carmy-dev/carmy/internal/canon"
 )
 
@@ -471,7 +469,7 @@ func (c *Client) openRounds(ctx context.Context, cs *mcp.ClientSession) *mcp.Cli
 	if c.cfg.URL == "" {
 		return nil
 	}
-	rs, err := c.sdk.Connect(ctx, c.httpTransport(), &mcp.ClientSessionOptions{ProtocolVersion: mcpwire.SessionlessProtocol})
+	rs, err := c.sdk.Connect(ctx, c.httpTransport(), &mcp.ClientSessionOptions{ProtocolVersion: sessionlessProtocol})
 	if err != nil {
 		return nil
 	}

@@ -14,8 +14,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // What a mount forwards besides tools: the upstream's resources, prompts
@@ -33,11 +31,15 @@ func (c *Client) open() (*mcp.ClientSession, error) {
 	return c.session, nil
 }
 
+// sessionlessProtocol is the first version of the protocol without
+// sessions.
+const sessionlessProtocol = "2026-07-28"
+
 // sessionless reports a session of the 2026-07-28 protocol, where each
 // request carries what a session would have kept (its log level).
 func sessionless(cs *mcp.ClientSession) bool {
 	res := cs.InitializeResult()
-	return res != nil && res.ProtocolVersion >= mcpwire.SessionlessProtocol
+	return res != nil && res.ProtocolVersion >= sessionlessProtocol
 }
 
 // forwarded is an upstream's failure as the caller sees it: a JSON-RPC

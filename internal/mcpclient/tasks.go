@@ -17,8 +17,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
 
 // An upstream tool may run as a task of the upstream's: a call answered
@@ -41,8 +39,12 @@ import (
 // inlines the result, the error or the questions (inputRequests), which
 // tasks/update answers.
 
-// rpcPrefix begins the id of every request carmy sends itself.
-const rpcPrefix = "carmy-rpc-"
+const (
+	tasksExtension  = "io.modelcontextprotocol/tasks"
+	relatedTaskMeta = "io.modelcontextprotocol/related-task"
+	// rpcPrefix begins the id of every request carmy sends itself.
+	rpcPrefix = "carmy-rpc-"
+)
 
 // TakesTasks reports whether the upstream declares that it runs tool
 // calls as tasks: capabilities.tasks.requests.tools.call in a session, the
@@ -62,7 +64,7 @@ func (c *Client) TakesTasks() bool {
 // sessionless protocol declares the tasks extension.
 func declaresTasks(cs *mcp.ClientSession) bool {
 	res := cs.InitializeResult()
-	return res != nil && res.Capabilities != nil && res.Capabilities.Extensions[mcpwire.TasksExtension] != nil
+	return res != nil && res.Capabilities != nil && res.Capabilities.Extensions[tasksExtension] != nil
 }
 
 // initialized reads what the SDK drops of the upstream's initialize
@@ -364,7 +366,7 @@ func (c *Client) requestMeta(cs *mcp.ClientSession, meta mcp.Meta) mcp.Meta {
 		out[k] = v
 	}
 	caps := *c.options().Capabilities
-	caps.Extensions = map[string]any{mcpwire.TasksExtension: map[string]any{}}
+	caps.Extensions = map[string]any{tasksExtension: map[string]any{}}
 	out[mcp.MetaKeyProtocolVersion] = cs.InitializeResult().ProtocolVersion
 	out[mcp.MetaKeyClientInfo] = &mcp.Implementation{Name: "carmy", Version: "mount"}
 	out[mcp.MetaKeyClientCapabilities] = &caps
@@ -544,7 +546,7 @@ func (c *Client) served(line []byte, cl *call) {
 		res, err := c.serve(ctx, m.Method, m.Params)
 		answer := map[string]any{"jsonrpc": "2.0", "id": m.ID}
 		if err != nil {
-			answer["error"] = mcpwire.RPCError(err)
+			answer["error"] = rpcErrorOf(err)
 		} else {
 			answer["result"] = res
 		}
@@ -595,11 +597,18 @@ func (c *Client) serve(ctx context.Context, method string, params json.RawMessag
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "carmy does not answer " + method + " for an upstream's task"}
 }
 
+func rpcErrorOf(err error) *jsonrpc.Error {
+	if e, ok := err.(*jsonrpc.Error); ok {
+		return e
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
 // taskCall is the call a request of the upstream tied to a task belongs
 // to, by the task its _meta names; nil for none. A task may ask before
 // its call has read the answer that names it: a moment is given.
 func (c *Client) taskCall(meta map[string]any) *call {
-	rel, _ := meta[mcpwire.RelatedTaskMeta].(map[string]any)
+	rel, _ := meta[relatedTaskMeta].(map[string]any)
 	id, _ := rel["taskId"].(string)
 	if id == "" {
 		return nil

@@ -176,7 +176,7 @@ func (c *fastConn) call(req *jsonrpc.Request) bool {
 	return c.start(ss, req.ID, nil, p, sessionless, func(ctx context.Context, result []byte, err error) {
 		ans := &jsonrpc.Response{ID: req.ID, Result: result}
 		if err != nil {
-			ans.Result, ans.Error = nil, mcpwire.RPCError(err)
+			ans.Result, ans.Error = nil, rpcError(err)
 		}
 		_ = c.Connection.Write(ctx, ans)
 	})
@@ -201,7 +201,7 @@ func (c *fastConn) rawCall(sc *mcpwire.StdioConn, line []byte) bool {
 	started := c.start(ss, id, msg.rawID, p, sessionless, func(_ context.Context, result []byte, err error) {
 		var b []byte
 		if err != nil {
-			b = mcpwire.RPCAnswer([]byte(msg.rawID), mcpwire.RPCError(err))
+			b = mcpwire.RPCAnswer([]byte(msg.rawID), rpcError(err))
 		} else {
 			b = mcpwire.RPCResult(msg.rawID, result)
 		}

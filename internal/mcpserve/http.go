@@ -265,7 +265,7 @@ func (s *Server) sessionlessCall(w http.ResponseWriter, req *http.Request, body 
 	ctx := req.Context()
 	res, err := s.serveCall(ctx, t, &mcp.CallToolRequest{Params: p, Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(ctx), Header: h}}, true, msg.ID)
 	if err != nil { // a protocol error: the call ran no further
-		rpcErr := mcpwire.RPCError(err)
+		rpcErr := rpcError(err)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(mcpwire.ErrorStatus(rpcErr.Code))
 		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(msg.ID), rpcErr))
@@ -366,7 +366,7 @@ func (s *Server) sessionCall(w http.ResponseWriter, req *http.Request, body []by
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	if err != nil {
-		_, _ = w.Write(mcpwire.RPCAnswer([]byte(msg.rawID), mcpwire.RPCError(err)))
+		_, _ = w.Write(mcpwire.RPCAnswer([]byte(msg.rawID), rpcError(err)))
 		return true
 	}
 	_, _ = w.Write(mcpwire.RPCResult(msg.rawID, out))
@@ -404,7 +404,7 @@ func writeAnswer(w http.ResponseWriter, id jsontext.Value, result any, rpcErr *j
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
-		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(id), mcpwire.RPCError(err)))
+		_, _ = w.Write(mcpwire.RPCAnswer(json.RawMessage(id), rpcError(err)))
 		return true
 	}
 	_, _ = w.Write(mcpwire.RPCResult(id, b))

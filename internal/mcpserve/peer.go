@@ -211,7 +211,7 @@ func (p *Peer) Ask(ctx context.Context, id string, params *mcp.ElicitParams) (*m
 		}
 		if p.task != "" {
 			tied := *params
-			tied.Meta = mcp.Meta{mcpwire.RelatedTaskMeta: map[string]string{"taskId": p.task}}
+			tied.Meta = mcp.Meta{relatedTaskMeta: map[string]string{"taskId": p.task}}
 			for k, v := range params.Meta {
 				tied.Meta[k] = v
 			}

@@ -227,7 +227,7 @@ func New(cfg Config) *Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: cfg.ListChanged}, Logging: &mcp.LoggingCapabilities{}},
 	}
 	if _, ok := cfg.Host.(Tasks); ok {
-		opts.Capabilities.Extensions = map[string]any{mcpwire.TasksExtension: map[string]any{}}
+		opts.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
 	}
 	s.skillsExtension(opts)
 	s.mountCapabilities(opts)

@@ -37,6 +37,9 @@ type SessionTasks interface {
 // sessionTaskPage is how many tasks one tasks/list answer holds at most.
 const sessionTaskPage = 50
 
+// relatedTaskMeta is the _meta key that ties a message to its task.
+const relatedTaskMeta = "io.modelcontextprotocol/related-task"
+
 // sessionTasksCapability is the tasks member of a session's server
 // capabilities: the methods served, and the requests that may be tasks.
 var sessionTasksCapability = map[string]any{
@@ -117,11 +120,11 @@ func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Iden
 	answer := func(v any) (json.RawMessage, *jsonrpc.Error, bool) {
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, mcpwire.RPCError(err), true
+			return nil, rpcError(err), true
 		}
 		return b, nil, true
 	}
-	fail := func(err error) (json.RawMessage, *jsonrpc.Error, bool) { return nil, mcpwire.RPCError(err), true }
+	fail := func(err error) (json.RawMessage, *jsonrpc.Error, bool) { return nil, rpcError(err), true }
 	invalid := func(msg string) (json.RawMessage, *jsonrpc.Error, bool) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + msg}, true
 	}
@@ -226,7 +229,7 @@ func (s *Server) sessionTask(ctx context.Context, ss *mcp.ServerSession, id Iden
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}
-	res.Meta[mcpwire.RelatedTaskMeta] = map[string]string{"taskId": st.ID}
+	res.Meta[relatedTaskMeta] = map[string]string{"taskId": st.ID}
 	return answer(res)
 }
 

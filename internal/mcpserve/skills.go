@@ -212,7 +212,7 @@ func (c *fastConn) skills(req *jsonrpc.Request) bool {
 	if rpcErr == nil {
 		b, err := json.Marshal(res)
 		if err != nil {
-			ans.Error = mcpwire.RPCError(err)
+			ans.Error = rpcError(err)
 		}
 		ans.Result = b
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 	"strings"
@@ -17,6 +18,11 @@ import (
 
 	"github.com/carmy-dev/carmy/internal/mcpwire"
 )
+
+// TasksExtension is the id of MCP's tasks extension (2026-07-28), which a
+// client declares in its capabilities' extensions to have calls of tools
+// that support tasks answered with a task.
+const TasksExtension = "io.modelcontextprotocol/tasks"
 
 // The task support of a tool, as tools/list says it (execution.taskSupport).
 const (
@@ -71,7 +77,7 @@ const taskPollInterval = time.Second
 func DeclaresTasks(meta map[string]any) bool {
 	caps, _ := meta[mcp.MetaKeyClientCapabilities].(map[string]any)
 	ext, _ := caps["extensions"].(map[string]any)
-	_, ok := ext[mcpwire.TasksExtension]
+	_, ok := ext[TasksExtension]
 	return ok
 }
 
@@ -88,9 +94,9 @@ func mayConcernTasks(body []byte) bool {
 // only as a task from a client that did not declare tasks: missing
 // required client capability, naming the extension.
 func TaskRequiredError(tool string) *jsonrpc.Error {
-	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{mcpwire.TasksExtension: map[string]any{}}}})
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
 	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities,
-		Message: tool + " runs only as a task: declare the " + mcpwire.TasksExtension + " extension", Data: data}
+		Message: tool + " runs only as a task: declare the " + TasksExtension + " extension", Data: data}
 }
 
 // taskRequest answers a sessionless request of the tasks extension itself
@@ -147,7 +153,7 @@ func (s *Server) sessionlessTask(ctx context.Context, tasks Tasks, door taskDoor
 		}
 		b, err := json.Marshal(result)
 		if err != nil {
-			return nil, mcpwire.RPCError(err), true
+			return nil, rpcError(err), true
 		}
 		return b, nil, true
 	}
@@ -224,18 +230,18 @@ func (s *Server) startTask(ctx context.Context, tasks Tasks, door taskDoor, para
 		// made a task, which the host's task then adopts.
 		var err error
 		if res, st, err = s.run(ctx, t, c); err != nil {
-			return nil, mcpwire.RPCError(err), true
+			return nil, rpcError(err), true
 		}
 	} else {
 		// The answers of the rounds before are the task's: a tool that
 		// asked before its task started finds them (TaskAfterInput).
 		if err := s.openRounds(ctx, c); err != nil {
-			return nil, mcpwire.RPCError(err), true
+			return nil, rpcError(err), true
 		}
 		var out Outcome
 		var err error
 		if st, out, err = tasks.StartTask(ctx, c); err != nil {
-			return nil, mcpwire.RPCError(err), true
+			return nil, rpcError(err), true
 		}
 		if st == nil { // refused before its task began: a tool result, as a call's
 			res = s.result(t, out)
@@ -244,7 +250,7 @@ func (s *Server) startTask(ctx context.Context, tasks Tasks, door taskDoor, para
 	if st == nil {
 		b, err := mcpwire.SessionlessResult(res, s.info)
 		if err != nil {
-			return nil, mcpwire.RPCError(err), true
+			return nil, rpcError(err), true
 		}
 		return b, nil, true
 	}
@@ -252,7 +258,7 @@ func (s *Server) startTask(ctx context.Context, tasks Tasks, door taskDoor, para
 	task["resultType"] = "task"
 	b, err := json.Marshal(task)
 	if err != nil {
-		return nil, mcpwire.RPCError(err), true
+		return nil, rpcError(err), true
 	}
 	return b, nil, true
 }
@@ -452,18 +458,28 @@ func RequestOf(ctx context.Context) *http.Request {
 	return req
 }
 
+// rpcError is err as the JSON-RPC error of a call's answer: a protocol
+// error the call gave is answered as it is, any other is internal.
+func rpcError(err error) *jsonrpc.Error {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
 // withoutTasks leaves the tasks extension out of the capabilities of an
 // initialize result: the extension is the sessionless protocol's; a
 // session's experimental tasks take other methods, and their own
 // capability (withSessionTasks).
 func withoutTasks(res mcp.Result) {
 	init, ok := res.(*mcp.InitializeResult)
-	if !ok || init.Capabilities == nil || init.Capabilities.Extensions[mcpwire.TasksExtension] == nil {
+	if !ok || init.Capabilities == nil || init.Capabilities.Extensions[TasksExtension] == nil {
 		return
 	}
 	caps := *init.Capabilities
 	caps.Extensions = maps.Clone(caps.Extensions)
-	delete(caps.Extensions, mcpwire.TasksExtension)
+	delete(caps.Extensions, TasksExtension)
 	if len(caps.Extensions) == 0 {
 		caps.Extensions = nil
 	}
